@@ -1,0 +1,1 @@
+"""Discovery (NVML, sysfs) into a :class:`topology.Snapshot`, the node daemon loop and the CLI."""

@@ -1,0 +1,1 @@
+"""Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file."""

@@ -1,0 +1,1 @@
+"""Bandwidth and latency probes: plan (pure) -> backend (cuda | cpu) -> statistics -> measurements."""

@@ -1,0 +1,140 @@
+"""JSON ``topolink.topology/v1``: a lossless, schema-checked codec for :class:`Snapshot`.
+
+Generic over the model's dataclasses (driven by their type hints), so a new field needs no codec change.
+Enums are written by value, ``MatrixKind`` flags as a sorted list of names, tuples as lists. Unknown
+keys are rejected: a document from a newer schema must not half-load as if whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import types
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from ._errors import SchemaError
+from ._model import Matrix, MatrixKind, Snapshot
+
+SCHEMA = "topolink.topology/v1"
+_STRUCTURE_FIELDS = ("host_bridges", "pci", "numa_nodes", "gpus", "nvswitches", "nics", "links", "matrices")
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, MatrixKind):
+        return sorted(m.name for m in MatrixKind if m in value and m.name)  # type: ignore[type-var]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_encode(v) for v in value]
+    return value
+
+
+def to_dict(snap: Snapshot) -> dict[str, Any]:
+    return {"schema": SCHEMA, **_encode(snap)}
+
+
+def dumps(snap: Snapshot, *, indent: int | None = 2) -> str:
+    return json.dumps(to_dict(snap), indent=indent, sort_keys=False, allow_nan=False)
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _decode(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise SchemaError(f"{where}: null not allowed")
+        (inner,) = [a for a in args if a is not type(None)]
+        return _decode(inner, value, where)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise SchemaError(f"{where}: expected a list")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise SchemaError(f"{where}: expected {len(args)} items")
+        return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if tp is MatrixKind:
+        if not isinstance(value, list):
+            raise SchemaError(f"{where}: expected a list of flag names")
+        flags = MatrixKind(0)
+        for name in value:
+            try:
+                flags |= MatrixKind[name]
+            except KeyError as exc:
+                raise SchemaError(f"{where}: unknown flag {name!r}") from exc
+        return flags
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError as exc:
+            raise SchemaError(f"{where}: {value!r} is not a {tp.__name__}") from exc
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _decode_record(tp, value, where)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SchemaError(f"{where}: expected a number")
+        return float(value)
+    if tp in (int, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise SchemaError(f"{where}: expected {tp.__name__}")
+        return value
+    raise SchemaError(f"{where}: cannot decode type {tp!r}")  # pragma: no cover - a model bug
+
+
+def _decode_record(cls: type, value: Any, where: str) -> Any:
+    if not isinstance(value, Mapping):
+        raise SchemaError(f"{where}: expected an object")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(value) - names
+    if unknown:
+        raise SchemaError(f"{where}: unknown keys {sorted(unknown)}")
+    hints = _hints(cls)
+    kwargs = {k: _decode(hints[k], v, f"{where}.{k}") for k, v in value.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise SchemaError(f"{where}: {exc}") from exc
+
+
+def from_dict(doc: Mapping[str, Any]) -> Snapshot:
+    if not isinstance(doc, Mapping) or doc.get("schema") != SCHEMA:
+        raise SchemaError(f"not a {SCHEMA} document")
+    body = {k: v for k, v in doc.items() if k != "schema"}
+    snap: Snapshot = _decode_record(Snapshot, body, "snapshot")
+    return snap
+
+
+def loads(text: str) -> Snapshot:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"not JSON: {exc}") from exc
+    return from_dict(doc)
+
+
+def structure_hash(snap: Snapshot) -> str:
+    """sha256 over devices and links only: changes when the hardware or its wiring does, not when a
+    measurement, a timestamp or a problem does. Measured matrices are left out too."""
+    body = {name: _encode(getattr(snap, name)) for name in _STRUCTURE_FIELDS if name != "matrices"}
+    body["matrices"] = [_encode(m) for m in snap.matrices if not _is_measured(m)]
+    raw = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def _is_measured(m: Matrix) -> bool:
+    return MatrixKind.MEASURED in m.kind

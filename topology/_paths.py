@@ -1,0 +1,155 @@
+"""``path(a, b)``: the ``nvidia-smi topo -m`` class between two GPUs or NICs.
+
+The PCIe classes count PCIe *switches* (the legend's "bridges"), not bridge functions: a switch is one
+upstream port plus its downstream ports, so two GPUs on one switch are PIX although the walk between
+them passes three bridge functions. In a chain of bridges from the root port down, upstream and
+downstream ports alternate, so the switch of a downstream port is its parent.
+
+- ``X``: the same device.
+- ``NV#``: GPUs joined by # bonded NVLinks, direct ones plus, through NVSwitches, the links each GPU
+  has to the switches (the smaller of the two counts).
+- ``PIX``: at most one switch (or one root port) between them.
+- ``PXB``: several switches, below a common bridge.
+- ``PHB``: the same host bridge, no common bridge below it.
+- ``NODE``: different host bridges in one NUMA node. ``SYS``: across NUMA nodes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ._model import LinkKind, Snapshot
+
+
+class PathClass(enum.StrEnum):
+    SELF = "X"
+    NVLINK = "NV"
+    PIX = "PIX"
+    PXB = "PXB"
+    PHB = "PHB"
+    NODE = "NODE"
+    SYS = "SYS"
+
+
+# NVML's nvmlGpuTopologyLevel_t for each PCIe class (INTERNAL 0 is reported as PIX by nvidia-smi).
+NVML_TOPOLOGY_LEVEL = {
+    PathClass.PIX: 10,
+    PathClass.PXB: 20,
+    PathClass.PHB: 30,
+    PathClass.NODE: 40,
+    PathClass.SYS: 50,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PathInfo:
+    kind: PathClass
+    nvlinks: int = 0
+    pcie: PathClass | None = None  # the PCIe class underneath an NVLink path
+
+    def __str__(self) -> str:
+        return f"NV{self.nvlinks}" if self.kind is PathClass.NVLINK else self.kind.value
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    root: str | None  # host bridge id, None when unknown
+    chain: tuple[str, ...]  # bridge functions from the root port down, the device excluded
+    numa: int | None
+
+
+class PathIndex:
+    """Lookups built once per snapshot; ``path`` over a whole matrix is then cheap."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._pci = {f.id: f for f in snap.pci}
+        self._roots = {h.id: h for h in snap.host_bridges}
+        self._nic_pci = {n.id: n.pci_bus_id for n in snap.nics}
+        self._gpus = {g.id for g in snap.gpus}
+        self._numa_of = {g.id: g.numa_node for g in snap.gpus} | {n.id: n.numa_node for n in snap.nics}
+        switches = {s.id for s in snap.nvswitches}
+        self._direct: dict[frozenset[str], int] = defaultdict(int)
+        self._to_switch: dict[str, int] = defaultdict(int)
+        for link in snap.links:
+            if link.kind is not LinkKind.NVLINK:
+                continue
+            if link.a in self._gpus and link.b in self._gpus:
+                self._direct[frozenset((link.a, link.b))] += link.count
+            elif link.b in switches and link.a in self._gpus:
+                self._to_switch[link.a] += link.count
+            elif link.a in switches and link.b in self._gpus:
+                self._to_switch[link.b] += link.count
+        self._places: dict[str, _Place] = {}
+
+    def nvlinks(self, a: str, b: str) -> int:
+        direct = self._direct.get(frozenset((a, b)), 0)
+        via_switch = min(self._to_switch.get(a, 0), self._to_switch.get(b, 0))
+        return direct + via_switch
+
+    def _place(self, dev: str) -> _Place:
+        if dev in self._places:
+            return self._places[dev]
+        bdf = self._nic_pci.get(dev, dev)
+        chain: list[str] = []
+        root: str | None = None
+        node = self._pci.get(bdf) if bdf else None
+        numa = node.numa_node if node else None
+        seen: set[str] = set()
+        while node is not None and node.id not in seen:
+            seen.add(node.id)
+            parent = node.parent
+            if parent in self._roots:
+                root = parent
+                break
+            node = self._pci.get(parent)
+            if node is not None:
+                chain.append(node.id)
+        chain.reverse()
+        if numa is None:
+            numa = self._numa_of.get(dev)
+        if numa is None and root is not None:
+            numa = self._roots[root].numa_node
+        place = _Place(root, tuple(chain), numa)
+        self._places[dev] = place
+        return place
+
+    def pcie_class(self, a: str, b: str) -> PathClass:
+        pa, pb = self._place(a), self._place(b)
+        if pa.root is None or pb.root is None or pa.root != pb.root:
+            return PathClass.NODE if pa.numa == pb.numa else PathClass.SYS
+        common = 0
+        for x, y in zip(pa.chain, pb.chain, strict=False):
+            if x != y:
+                break
+            common += 1
+        if common == 0:
+            return PathClass.PHB
+        # The walk touches the deepest common bridge and every bridge below it on both sides.
+        walked = {(i, pa.chain[i]) for i in range(common - 1, len(pa.chain))}
+        walked |= {(i, pb.chain[i]) for i in range(common - 1, len(pb.chain))}
+        switches = {_switch_of(pa.chain if bdf in pa.chain else pb.chain, i) for i, bdf in walked}
+        return PathClass.PIX if len(switches) <= 1 else PathClass.PXB
+
+    def path(self, a: str, b: str) -> PathInfo:
+        if a == b:
+            return PathInfo(PathClass.SELF)
+        pcie = self.pcie_class(a, b)
+        if a in self._gpus and b in self._gpus:
+            count = self.nvlinks(a, b)
+            if count:
+                return PathInfo(PathClass.NVLINK, count, pcie)
+        return PathInfo(pcie)
+
+
+def _switch_of(chain: tuple[str, ...], depth: int) -> str:
+    """Depth 0 is the root port (a switch of its own); odd depths are upstream ports."""
+    if depth == 0 or depth % 2 == 1:
+        return chain[depth]
+    return chain[depth - 1]
+
+
+def path(snap: Snapshot, a: str, b: str) -> PathInfo:
+    """The class of the connection between two GPUs/NICs (ids), as ``nvidia-smi topo -m`` prints it."""
+    return PathIndex(snap).path(a, b)
