@@ -4,6 +4,7 @@ Pure: no I/O, no clock, nothing imported from outside the standard library.
 """
 
 from ._codec import SCHEMA, dumps, from_dict, loads, structure_hash, to_dict
+from ._dot import to_dot
 from ._errors import SchemaError, TopolinkError
 from ._ids import (
     BadPciAddress,
@@ -43,16 +44,23 @@ from ._model import (
 )
 from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
 from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
+from ._render import LEGEND, TopoRow, TopoTable, matrix, ordered_gpus, ordered_rdma_nics, topo_table
+from ._summary import no_gpu_reason, summary
+from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
 __all__ = [
+    "LEGEND",
     "NVML_TOPOLOGY_LEVEL",
     "SCHEMA",
     "BadPciAddress",
     "FabricInfo",
     "FabricState",
     "GdrFacts",
+    "GdrReadiness",
+    "GdrVerdict",
     "Gpu",
     "HostBridge",
+    "Island",
     "Link",
     "LinkKind",
     "Matrix",
@@ -75,23 +83,36 @@ __all__ = [
     "SourceOutcome",
     "SourceStatus",
     "Stats",
+    "TopoRow",
+    "TopoTable",
     "TopolinkError",
     "canonical_bdf",
     "dumps",
     "format_cpulist",
     "from_dict",
+    "gdr_readiness",
     "host_bridge_id",
     "is_bdf",
     "link_id",
     "loads",
+    "matrix",
+    "nearest_nics",
+    "no_gpu_reason",
+    "numa_affinity",
     "numa_id",
     "nvlink_bytes_per_second",
     "nvlink_gen_from_nvml",
+    "nvlink_islands",
+    "ordered_gpus",
+    "ordered_rdma_nics",
     "parse_cpulist",
     "parse_cpumask",
     "path",
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
     "structure_hash",
+    "summary",
     "to_dict",
+    "to_dot",
+    "topo_table",
 ]

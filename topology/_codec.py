@@ -26,7 +26,7 @@ _STRUCTURE_FIELDS = ("host_bridges", "pci", "numa_nodes", "gpus", "nvswitches", 
 
 def _encode(value: Any) -> Any:
     if isinstance(value, MatrixKind):
-        return sorted(m.name for m in MatrixKind if m in value and m.name)  # type: ignore[type-var]
+        return sorted(m.name for m in MatrixKind if m in value and m.name)
     if isinstance(value, enum.Enum):
         return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

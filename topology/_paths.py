@@ -71,22 +71,36 @@ class PathIndex:
         self._numa_of = {g.id: g.numa_node for g in snap.gpus} | {n.id: n.numa_node for n in snap.nics}
         switches = {s.id for s in snap.nvswitches}
         self._direct: dict[frozenset[str], int] = defaultdict(int)
+        self._direct_bw: dict[frozenset[str], float] = defaultdict(float)
         self._to_switch: dict[str, int] = defaultdict(int)
+        self._to_switch_bw: dict[str, float] = defaultdict(float)
         for link in snap.links:
             if link.kind is not LinkKind.NVLINK:
                 continue
+            rate = link.bytes_per_second or 0.0
             if link.a in self._gpus and link.b in self._gpus:
                 self._direct[frozenset((link.a, link.b))] += link.count
+                self._direct_bw[frozenset((link.a, link.b))] += rate
             elif link.b in switches and link.a in self._gpus:
                 self._to_switch[link.a] += link.count
+                self._to_switch_bw[link.a] += rate
             elif link.a in switches and link.b in self._gpus:
                 self._to_switch[link.b] += link.count
+                self._to_switch_bw[link.b] += rate
         self._places: dict[str, _Place] = {}
 
     def nvlinks(self, a: str, b: str) -> int:
         direct = self._direct.get(frozenset((a, b)), 0)
         via_switch = min(self._to_switch.get(a, 0), self._to_switch.get(b, 0))
         return direct + via_switch
+
+    def nvlink_bandwidth(self, a: str, b: str) -> float:
+        """Theoretical NVLink bytes/s per direction between two GPUs (0 when not NVLink-connected)."""
+        direct = self._direct_bw.get(frozenset((a, b)), 0.0)
+        return direct + min(self._to_switch_bw.get(a, 0.0), self._to_switch_bw.get(b, 0.0))
+
+    def numa_of(self, dev: str) -> int | None:
+        return self._place(dev).numa
 
     def _place(self, dev: str) -> _Place:
         if dev in self._places:

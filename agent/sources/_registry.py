@@ -38,8 +38,13 @@ class SourceSpec:
 _SOURCES: dict[str, SourceSpec] = {}
 
 
-def register(name: str, *, default: bool = True, help: str) -> Callable[[Callable[[DiscoveryContext], T]], Callable[[DiscoveryContext], T]]:  # noqa: A002
-    def wrap(fn: Callable[[DiscoveryContext], T]) -> Callable[[DiscoveryContext], T]:
+Reader = Callable[[DiscoveryContext], T]
+
+
+def register(name: str, *, default: bool = True, help: str) -> Callable[[Reader[T]], Reader[T]]:
+    """Add a source to the table under ``name``; ``default`` is whether it runs without a flag."""
+
+    def wrap(fn: Reader[T]) -> Reader[T]:
         if name in _SOURCES:
             raise ValueError(f"source {name!r} registered twice")
         _SOURCES[name] = SourceSpec(name, fn, default, help)

@@ -1,0 +1,179 @@
+"""The ``topolink`` command line.
+
+Exit status:
+  0  done; for ``discover``/``topo`` the snapshot is complete (every source read or absent)
+  1  done, but a source failed: the output is marked incomplete and lists what could not be read
+  2  usage error
+  3  an input file could not be read or is not a topolink snapshot
+  ``probe`` and ``selftest`` document their own codes in ``topolink probe --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+import topology
+
+from ._context import DiscoveryContext
+from ._fsroot import FsRoot
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
+
+_ENV_SYSFS_ROOT = "TOPOLINK_SYSFS_ROOT"
+_ENV_NVML_LIBRARY = "TOPOLINK_NVML_LIBRARY"
+
+
+def _version() -> str:
+    try:
+        return metadata.version("topolink")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
+
+def _add_discovery_args(p: argparse.ArgumentParser) -> None:
+    from .sources import source_table
+
+    p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
+                   help=f"read /sys and /proc below DIR (a gathered tree); default ${_ENV_SYSFS_ROOT} or /. "
+                        "A root other than / turns NVML off unless --nvml-library names the tree's own")
+    p.add_argument("--nvml-library", metavar="PATH", default=os.environ.get(_ENV_NVML_LIBRARY),
+                   help=f"load NVML from PATH instead of libnvidia-ml.so.1; default ${_ENV_NVML_LIBRARY}")
+    p.add_argument("--node-name", metavar="NAME", help="node name to record (default: the host name)")
+    for spec in source_table().values():
+        p.add_argument(f"--source.{spec.name}", dest=f"source_{spec.name}", action=argparse.BooleanOptionalAction,
+                       default=spec.enabled_by_default,
+                       help=f"{spec.help} (default: {'on' if spec.enabled_by_default else 'off'})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="topolink",
+        description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
+        epilog="Exit status: 0 ok; 1 a source failed (output marked incomplete); 2 usage; 3 bad input file.",
+    )
+    parser.add_argument("--version", action="version", version=f"topolink {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("discover", help="discover the node's topology and print it")
+    d.add_argument("--format", choices=("table", "json", "dot"), default="table")
+    d.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    _add_discovery_args(d)
+
+    t = sub.add_parser("topo", help="print the GPU/NIC matrix as nvidia-smi topo -m does")
+    t.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="render a saved snapshot")
+    t.add_argument("--bandwidth", action="store_true", help="print the measured bandwidth matrices instead")
+    _add_discovery_args(t)
+
+    try:
+        from . import cli_probe
+    except ImportError:  # pragma: no cover - the probes package is part of the distribution
+        pass
+    else:
+        cli_probe.add_parsers(sub, _add_discovery_args)
+    return parser
+
+
+def _context(args: argparse.Namespace) -> DiscoveryContext:
+    root = Path(args.sysfs_root)
+    if not root.is_dir():
+        raise _InputError(f"--sysfs-root {root}: not a directory")
+    return DiscoveryContext(root=FsRoot(root), nvml_library=args.nvml_library, node_name=args.node_name)
+
+
+class _InputError(Exception):
+    pass
+
+
+def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
+    """Run discovery with the sources the flags enabled."""
+    from .discover import discover
+    from .sources import source_table
+
+    enabled = [name for name in source_table() if getattr(args, f"source_{name}")]
+    return discover(_context(args), enabled)
+
+
+def _write(text: str, output: str | None) -> None:
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        return
+    path = Path(output)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+
+
+def _cmd_discover(args: argparse.Namespace) -> int:
+    snap = discover_from_args(args)
+    if args.format == "json":
+        text = topology.dumps(snap) + "\n"
+    elif args.format == "dot":
+        text = topology.to_dot(snap)
+    else:
+        text = topology.summary(snap)
+    _write(text, args.output)
+    if args.format != "table" and (reason := topology.no_gpu_reason(snap)):
+        print(reason, file=sys.stderr)
+    return _exit_for(snap)
+
+
+def _exit_for(snap: topology.Snapshot) -> int:
+    if not snap.complete:
+        failed = ", ".join(o.name for o in snap.sources if o.status is topology.SourceStatus.FAILED)
+        print(f"topolink: incomplete snapshot: source(s) failed: {failed}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def load_snapshot(path: str) -> topology.Snapshot:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        return topology.loads(text)
+    except OSError as exc:
+        raise _InputError(f"{path}: {exc.strerror or exc}") from exc
+    except topology.SchemaError as exc:
+        raise _InputError(f"{path}: {exc}") from exc
+
+
+def _cmd_topo(args: argparse.Namespace) -> int:
+    snap = load_snapshot(args.from_file) if args.from_file else discover_from_args(args)
+    if args.bandwidth:
+        from probes import render_bandwidth_matrix
+
+        sys.stdout.write(render_bandwidth_matrix(snap))
+        return _exit_for(snap)
+    text = topology.matrix(snap)
+    if text:
+        sys.stdout.write(text)
+    else:
+        print(topology.no_gpu_reason(snap) or "No GPU or RDMA NIC to show.")
+    return _exit_for(snap)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handlers = {"discover": _cmd_discover, "topo": _cmd_topo}
+    try:
+        if args.command in handlers:
+            return handlers[args.command](args)
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        result: int = args.handler(args)
+        return result
+    except _InputError as exc:
+        print(f"topolink: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:  # `topolink discover | head`
+        sys.stderr.close()
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Graphviz DOT: NUMA nodes, host bridges, PCIe switches, GPUs, NICs, NVSwitches and NVLink bundles."""
+
+from __future__ import annotations
+
+from ._model import LinkKind, PciFunction, Snapshot
+from ._render import ordered_gpus, ordered_rdma_nics
+
+
+def _q(text: str) -> str:
+    """A DOT string; real newlines in ``text`` become DOT's centred line breaks."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + escaped.replace("\n", "\\n") + '"'
+
+
+def _gbps(rate: float | None) -> str:
+    return f"{rate / 1e9:g} GB/s" if rate else ""
+
+
+def to_dot(snap: Snapshot) -> str:
+    """One picture of the node. Bridges that lead to no GPU, NIC or NVSwitch are left out to stay legible."""
+    gpu_names = {g.id: f"GPU{i}" for i, g in enumerate(ordered_gpus(snap))}
+    nic_names = {n.id: n.name for n in snap.nics}
+    rdma = {n.id for n in ordered_rdma_nics(snap)}
+    pci = {f.id: f for f in snap.pci}
+    wanted = set(gpu_names) | {n.pci_bus_id for n in snap.nics if n.pci_bus_id} | {s.id for s in snap.nvswitches}
+    keep: set[str] = set()
+    for bdf in wanted:
+        node: PciFunction | None = pci.get(bdf)
+        while node is not None and node.id not in keep:
+            keep.add(node.id)
+            node = pci.get(node.parent)
+    lines = [f"graph {_q(snap.node)} {{", "  graph [rankdir=TB, fontname=Helvetica];",
+             "  node [fontname=Helvetica, shape=box];"]
+    for numa in snap.numa_nodes:
+        label = f"{numa.id}\ncpus {len(numa.cpus)}"
+        lines.append(f"  {_q(numa.id)} [shape=ellipse, label={_q(label)}];")
+    for hb in snap.host_bridges:
+        if not any(pci[b].parent == hb.id for b in keep if b in pci):
+            continue
+        lines.append(f"  {_q(hb.id)} [shape=box, style=rounded, label={_q('HostBridge ' + hb.id)}];")
+        if hb.numa_node is not None:
+            lines.append(f"  {_q('numa' + str(hb.numa_node))} -- {_q(hb.id)};")
+    for bdf in sorted(keep):
+        f = pci[bdf]
+        if bdf in gpu_names:
+            label = f"{gpu_names[bdf]}\n{bdf}"
+            attrs = "style=filled, fillcolor=palegreen"
+        elif any(n.pci_bus_id == bdf for n in snap.nics):
+            name = ",".join(sorted(nic_names[n.id] for n in snap.nics if n.pci_bus_id == bdf))
+            label = f"{name}\n{bdf}"
+            attrs = "style=filled, fillcolor=lightblue" if any(
+                n.pci_bus_id == bdf and n.id in rdma for n in snap.nics) else "style=filled, fillcolor=white"
+        elif any(s.id == bdf for s in snap.nvswitches):
+            label, attrs = f"NVSwitch\n{bdf}", "style=filled, fillcolor=khaki"
+        else:
+            label, attrs = f"bridge\n{bdf}", "shape=point, width=0.12"
+            lines.append(f"  {_q(bdf)} [{attrs}, xlabel={_q(label)}];")
+            lines.append(f"  {_q(f.parent)} -- {_q(bdf)};")
+            continue
+        lines.append(f"  {_q(bdf)} [label={_q(label)}, {attrs}];")
+        state = f.link
+        edge = f" [label={_q(f'Gen{state.current_gen} x{state.current_width}')}]" if (
+            state and state.current_gen and state.current_width) else ""
+        lines.append(f"  {_q(f.parent)} -- {_q(bdf)}{edge};")
+    for s in snap.nvswitches:
+        if s.id not in pci:
+            lines.append(f"  {_q(s.id)} [label={_q('NVSwitch fabric')}, style=filled, fillcolor=khaki];")
+    for link in snap.links:
+        if link.kind is LinkKind.NVLINK:
+            label = f"NV{link.count}" + (f" {_gbps(link.bytes_per_second)}" if link.bytes_per_second else "")
+            lines.append(f"  {_q(link.a)} -- {_q(link.b)} [color=darkgreen, penwidth=2, label={_q(label)}];")
+        elif link.kind is LinkKind.NUMA and link.a < link.b:
+            lines.append(f"  {_q(link.a)} -- {_q(link.b)} [style=dashed, label={_q(str(link.numa_distance))}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

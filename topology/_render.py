@@ -1,0 +1,100 @@
+"""``matrix()``: the ``nvidia-smi topo -m`` table, laid out as the driver prints it (tab separated)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._ids import format_cpulist
+from ._model import Gpu, Nic, Snapshot
+from ._paths import PathIndex
+
+LEGEND = """Legend:
+
+  X    = Self
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)
+  PIX  = Connection traversing at most a single PCIe bridge
+  NV#  = Connection traversing a bonded set of # NVLinks"""
+
+
+@dataclass(frozen=True, slots=True)
+class TopoRow:
+    label: str  # GPU0, NIC3
+    cells: tuple[str, ...]  # one per column label, "X" on the diagonal
+    cpu_affinity: str | None = None  # None on NIC rows, which have no affinity columns
+    numa_affinity: str | None = None
+    gpu_numa_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopoTable:
+    columns: tuple[str, ...]
+    rows: tuple[TopoRow, ...]
+    nic_legend: tuple[tuple[str, str], ...]  # (NIC0, mlx5_0)
+
+
+def ordered_gpus(snap: Snapshot) -> tuple[Gpu, ...]:
+    """NVML index order when known (NVML enumerates by PCI bus id), else bus id order."""
+    return tuple(sorted(snap.gpus, key=lambda g: (g.index is None, g.index or 0, g.id)))
+
+
+def ordered_rdma_nics(snap: Snapshot) -> tuple[Nic, ...]:
+    """The NICs ``topo -m`` lists: RDMA devices, in ibverbs name order (mlx5_2 before mlx5_10)."""
+    return tuple(sorted((n for n in snap.nics if n.rdma), key=lambda n: _natural(n.name)))
+
+
+def _natural(name: str) -> tuple[str, int]:
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return head, int(tail) if tail else -1
+
+
+def topo_table(snap: Snapshot) -> TopoTable:
+    gpus, nics = ordered_gpus(snap), ordered_rdma_nics(snap)
+    labels = [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{i}" for i in range(len(nics))]
+    ids = [g.id for g in gpus] + [n.id for n in nics]
+    index = PathIndex(snap)
+    local_cpus = {f.id: f.local_cpus for f in snap.pci}
+    rows = []
+    for label, dev in zip(labels, ids, strict=True):
+        cells = tuple(str(index.path(dev, other)) for other in ids)
+        gpu = next((g for g in gpus if g.id == dev), None)
+        if gpu is None:
+            rows.append(TopoRow(label, cells))
+            continue
+        cpus = gpu.cpu_affinity or local_cpus.get(gpu.id) or ()
+        numa = gpu.memory_affinity or ((gpu.numa_node,) if gpu.numa_node is not None else ())
+        rows.append(TopoRow(
+            label, cells,
+            cpu_affinity=format_cpulist(cpus) if cpus else "N/A",
+            numa_affinity=format_cpulist(numa) if numa else "N/A",
+            gpu_numa_id=str(gpu.gpu_numa_id) if gpu.gpu_numa_id is not None else "N/A",
+        ))
+    legend = tuple((f"NIC{i}", n.name) for i, n in enumerate(nics))
+    return TopoTable(tuple(labels), tuple(rows), legend)
+
+
+def _cell(value: str) -> str:
+    return " X " if value == "X" else value
+
+
+def matrix(snap: Snapshot, *, legend: bool = True) -> str:
+    """The ``topo -m`` text: GPU and NIC rows, affinity columns on GPU rows, legend and NIC legend."""
+    table = topo_table(snap)
+    if not table.rows:
+        return ""
+    header = "\t" + "\t".join((*table.columns, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"))
+    lines = [header]
+    for row in table.rows:
+        cells = [row.label, *(_cell(c) for c in row.cells)]
+        if row.cpu_affinity is not None:
+            cells += [row.cpu_affinity, row.numa_affinity or "N/A", "", row.gpu_numa_id or "N/A"]
+        lines.append("\t".join(cells))
+    text = "\n".join(lines) + "\n"
+    if legend:
+        text += "\n" + LEGEND + "\n"
+        if table.nic_legend:
+            text += "\nNIC Legend:\n\n" + "".join(f"  {k}: {v}\n" for k, v in table.nic_legend)
+    return text

@@ -1,0 +1,106 @@
+"""The human summary of a snapshot (``topolink discover --format table``)."""
+
+from __future__ import annotations
+
+from ._ids import format_cpulist
+from ._model import PcieLinkState, Snapshot, SourceStatus
+from ._render import matrix, ordered_gpus
+from ._views import nvlink_islands
+
+NVIDIA = 0x10DE
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError  # pragma: no cover
+
+
+def _pcie(state: PcieLinkState | None) -> str:
+    if state is None or state.current_gen is None:
+        return "?"
+    text = f"Gen{state.current_gen} x{state.current_width or '?'}"
+    if state.downtrained:
+        text += f" (max Gen{state.max_gen or '?'} x{state.max_width or '?'}, DOWNTRAINED)"
+    return text
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return ["  " + fmt.format(*header).rstrip(), *("  " + fmt.format(*r).rstrip() for r in rows)]
+
+
+def no_gpu_reason(snap: Snapshot) -> str | None:
+    """One line saying why no NVIDIA GPU is in the snapshot, or None when there is one."""
+    if snap.gpus:
+        return None
+    nvml = next((o for o in snap.sources if o.name == "nvml"), None)
+    pci_nvidia = [f for f in snap.pci if f.vendor_id == NVIDIA]
+    why = ["no PCI function with vendor 0x10de and class 0x0300/0x0302"]
+    if pci_nvidia:
+        why = [f"{len(pci_nvidia)} NVIDIA PCI function(s) but none is a GPU"]
+    if nvml is None:
+        why.append("NVML not consulted (source disabled)")
+    elif nvml.status is SourceStatus.OK:
+        why.append("NVML reports 0 devices")
+    else:
+        why.append(f"NVML {nvml.status.value}: {nvml.detail or 'no reason given'}")
+    return "No NVIDIA GPU found: " + "; ".join(why) + "."
+
+
+def summary(snap: Snapshot) -> str:
+    out = [f"Node {snap.node}"]
+    out.append("")
+    out.append(f"NUMA nodes: {len(snap.numa_nodes)}")
+    dist = snap.matrix("numa_distance")
+    out += _table(("node", "cpus", "memory", "distances"), [
+        (n.id, format_cpulist(n.cpus) or "-", _bytes(n.memory_bytes),
+         " ".join(f"{v:g}" for v in dist.values[dist.ids.index(n.id)]) if dist and n.id in dist.ids else "?")
+        for n in snap.numa_nodes
+    ])
+    bridges = sum(1 for f in snap.pci if f.is_bridge)
+    out.append("")
+    out.append(f"PCI: {len(snap.pci)} functions, {bridges} bridges, {len(snap.host_bridges)} host bridges")
+    gpus = ordered_gpus(snap)
+    out.append("")
+    if gpus:
+        out.append(f"GPUs: {len(gpus)}")
+        out += _table(("gpu", "bus id", "name", "numa", "pcie", "memory", "state"), [
+            (f"GPU{i}", g.id, g.name or "?", "-" if g.numa_node is None else str(g.numa_node), _pcie(g.pcie),
+             _bytes(g.memory_bytes), "LOST" if g.lost else ("MIG" if g.mig_enabled else "ok"))
+            for i, g in enumerate(gpus)
+        ])
+        if snap.nvswitches:
+            out.append(f"NVSwitches: {len(snap.nvswitches)}")
+        islands = nvlink_islands(snap)
+        multi = [i for i in islands if i.size > 1]
+        if multi:
+            out.append("NVLink islands: " + ", ".join(
+                f"{isl.size} GPUs ({(isl.min_pair_bytes_per_second or 0) / 1e9:g} GB/s per direction, slowest pair)"
+                for isl in multi))
+    else:
+        out.append(no_gpu_reason(snap) or "")
+    out.append("")
+    out.append(f"NICs: {len(snap.nics)}")
+    if snap.nics:
+        out += _table(("nic", "pci", "rdma", "numa", "ports", "netdevs"), [
+            (n.name, n.pci_bus_id or "-", "yes" if n.rdma else "no", "-" if n.numa_node is None else str(n.numa_node),
+             ", ".join(f"{p.number}:{p.state or '?'} {p.rate_gbps or '?'}Gb/s {p.link_layer or ''}".strip()
+                       for p in n.ports) or "-",
+             ",".join(n.netdevs) or "-")
+            for n in snap.nics
+        ])
+    topo = matrix(snap, legend=False)
+    if topo:
+        out += ["", "Topology (nvidia-smi topo -m):", topo.rstrip("\n")]
+    out.append("")
+    out.append("Sources: " + ", ".join(f"{o.name}={o.status.value}" for o in snap.sources))
+    if snap.problems:
+        out.append(f"Problems: {len(snap.problems)}")
+        out += [f"  [{p.source}] {p.subject}: {p.message}" for p in snap.problems]
+    return "\n".join(out) + "\n"
