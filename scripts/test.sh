@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: environment, lint, types, import contracts, tests with coverage.
+# Usage: ./scripts/test.sh [pytest args...]      (TOPOLINK_FRESH_VENV=1 rebuilds .venv from scratch)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System tools the tests run for real: lstopo (hwloc) to compare discovery with on this machine,
+# promtool/prometheus for the exporter, gcc for the test NVML library.
+need=()
+command -v lstopo-no-graphics >/dev/null 2>&1 || command -v lstopo >/dev/null 2>&1 || need+=(hwloc)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+if ((${#need[@]})); then
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    else
+        echo "test.sh: missing system packages: ${need[*]} (install them with apt-get as root)" >&2
+        exit 1
+    fi
+fi
+
+if [ "${TOPOLINK_FRESH_VENV:-0}" = 1 ]; then rm -rf .venv; fi
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+    .venv/bin/pip install -q --upgrade pip
+fi
+# torch 2.13.0 is the CPU build (gloo all-reduce); a plain `torch` would pull the CUDA build.
+.venv/bin/pip install -q "torch==2.13.0"
+.venv/bin/pip install -q -e ".[dev]"
+
+PKGS=(topology agent probes exporter)
+echo "== ruff"
+.venv/bin/ruff check "${PKGS[@]}" tests benchmarks
+echo "== mypy --strict"
+.venv/bin/mypy
+echo "== import contracts"
+.venv/bin/lint-imports
+echo "== pytest"
+set +e
+.venv/bin/python -m pytest --cov --cov-report=term "$@"
+rc=$?
+set -e
+if [ "$rc" = 5 ]; then
+    echo "test.sh: pytest collected no tests: that is a failure" >&2
+    exit 1
+fi
+exit "$rc"
