@@ -17,6 +17,10 @@ class FsRoot:
         # Path("/fx") / "/sys" would drop the fixture root: strip leading slashes, as hwloc does.
         return self.base.joinpath(*(p.lstrip("/") for p in parts))
 
+    def _join(self, parts: tuple[str, ...]) -> str:
+        # The string twin of path(): discovery reads thousands of attributes and pathlib is slow.
+        return os.path.join(str(self.base), *(p.lstrip("/") for p in parts))
+
     @property
     def is_live(self) -> bool:
         return self.base.resolve() == Path("/")
@@ -27,21 +31,29 @@ class FsRoot:
         Permission errors and I/O errors (a device that fell off the bus) propagate as OSError: the
         caller records them as a problem on the device it was reading.
         """
+        data = self.read_bytes(*parts, limit=_MAX_ATTR_BYTES)
+        return None if data is None else data.decode(errors="replace").strip()
+
+    def read_bytes(self, *parts: str, limit: int = 4096) -> bytes | None:
+        """One bounded binary read (PCI ``config``); ``None`` when it does not exist. OSError as ``attr``."""
         try:
-            with open(self.path(*parts), "rb", buffering=0) as f:  # one read: some drivers spin on EOF
-                return f.read(_MAX_ATTR_BYTES).decode(errors="replace").strip()
+            fd = os.open(self._join(parts), os.O_RDONLY)  # one read: some drivers spin on EOF
         except (FileNotFoundError, NotADirectoryError):
             return None
+        try:
+            return os.read(fd, limit)
+        finally:
+            os.close(fd)
 
     def listdir(self, *parts: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist."""
         try:
-            return sorted(os.listdir(self.path(*parts)))
+            return sorted(os.listdir(self._join(parts)))
         except (FileNotFoundError, NotADirectoryError):
             return []
 
     def exists(self, *parts: str) -> bool:
-        return os.path.lexists(self.path(*parts))
+        return os.path.lexists(self._join(parts))
 
     def realpath(self, *parts: str) -> str:
         """The symlink target of ``parts`` relative to the root, with a leading ``/``.
@@ -55,7 +67,12 @@ class FsRoot:
 
     def readlink_name(self, *parts: str) -> str | None:
         """Last component of a symlink's target (``driver`` -> ``nvidia``); ``None`` when absent."""
+        target = self.readlink(*parts)
+        return None if target is None else os.path.basename(target.rstrip("/"))
+
+    def readlink(self, *parts: str) -> str | None:
+        """A symlink's target as written (one syscall, unlike ``realpath``); ``None`` when not a link."""
         try:
-            return os.path.basename(os.readlink(self.path(*parts)))
-        except (FileNotFoundError, NotADirectoryError, OSError):
+            return os.readlink(self._join(parts))
+        except OSError:
             return None

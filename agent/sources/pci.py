@@ -1,0 +1,192 @@
+"""PCI functions and the PCIe tree, from ``/sys/bus/pci/devices``.
+
+Each entry there links to the function's directory under ``/sys/devices``; that path is the PCIe tree:
+``/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:04.0/0000:1a:00.0`` is a function below three
+bridges below the root complex ``pci0000:17`` (the first component, as Kubernetes' ``pcieRoot``). Bridges
+that appear in a path but not in ``/sys/bus/pci/devices`` (seen in partial copies of sysfs) are read
+from their path so the tree keeps every hop.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+from topology import BadPciAddress, Problem, canonical_bdf, host_bridge_id, parse_cpulist, parse_cpumask
+
+from .._context import DiscoveryContext
+from .._fsroot import FsRoot
+from ._registry import SourceError, SubsystemAbsent, register
+from ._sysfs import SYSFS_BDF, Reader, bdf_key, hex_int, link_speed_gts, non_negative, numa_node, resolve_link
+
+SOURCE = "pci"
+_DEVICES = "/sys/bus/pci/devices"
+_SYS_DEVICES = "/sys/devices/"
+_HOST_BRIDGE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
+_ACS_CAP_ID = 0x000D
+_ACS_REQUEST_REDIRECT = 1 << 2
+_EXTENDED_CONFIG = 4096  # bytes of config space when the extended capabilities are readable (root)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PciDeviceFacts:
+    """One function as read. ``None`` where sysfs did not say; required attributes missing are problems."""
+
+    bus_id: str
+    parent: str  # upstream bridge's bus id, or the host bridge id when on a root bus
+    host_bridge: str  # pciDDDD:BB
+    vendor_id: int | None = None
+    device_id: int | None = None
+    class_code: int | None = None
+    numa_node: int | None = None  # the kernel's -1 is None
+    local_cpus: tuple[int, ...] | None = None
+    current_link_gts: float | None = None
+    current_link_width: int | None = None
+    max_link_gts: float | None = None
+    max_link_width: int | None = None
+    driver: str | None = None
+    acs_redirect: bool | None = None  # bridges: ACS P2P request redirect; None = could not read config space
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.class_code is not None and self.class_code >> 8 == 0x0604
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PciFacts:
+    devices: tuple[PciDeviceFacts, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    path: str  # the function's directory below the root
+    parent: str
+    host_bridge: str
+    problems: tuple[Problem, ...]
+
+
+@register(SOURCE, help="PCI functions and the PCIe tree (/sys/bus/pci)")
+def read_pci(ctx: DiscoveryContext) -> PciFacts:
+    root = ctx.root
+    if not root.exists("/sys/bus/pci"):
+        raise SubsystemAbsent("no /sys/bus/pci")
+    try:
+        names = root.listdir(_DEVICES)
+    except OSError as exc:
+        raise SourceError(f"{_DEVICES}: {exc.strerror or exc}") from exc
+    problems: list[Problem] = []
+    places: dict[str, _Place] = {}
+    gaps: dict[str, _Place] = {}
+    for name in names:
+        try:
+            bdf = canonical_bdf(name)
+        except BadPciAddress:
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{_DEVICES}/{name}: not a PCI address"))
+            continue
+        places[bdf] = _place(root, name, bdf, gaps)
+    for bdf in gaps.keys() - places.keys():
+        places[bdf] = gaps[bdf]
+    devices = tuple(_read_device(root, bdf, places[bdf]) for bdf in sorted(places, key=bdf_key))
+    return PciFacts(devices=devices, problems=tuple(problems))
+
+
+def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place:
+    """Where the function sits: its directory, upstream bridge and root complex, from its sysfs path."""
+    entry = f"{_DEVICES}/{name}"
+    path = resolve_link(root, entry) or entry  # a link in real sysfs; a plain directory in some copies
+    fallback_hb = host_bridge_id(*_domain_bus(bdf))
+    if not path.startswith(_SYS_DEVICES):
+        why = f"{entry} is not linked into /sys/devices: PCIe tree unknown, placed on a root bus"
+        return _Place(entry, fallback_hb, fallback_hb, (Problem(source=SOURCE, subject=bdf, message=why),))
+    parts = path[len(_SYS_DEVICES):].split("/")
+    host_bridge: str | None = None
+    chain: list[tuple[str, str]] = []  # (bus id, directory) of every function on the path, root side first
+    for i, part in enumerate(parts):
+        m = _HOST_BRIDGE.match(part)
+        if m is not None and host_bridge is None and not chain:
+            host_bridge = host_bridge_id(int(m.group(1), 16), int(m.group(2), 16))
+            continue
+        if SYSFS_BDF.match(part):  # else a non-PCI hop: a VMD domain's pciDDDD:BB below its controller
+            chain.append((part, _SYS_DEVICES + "/".join(parts[: i + 1])))
+    found: list[Problem] = []
+    if host_bridge is None:
+        host_bridge = fallback_hb
+        found.append(Problem(source=SOURCE, subject=bdf, message=f"no root complex in {path}"))
+    if not chain or chain[-1][0] != bdf:
+        found.append(Problem(source=SOURCE, subject=bdf, message=f"{path} does not end in the function"))
+        return _Place(path, host_bridge, host_bridge, tuple(found))
+    parent = host_bridge
+    for up_bdf, up_path in chain[:-1]:
+        gaps.setdefault(up_bdf, _Place(up_path, parent, host_bridge, ()))
+        parent = up_bdf
+    return _Place(path, parent, host_bridge, tuple(found))
+
+
+def _domain_bus(bdf: str) -> tuple[int, int]:
+    domain, bus, _ = bdf.split(":")
+    return int(domain, 16), int(bus, 16)
+
+
+def _read_device(root: FsRoot, bdf: str, place: _Place) -> PciDeviceFacts:
+    r = Reader(root, SOURCE, bdf, place.path)
+    r.problems.extend(place.problems)
+    class_code = r.parsed("class", hex_int, required=True)
+    is_bridge = class_code is not None and class_code >> 8 == 0x0604
+    return PciDeviceFacts(
+        bus_id=bdf,
+        parent=place.parent,
+        host_bridge=place.host_bridge,
+        vendor_id=r.parsed("vendor", hex_int, required=True),
+        device_id=r.parsed("device", hex_int, required=True),
+        class_code=class_code,
+        numa_node=r.parsed("numa_node", numa_node),
+        local_cpus=_local_cpus(r),
+        current_link_gts=r.parsed("current_link_speed", link_speed_gts),
+        current_link_width=r.parsed("current_link_width", non_negative),
+        max_link_gts=r.parsed("max_link_speed", link_speed_gts),
+        max_link_width=r.parsed("max_link_width", non_negative),
+        driver=r.link_name("driver"),
+        acs_redirect=_acs(root, place.path, r) if is_bridge else None,
+        problems=tuple(r.problems),
+    )
+
+
+def _local_cpus(r: Reader) -> tuple[int, ...] | None:
+    # The mask first, as hwloc reads it; both files print the same kernel cpumask.
+    mask = r.parsed("local_cpus", parse_cpumask)
+    if mask is not None:
+        return mask
+    return r.parsed("local_cpulist", parse_cpulist)
+
+
+def _acs(root: FsRoot, path: str, r: Reader) -> bool | None:
+    try:
+        config = root.read_bytes(path, "config", limit=_EXTENDED_CONFIG)
+    except OSError as exc:
+        r.problem(f"config: {exc.strerror or exc}")
+        return None
+    return None if config is None else acs_request_redirect(config)
+
+
+def acs_request_redirect(config: bytes) -> bool | None:
+    """Whether the ACS extended capability has P2P Request Redirect on.
+
+    ``None`` when the extended configuration space is not in ``config`` (unprivileged reads get 64 bytes);
+    ``False`` when the capability list is readable and has no ACS capability.
+    """
+    if len(config) < _EXTENDED_CONFIG:
+        return None
+    offset, seen = 0x100, set()
+    while 0x100 <= offset <= len(config) - 8 and offset not in seen:
+        seen.add(offset)
+        (header,) = struct.unpack_from("<I", config, offset)
+        if header in (0, 0xFFFFFFFF):
+            return False
+        if header & 0xFFFF == _ACS_CAP_ID:
+            (control,) = struct.unpack_from("<H", config, offset + 6)
+            return bool(control & _ACS_REQUEST_REDIRECT)
+        offset = (header >> 20) & 0xFFC
+    return False
