@@ -14,7 +14,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 
 import topology
@@ -29,10 +28,21 @@ _ENV_NVML_LIBRARY = "TOPOLINK_NVML_LIBRARY"
 
 
 def _version() -> str:
+    from importlib import metadata  # about 35 ms: paid only by --version
+
     try:
         return metadata.version("topolink")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0+unknown"
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"topolink {_version()}")
+        parser.exit()
 
 
 def _add_discovery_args(p: argparse.ArgumentParser) -> None:
@@ -56,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
         epilog="Exit status: 0 ok; 1 a source failed (output marked incomplete); 2 usage; 3 bad input file.",
     )
-    parser.add_argument("--version", action="version", version=f"topolink {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     d = sub.add_parser("discover", help="discover the node's topology and print it")
