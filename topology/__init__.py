@@ -16,6 +16,7 @@ from ._ids import (
     parse_cpulist,
     parse_cpumask,
 )
+from ._measure import measurement_key, with_measurements
 from ._model import (
     FabricInfo,
     FabricState,
@@ -96,6 +97,7 @@ __all__ = [
     "link_id",
     "loads",
     "matrix",
+    "measurement_key",
     "nearest_nics",
     "no_gpu_reason",
     "numa_affinity",
@@ -115,4 +117,5 @@ __all__ = [
     "to_dict",
     "to_dot",
     "topo_table",
+    "with_measurements",
 ]

@@ -247,8 +247,7 @@ class Measurement:
     backend: str | None = None
     taken_at: float | None = None  # unix seconds
     versions: tuple[tuple[str, str], ...] = ()
-    status: str = "ok"  # ok | waived | failed
-    reason: str = ""
+    conditions: tuple[tuple[str, str], ...] = ()  # what it was taken under: NUMA placement, clocks, latch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

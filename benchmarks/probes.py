@@ -1,0 +1,122 @@
+"""The probe against an independent tool, its repeatability and its overhead: prints a table. Not a test.
+
+    .venv/bin/python benchmarks/probes.py [--mib 256] [--runs 5]
+
+Rows:
+- host copy bandwidth of the cpu backend (``host_memcpy``, node 0 -> node 0, nvbandwidth's full-profile
+  repetitions: 4 warm-up + 16 timed copies, median of 3) next to Debian ``mbw``'s memcpy test on the same
+  buffer size (``apt-get install mbw``; MiB/s converted to decimal GB/s): target within 15%.
+  mbw 1.2.2 swaps two labels: its worker runs ``memcpy`` for ``-t1`` (printed "DUMB") and the element
+  loop ``b[i]=a[i]`` for ``-t0`` (printed "MEMCPY") -- see ``worker()`` and ``printout()`` in mbw.c. The
+  comparison uses the run that calls memcpy; the "MEMCPY"-labelled one is printed beside it.
+- repeatability: the coefficient of variation of the medians of ``--runs`` whole probe runs: target <= 5%;
+- the quick profile of the cpu backend end to end (child processes, gloo ranks, planning, verification):
+  total wall time and the share of it spent outside the timed copies and all-reduces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import probes  # noqa: E402
+import topology as t  # noqa: E402
+from probes._profiles import MiB  # noqa: E402
+from probes._specs import spec  # noqa: E402
+
+
+def this_machine() -> t.Snapshot:
+    from agent._context import DiscoveryContext
+    from agent.discover import discover
+
+    return discover(DiscoveryContext())
+
+
+def copy_gbps(snap: t.Snapshot, mib: int) -> float:
+    profile = dataclasses.replace(probes.FULL, name="bench", copy_bytes=mib * MiB)
+    report = probes.run_probes(snap, profile_name=profile, backend="cpu", tests=["host_memcpy"])
+    node0 = next(o for o in report.outcomes if o.subjects[0] == o.subjects[1])
+    if node0.status is not probes.Status.OK:
+        raise SystemExit(f"host_memcpy did not run: {node0.reason}")
+    return node0.measurements[0].value / 1e9
+
+
+def mbw_gbps(mib: int, test: int) -> float | None:
+    """mbw's average over 10 runs of one test (``-t<test>``), in decimal GB/s."""
+    exe = shutil.which("mbw")
+    if exe is None:
+        return None
+    cmd = [exe, "-q", "-n", "10", f"-t{test}", str(mib)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    match = re.search(r"^AVG\s+Method: \w+.*Copy:\s*([0-9.]+) MiB/s", out, re.MULTILINE)
+    return float(match.group(1)) * 1024 * 1024 / 1e9 if match else None
+
+
+def timed_seconds(report: probes.ProbeReport) -> float:
+    """Seconds inside the timed windows: each sample's bytes x operations / its rate."""
+    total = 0.0
+    for o in report.outcomes:
+        if o.status is not probes.Status.OK:
+            continue
+        s = spec(report.backend, o.test)
+        rows = [m for m in o.sweep if m.direction == "algbw"] or [m for m in o.measurements if m.direction != "a<->b"]
+        iters = probes.QUICK.collective_iters if o.sweep else probes.QUICK.copy_iters
+        for m in rows:
+            assert m.stats is not None and m.size_bytes is not None
+            moved = s.moved(m.size_bytes, len(o.subjects))
+            total += sum(moved * iters / v for v in m.stats.samples)
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mib", type=int, default=256, help="copy buffer size in MiB (default 256)")
+    parser.add_argument("--runs", type=int, default=5, help="whole probe runs for repeatability (default 5)")
+    args = parser.parse_args()
+    snap = this_machine()
+
+    ours = [copy_gbps(snap, args.mib) for _ in range(args.runs)]
+    theirs = mbw_gbps(args.mib, 1)  # memcpy (labelled DUMB by mbw 1.2.2)
+    loop = mbw_gbps(args.mib, 0)  # the element loop (labelled MEMCPY)
+    t0 = time.perf_counter()
+    quick = probes.run_probes(snap, profile_name="quick", backend="cpu")
+    total = time.perf_counter() - t0
+    inside = timed_seconds(quick)
+
+    rows = [("host_memcpy median (GB/s), run 1", f"{ours[0]:.2f}", ""),
+            ("mbw -t1 memcpy, avg of 10 (GB/s)", f"{theirs:.2f}" if theirs else "mbw not installed", ""),
+            ("mbw -t0 ('MEMCPY' label, b[i]=a[i] loop)", f"{loop:.2f}" if loop else "-", "for reference only")]
+    if theirs:
+        gap = abs(ours[0] - theirs) / theirs
+        rows.append(("|probe - mbw| / mbw", f"{gap:.1%}", "PASS" if gap <= 0.15 else "FAIL (target <= 15%)"))
+    cv = statistics.stdev(ours) / statistics.fmean(ours) if len(ours) > 1 else 0.0
+    rows.append((f"medians of {len(ours)} runs (GB/s)", " ".join(f"{x:.2f}" for x in ours), ""))
+    rows.append(("repeatability CV over runs", f"{cv:.1%}", "PASS" if cv <= 0.05 else "FAIL (target <= 5%)"))
+    rows.append(("quick profile total (s)", f"{total:.2f}",
+                 ", ".join(f"{o.test}:{o.status.value}" for o in quick.outcomes)))
+    rows.append(("  inside timed windows (s)", f"{inside:.2f}", ""))
+    rows.append(("  share outside the timed work", f"{1 - inside / total:.0%}",
+                 "process start, torch import in gloo ranks, allocation, placement check, verification"))
+    for o in quick.outcomes:
+        rows.append((f"  {o.test}[{','.join(o.subjects)}] in its child (s)", f"{o.elapsed_s:.2f}", ""))
+
+    print(f"topolink probe benchmark: {args.mib} MiB buffers, cpu backend, "
+          f"{len(snap.numa_nodes)} NUMA node(s), {len(probes.specs_for('cpu'))} cpu tests")
+    width = max(len(r[0]) for r in rows)
+    for name, value, verdict in rows:
+        print(f"{name:<{width}}  {value:>24}  {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Profiles: how big, how many and how often. ``full`` is nvbandwidth's and nccl-tests' defaults;
+``quick`` is small and bounded for periodic runs; ``selftest`` checks that every test works at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._errors import ProbeError
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+def powers_of_two(lo: int, hi: int, step: int = 2) -> tuple[int, ...]:
+    out, size = [], lo
+    while size <= hi:
+        out.append(size)
+        size *= step
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    name: str
+    copy_bytes: int  # buffer per copy (nvbandwidth -b)
+    copy_warmup: int  # untimed copies before each sample (nvbandwidth WARMUP_COUNT)
+    copy_iters: int  # timed copies per sample (nvbandwidth --loopCount)
+    samples: int  # samples per measurement; the median is reported (nvbandwidth -i)
+    latency_bytes: int = 2 * MiB  # pointer-chase buffer
+    latency_stride: int = 128  # bytes between chased pointers (16 pointers of 8 B)
+    latency_accesses: int = 1_000_000
+    latency_warmup: int = 10_000  # untimed accesses: loads the kernel, warms the TLB
+    collective_sizes: tuple[int, ...]  # bytes per rank, GPUs (nccl-tests -b/-e/-f)
+    host_collective_sizes: tuple[int, ...]  # bytes per rank, CPU ranks over gloo
+    collective_warmup: int = 1  # nccl-tests -w since 2.16.8
+    collective_iters: int = 20  # nccl-tests -n
+    host_ranks: int = 2  # gloo processes (at least one per NUMA node with CPUs)
+    rdma_bytes: int = 65536  # perftest message size (DEF_SIZE_BW)
+    rdma_iters: int = 5000  # perftest write-BW iterations (DEF_ITERS_WB)
+    every_numa_node: bool = True  # host tests from every node with CPUs, not only the GPU's own
+    floor_bytes_per_second: float = 0.25e9  # the slowest rate a wall-time budget allows for
+    floor_seconds_per_access: float = 20e-6  # the slowest pointer-chase access a budget allows for
+
+
+FULL = Profile(
+    name="full", copy_bytes=512 * MiB, copy_warmup=4, copy_iters=16, samples=3,
+    collective_sizes=powers_of_two(1 * MiB, 8 * GiB), host_collective_sizes=powers_of_two(1 * MiB, 256 * MiB, 4),
+)
+QUICK = Profile(
+    name="quick", copy_bytes=64 * MiB, copy_warmup=2, copy_iters=8, samples=3, latency_accesses=100_000,
+    collective_sizes=powers_of_two(1 * MiB, 256 * MiB, 16), host_collective_sizes=(1 * MiB, 4 * MiB),
+    rdma_iters=1000, every_numa_node=False,
+)
+SELFTEST = Profile(
+    name="selftest", copy_bytes=4 * MiB, copy_warmup=1, copy_iters=2, samples=1, latency_accesses=10_000,
+    latency_warmup=1000, collective_sizes=(1 * MiB,), host_collective_sizes=(64 * KiB,), collective_iters=2,
+    rdma_iters=100, every_numa_node=False,
+)
+PROFILES = {p.name: p for p in (FULL, QUICK, SELFTEST)}
+
+
+def profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ProbeError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}") from None

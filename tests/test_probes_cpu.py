@@ -1,0 +1,97 @@
+"""The cpu backend end to end on this machine: NUMA-bound buffers whose placement is checked, copies,
+a gloo all-reduce across two processes, measurements with statistics that land in the snapshot JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import probes
+import topology as t
+from probes import Status
+from probes._numa import HostBuffer, page_nodes, sample_pages
+from probes._profiles import KiB, MiB
+from tests.probe_snapshots import this_host
+
+TINY = dataclasses.replace(probes.SELFTEST, name="tiny", copy_bytes=1 * MiB, copy_iters=4, samples=3,
+                           host_collective_sizes=(64 * KiB, 256 * KiB), collective_iters=4)
+
+
+def test_buffer_bound_to_node_0_is_verified_page_by_page() -> None:
+    buf = HostBuffer(8 * MiB, 0, tuple(this_host().numa_nodes[0].cpus))
+    try:
+        assert buf.placement.verified
+        assert buf.placement.checked == 1024 == buf.placement.on_node  # 1024 pages sampled of 2048
+        assert "move_pages" in buf.placement.describe()
+    finally:
+        buf.close()
+
+
+def test_binding_without_libnuma_uses_the_system_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("probes._numa.libnuma", lambda: None)
+    buf = HostBuffer(1 * MiB, 0, ())
+    try:
+        assert buf.placement.verified and "mbind system call" in buf.placement.how
+        assert set(page_nodes(sample_pages(buf.ptr, buf.size, 4096))) == {0}
+    finally:
+        buf.close()
+
+
+def test_a_node_that_does_not_exist_is_refused_not_assumed() -> None:
+    with pytest.raises(probes.ProbeError, match="not on NUMA node 7"):
+        HostBuffer(1 * MiB, 7, ())
+
+
+def test_sampled_pages_cover_the_buffer() -> None:
+    pages = sample_pages(0, 1 << 30, 4096, 16)
+    assert len(pages) == 16 and pages[0] == 0 and pages[-1] == (1 << 30) - 4096
+
+
+@pytest.mark.slow
+def test_cpu_probe_end_to_end_lands_in_the_snapshot_json() -> None:
+    snap = this_host()
+    seen: list[tuple[int, int]] = []
+    report = probes.run_probes(snap, profile_name=TINY, backend="cpu", progress=lambda d, n, k: seen.append((d, n)))
+    assert report.ran and report.backend == "cpu"
+    assert seen[-1] == (2, 2)
+    by_test = {o.test: o for o in report.outcomes}
+    copy, reduce = by_test["host_memcpy"], by_test["all_reduce"]
+    if reduce.status is Status.WAIVED:  # torch is an optional extra
+        assert "torch is not installed" in reduce.reason
+    else:
+        assert reduce.status is Status.OK, reduce.reason
+        bus, alg = reduce.measurements
+        assert bus.value == pytest.approx(alg.value)  # two ranks: 2(n-1)/n = 1
+        assert bus.method == "gloo" and len(reduce.sweep) == 4
+        assert dict(bus.conditions)["ranks"] == "2"
+    assert copy.status is Status.OK, copy.reason
+    (m,) = copy.measurements
+    assert m.source is t.Source.MEASURED and m.value > 1e8  # any machine copies faster than 100 MB/s
+    assert m.stats is not None and len(m.stats.samples) == 3 and m.stats.p5 <= m.stats.median <= m.stats.p95
+    cond = dict(m.conditions)
+    assert cond["src_placement"].startswith("node 0: 256/256 sampled pages on the node")
+    measured = probes.apply_report(snap, report)
+    assert t.loads(t.dumps(measured)) == measured
+    assert m in measured.measurements
+    doc = json.loads(probes.report_json(report, snap))
+    assert doc["schema"] == probes.REPORT_SCHEMA and doc["ran"] is True
+    assert t.from_dict(doc["snapshot"]) == measured
+    text = probes.render_report(report, snap)
+    assert "Running host_memcpy." in text and "NUMA0" in text
+    assert probes.render_bandwidth_matrix(snap).startswith("no measured bandwidth")
+    assert "host_memcpy a->b" in probes.render_bandwidth_matrix(measured)
+
+
+def test_failed_tests_become_problems_and_waived_ones_do_not() -> None:
+    report = probes.ProbeReport(profile="quick", backend="cpu", outcomes=(
+        probes.ProbeOutcome(test="all_reduce", subjects=("numa0", "numa0"), status=Status.WAIVED, reason="no torch"),
+        probes.ProbeOutcome(test="host_memcpy", subjects=("numa0", "numa0"), status=Status.FAILED,
+                            reason="killed at its wall-time budget of 9 s"),
+    ))
+    snap = probes.apply_report(this_host(), report)
+    assert not report.ran
+    assert snap.problems == (t.Problem(source="probe", subject="host_memcpy[numa0,numa0]",
+                                       message="killed at its wall-time budget of 9 s"),)
+    assert snap.measurements == ()

@@ -1,0 +1,144 @@
+"""The plan is a pure function of snapshot, profile and capabilities: endpoints, sizes, budgets, and a
+stated reason for everything that will not run."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+import topology as t
+from probes import FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, make_plan
+from probes._profiles import GiB, MiB
+from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
+
+ALL_PEERS = tuple((a, b) for a in (G0, G1, G2, G3) for b in (G0, G1, G2, G3) if a != b)
+
+
+def cuda_caps(*, peers: tuple[tuple[str, str], ...] = ALL_PEERS, busy: dict[str, str] | None = None,
+              unavailable: tuple[tuple[str, str], ...] = (), visible: tuple[str, ...] = (G0, G1, G2, G3),
+              error: str = "") -> Capabilities:
+    devices = tuple(Device(id=g, ordinal=i, busy=(busy or {}).get(g, "")) for i, g in enumerate(visible))
+    return Capabilities(backend="cuda", devices=devices, peer_pairs=peers, unavailable=unavailable, error=error)
+
+
+def keys(plan: object, test: str) -> list[tuple[str, ...]]:
+    return [i.subjects for i in plan.items if i.test == test]  # type: ignore[attr-defined]
+
+
+def reasons(plan: object, test: str) -> dict[tuple[str, ...], str]:
+    return {w.subjects: w.reason for w in plan.waived if w.test == test}  # type: ignore[attr-defined]
+
+
+def test_pure_and_deterministic() -> None:
+    snap, caps = four_gpu_box(), cuda_caps()
+    before = copy.deepcopy(snap)
+    assert make_plan(snap, FULL, caps) == make_plan(snap, FULL, caps)
+    assert snap == before
+
+
+def test_host_copies_from_every_numa_node_in_full_and_the_local_one_in_quick() -> None:
+    snap, caps = four_gpu_box(), cuda_caps()
+    full = keys(make_plan(snap, FULL, caps), "host_to_device_memcpy_ce")
+    assert len(full) == 8 and ("numa1", G0) in full  # misaligned pairs are measured too
+    quick = keys(make_plan(snap, QUICK, caps), "host_to_device_memcpy_ce")
+    assert quick == [("numa0", G0), ("numa0", G1), ("numa1", G2), ("numa1", G3)]
+    item = make_plan(snap, FULL, caps).items[0]
+    host, gpu = item.targets
+    assert (host.kind, host.index, host.cpus) == ("host", 0, (0, 1, 2, 3))
+    assert (gpu.kind, gpu.index) == ("gpu", 0)
+
+
+def test_full_profile_is_nvbandwidths_defaults() -> None:
+    item = next(i for i in make_plan(four_gpu_box(), FULL, cuda_caps()).items
+                if i.test == "device_to_device_memcpy_write_ce")
+    assert (item.sizes, item.warmup, item.iters, item.samples) == ((512 * MiB,), 4, 16, 3)
+    lat = next(i for i in make_plan(four_gpu_box(), FULL, cuda_caps()).items if i.test == "host_device_latency_sm")
+    assert (lat.sizes, lat.iters) == ((2 * MiB,), 1_000_000)
+
+
+def test_pairs_without_peer_access_are_na_never_staged() -> None:
+    peers = ((G0, G1), (G1, G0))
+    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(peers=peers))
+    assert sorted(keys(plan, "device_to_device_memcpy_read_ce")) == [(G0, G1), (G1, G0)]
+    why = reasons(plan, "device_to_device_memcpy_write_ce")
+    assert len(why) == 10
+    assert "N/A" in why[G0, G2] and "staged" in why[G0, G2]
+
+
+def test_busy_gpus_are_refused_unless_forced() -> None:
+    caps = cuda_caps(busy={G1: "2 compute processes running"})
+    plan = make_plan(four_gpu_box(), QUICK, caps)
+    assert all(G1 not in i.subjects for i in plan.items)
+    assert "busy (2 compute processes running)" in reasons(plan, "device_local_copy")[(G1,)]
+    forced = make_plan(four_gpu_box(), QUICK, caps, force=True)
+    assert (G1,) in keys(forced, "device_local_copy")
+
+
+def test_gpu_unseen_by_cuda_is_waived() -> None:
+    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(visible=(G0, G1, G2)))
+    assert "not visible" in reasons(plan, "device_local_copy")[(G3,)]
+
+
+def test_collectives_over_all_gpus_and_each_island_with_memory_bounded_sizes() -> None:
+    plan = make_plan(four_gpu_box(), FULL, cuda_caps())
+    groups = {i.subjects: i for i in plan.items if i.test == "all_reduce"}
+    assert set(groups) == {(G0, G1, G2, G3), (G0, G1), (G2, G3)}
+    assert max(groups[G0, G1].sizes) == 8 * GiB
+    assert max(groups[G0, G1, G2, G3].sizes) == 4 * GiB  # GPU3 has 16 GiB: send + recv within half
+    assert groups[G0, G1].warmup == 1 and groups[G0, G1].iters == 20
+
+
+def test_backend_wide_and_per_test_unavailability() -> None:
+    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(error="CuPy is not installed"))
+    assert not plan.items
+    assert {w.reason for w in plan.waived} == {"CuPy is not installed"}
+    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(unavailable=(("all_reduce", "no NCCL"),)))
+    assert set(reasons(plan, "all_reduce").values()) == {"no NCCL"}
+    assert keys(plan, "device_local_copy")
+
+
+def test_gdr_waived_with_the_readiness_verdict() -> None:
+    missing = (("gdr_write_bw", "perftest's ib_write_bw is not installed"),)
+    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(unavailable=missing))
+    why = reasons(plan, "gdr_write_bw")[G0, NIC]
+    assert why.startswith("perftest's ib_write_bw is not installed; readiness ready")
+    assert "PCIe path PIX" in why and "nvidia_peermem" in why
+    no_peer = four_gpu_box(gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=False))
+    why = reasons(make_plan(no_peer, QUICK, cuda_caps()), "gdr_write_bw")[G0, NIC]
+    assert why.startswith("readiness not-ready") and "neither nvidia_peermem nor dma-buf" in why
+    ready = make_plan(four_gpu_box(gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=True)), QUICK, cuda_caps())
+    gdr = {i.subjects: i for i in ready.items if i.test == "gdr_write_bw"}
+    assert set(gdr) == {(G0, NIC), (G1, NIC), (G2, NIC), (G3, NIC)}  # far GPUs too: degraded, still measured
+    item = gdr[G0, NIC]
+    assert dict(item.options) == {"registration": "dmabuf"}
+    assert item.targets[1].name == "mlx5_0"
+    no_nic = dataclasses.replace(four_gpu_box(), nics=())
+    assert reasons(make_plan(no_nic, QUICK, cuda_caps()), "gdr_write_bw") == {(): "no RDMA NIC in the snapshot"}
+
+
+def test_single_gpu_waives_the_pair_tests() -> None:
+    one = dataclasses.replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1], links=())
+    plan = make_plan(one, SELFTEST, cuda_caps())
+    assert reasons(plan, "device_to_device_memcpy_read_ce") == {(): "needs two GPUs"}
+    assert reasons(plan, "all_reduce") == {(): "needs two GPUs"}
+
+
+def test_cpu_plan_and_unknown_tests() -> None:
+    caps = Capabilities(backend="cpu")
+    plan = make_plan(four_gpu_box(), QUICK, caps)
+    assert keys(plan, "host_memcpy") == [("numa0", "numa0"), ("numa0", "numa1"), ("numa1", "numa0"),
+                                         ("numa1", "numa1")]
+    assert keys(plan, "all_reduce") == [("numa0", "numa1")]
+    bare = make_plan(t.Snapshot(node="x"), QUICK, caps)
+    assert keys(bare, "host_memcpy") == [("host", "host")]  # no NUMA facts: unbound, and said so
+    with pytest.raises(ProbeError, match="unknown test"):
+        make_plan(four_gpu_box(), QUICK, caps, tests=["host_to_device_memcpy_ce"])
+
+
+def test_budgets_grow_with_the_work() -> None:
+    quick = make_plan(four_gpu_box(), QUICK, cuda_caps()).items[0]
+    full = make_plan(four_gpu_box(), FULL, cuda_caps()).items[0]
+    assert full.wall_budget_s > quick.wall_budget_s > 0
+    assert full.memory_budget_bytes >= 2 * 512 * MiB

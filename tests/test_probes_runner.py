@@ -1,0 +1,104 @@
+"""The runner: budgets enforced on real child processes, and results assembled into measurements."""
+
+from __future__ import annotations
+
+import pytest
+
+from probes import Item, Status, Target
+from probes._model import RawResult, RawRow
+from probes._process import ask_capabilities, run_items
+from probes._runner import assemble, peak
+from probes._specs import spec
+
+MiB = 1 << 20
+HOST = Target(id="numa0", kind="host", index=0, cpus=())
+
+
+def copy_item(key: str, *, size: int = 4 * MiB, iters: int = 2, wall: float = 30.0,
+              memory: int = 512 * MiB) -> Item:
+    return Item(key=key, test="host_memcpy", targets=(HOST, HOST), sizes=(size,), warmup=1, iters=iters,
+                samples=2, wall_budget_s=wall, memory_budget_bytes=memory)
+
+
+@pytest.mark.slow
+def test_an_overrun_is_killed_at_its_budget_and_the_rest_still_run() -> None:
+    events: list[tuple[str, str]] = []
+    hung = copy_item("hung", size=64 * MiB, iters=10**9, wall=1.5)
+    results = run_items("cpu", [hung, copy_item("after")], startup_budget_s=60,
+                        progress=lambda e, k: events.append((e, k)))
+    assert results["hung"].status is Status.FAILED
+    assert "killed at its wall-time budget of 2 s" in results["hung"].reason
+    assert results["after"].status is Status.OK
+    assert events == [("begin", "hung"), ("end", "hung"), ("begin", "after"), ("end", "after")]
+
+
+@pytest.mark.slow
+def test_memory_over_budget_is_reported() -> None:
+    results = run_items("cpu", [copy_item("big", size=256 * MiB, memory=128 * MiB)], startup_budget_s=60)
+    assert results["big"].status is Status.FAILED
+    assert results["big"].reason.startswith("out of memory: mmap of 268435456 bytes failed")
+
+
+@pytest.mark.slow
+def test_a_child_that_cannot_start_fails_every_item_with_why() -> None:
+    results = run_items("no_such_module:Backend", [copy_item("a"), copy_item("b")], startup_budget_s=60)
+    assert {r.status for r in results.values()} == {Status.FAILED}
+    assert "exited with status 1" in results["a"].reason and "no_such_module" in results["a"].reason
+    caps = ask_capabilities("no_such_module:Backend")
+    assert "no_such_module" in caps.error
+
+
+def test_copy_bandwidth_is_bytes_times_copies_over_time() -> None:
+    item = copy_item("k")
+    raw = RawResult(key="k", status=Status.OK, versions=(("python", "3"),), conditions=(("cpus", "0"),),
+                    rows=(RawRow(size=4 * MiB, bytes_per_op=4 * MiB, ops=16, seconds=((0.008,), (0.004,), (0.005,))),))
+    out = assemble(spec("cpu", "host_memcpy"), item, raw, taken_at=1.0)
+    (m,) = out.measurements
+    assert m.value == pytest.approx(4 * MiB * 16 / 0.005)  # the median sample
+    assert m.stats is not None and m.stats.samples[0] == pytest.approx(4 * MiB * 16 / 0.008)
+    assert (m.unit, m.method, m.backend, m.size_bytes, m.direction) == ("bytes_per_second", "memcpy", "cpu",
+                                                                          4 * MiB, "a->b")
+    assert m.source.value == "measured" and m.conditions == (("cpus", "0"),) and m.versions == (("python", "3"),)
+
+
+def test_bidirectional_reports_each_direction_and_the_sum() -> None:
+    a, b = Target(id="A", kind="gpu", index=0), Target(id="B", kind="gpu", index=1)
+    item = Item(key="k", test="device_to_device_bidirectional_memcpy_write_ce", targets=(a, b), sizes=(100,),
+                warmup=0, iters=10, samples=1, wall_budget_s=1, memory_budget_bytes=1)
+    raw = RawResult(key="k", status=Status.OK, rows=(RawRow(size=100, bytes_per_op=100, ops=10,
+                                                           seconds=((1.0, 2.0),)),))
+    ms = {m.direction: m.value for m in assemble(spec("cuda", item.test), item, raw, taken_at=0).measurements}
+    assert ms == {"a->b": 1000.0, "b->a": 500.0, "a<->b": 1500.0}
+
+
+def test_latency_is_seconds_per_access() -> None:
+    h, g = Target(id="numa0", kind="host"), Target(id="G", kind="gpu", index=0)
+    item = Item(key="k", test="host_device_latency_sm", targets=(h, g), sizes=(2 * MiB,), warmup=0,
+                iters=1_000_000, samples=1, wall_budget_s=1, memory_budget_bytes=1)
+    raw = RawResult(key="k", status=Status.OK, rows=(RawRow(size=2 * MiB, bytes_per_op=2 * MiB, ops=1_000_000,
+                                                           seconds=((0.8,),)),))
+    (m,) = assemble(spec("cuda", item.test), item, raw, taken_at=0).measurements
+    assert (m.value, m.unit, m.method) == (pytest.approx(800e-9), "seconds", "pointer-chase")
+
+
+def test_all_reduce_sweep_peak_with_algbw_and_busbw() -> None:
+    gpus = tuple(Target(id=f"G{i}", kind="gpu", index=i) for i in range(4))
+    item = Item(key="k", test="all_reduce", targets=gpus, sizes=(1 * MiB, 4 * MiB, 16 * MiB), warmup=1, iters=20,
+                samples=1, wall_budget_s=1, memory_budget_bytes=1)
+    times = {1 * MiB: 0.02, 4 * MiB: 0.02, 16 * MiB: 0.1}
+    rows = tuple(RawRow(size=s, bytes_per_op=s, ops=20, seconds=((t,),)) for s, t in times.items())
+    out = assemble(spec("cuda", "all_reduce"), item, RawResult(key="k", status=Status.OK, rows=rows), taken_at=0)
+    assert len(out.sweep) == 6
+    bus, alg = out.measurements
+    assert (bus.direction, alg.direction) == ("busbw", "algbw")
+    assert bus.size_bytes == alg.size_bytes == 4 * MiB  # 4 MiB x 20 / 0.02 s beats 16 MiB x 20 / 0.1 s
+    assert alg.value == pytest.approx(4 * MiB * 20 / 0.02)
+    assert bus.value == pytest.approx(alg.value * 2 * 3 / 4)  # nccl-tests: x 2(n-1)/n
+    assert peak(()) == ()
+
+
+def test_not_run_is_never_a_number() -> None:
+    item = copy_item("k")
+    out = assemble(spec("cpu", "host_memcpy"), item,
+                   RawResult(key="k", status=Status.FAILED, reason="out of memory"), taken_at=0)
+    assert (out.status, out.reason, out.measurements) == (Status.FAILED, "out of memory", ())

@@ -1,0 +1,129 @@
+"""Test definitions against their reference tools: nccl-tests' bytes and bus factors, nvbandwidth's
+read/write semantics (which GPU's stream issues each copy) and its pointer-chase chain."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from probes import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, Target
+from probes._copies import (
+    KERNEL_NAMES,
+    KERNELS,
+    Initiator,
+    chain_end,
+    chain_next,
+    chain_words,
+    issuer,
+    legs,
+    per_launch,
+)
+from probes._errors import ProbeError
+from probes._specs import all_reduce_bytes
+
+H = Target(id="numa0", kind="host", index=0, cpus=(0,))
+A = Target(id="0000:05:00.0", kind="gpu", index=0)
+B = Target(id="0000:06:00.0", kind="gpu", index=1)
+
+
+@pytest.mark.parametrize("ranks, factor", [(2, 1.0), (4, 1.5), (8, 1.75), (72, 2 * 71 / 72)])
+def test_all_reduce_bus_factor_is_2_n_minus_1_over_n(ranks: int, factor: float) -> None:
+    assert BUS_FACTORS["all_reduce"](ranks) == pytest.approx(factor)
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "alltoall"])
+def test_gather_type_factors(op: str) -> None:
+    assert BUS_FACTORS[op](8) == pytest.approx(7 / 8)
+    assert BUS_FACTORS["broadcast"](8) == 1.0
+
+
+def test_all_reduce_counts_whole_floats_once() -> None:
+    # nccl-tests: S = count x sizeof(float), whatever the rank count
+    assert all_reduce_bytes(1 << 20, 8) == 1 << 20
+    assert all_reduce_bytes(1027, 2) == 1024
+
+
+def test_specs_are_named_as_their_reference_tools() -> None:
+    names = {s.name for s in CUDA_SPECS}
+    assert {"host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce",
+            "device_to_device_memcpy_write_ce", "device_to_device_bidirectional_memcpy_read_ce",
+            "device_to_device_bidirectional_memcpy_write_ce", "device_local_copy", "host_device_latency_sm",
+            "device_to_device_latency_sm", "all_reduce", "gdr_write_bw"} == names
+    assert {s.name for s in CPU_SPECS} == {"host_memcpy", "all_reduce"}
+    for s in (*CUDA_SPECS, *CPU_SPECS):
+        assert s.unit == ("seconds" if "latency" in s.name else "bytes_per_second")
+
+
+def test_a_write_is_issued_by_the_source_and_a_read_by_the_destination() -> None:
+    assert issuer(A, B, Initiator.SOURCE) == A
+    assert issuer(A, B, Initiator.DESTINATION) == B
+    # host memory has no stream: the GPU issues, whichever way the data goes
+    assert issuer(H, A, Initiator.SOURCE) == A
+    assert issuer(A, H, Initiator.DESTINATION) == A
+
+
+def test_copy_legs_per_test() -> None:
+    (h2d,) = legs("host_to_device_memcpy_ce", (H, A))
+    assert (h2d.src, h2d.dst, h2d.issuer) == (H, A, A)
+    (d2h,) = legs("device_to_host_memcpy_ce", (H, A))
+    assert (d2h.src, d2h.dst, d2h.issuer) == (A, H, A)
+    # read: the row GPU (A) pulls from the column (B) on its own stream
+    (read,) = legs("device_to_device_memcpy_read_ce", (A, B))
+    assert (read.src, read.dst, read.issuer) == (B, A, A)
+    # write: the row GPU (A) pushes to the column on its own stream
+    (write,) = legs("device_to_device_memcpy_write_ce", (A, B))
+    assert (write.src, write.dst, write.issuer) == (A, B, A)
+    r1, r2 = legs("device_to_device_bidirectional_memcpy_read_ce", (A, B))
+    assert (r1.issuer, r2.issuer) == (A, B) and (r1.src, r2.src) == (B, A)
+    w1, w2 = legs("device_to_device_bidirectional_memcpy_write_ce", (A, B))
+    assert (w1.issuer, w2.issuer) == (A, B) and (w1.src, w2.src) == (A, B)
+    (local,) = legs("device_local_copy", (A,))
+    assert (local.src, local.dst, local.issuer) == (A, A, A)
+    with pytest.raises(ProbeError):
+        legs("all_reduce", (A, B))
+
+
+def test_leg_directions_match_the_spec_channels() -> None:
+    for spec in CUDA_SPECS:
+        if spec.kind.value != "copy" or spec.name == "device_local_copy":
+            continue
+        targets = (H, A) if "host" in spec.name else (A, B)
+        for leg, direction in zip(legs(spec.name, targets), spec.channels, strict=True):
+            a, b = targets
+            assert direction == ("a->b" if (leg.src, leg.dst) == (a, b) else "b->a")
+
+
+def test_pointer_chase_chain_is_nvbandwidths() -> None:
+    words = chain_words(0x1000, 2 << 20, 128)
+    assert len(words) == 262144
+    assert words[0] == 0x1000 + 16 * 8
+    assert words[-1] == 0x1000 + 15 * 8  # wraps
+    assert chain_next(262143, 262144, 16) == 15
+    # 16384 distinct nodes on the cycle from word 0: one per 128-byte line
+    seen, i = set(), 0
+    while i not in seen:
+        seen.add(i)
+        i = chain_next(i, 262144, 16)
+    assert len(seen) == 16384
+    assert chain_end(16384, 262144, 16) == 0
+    assert chain_end(3, 262144, 16) == 48
+    assert per_launch(1_000_000, 132) == 7575
+    with pytest.raises(ProbeError):
+        chain_words(0, 4, 128)
+
+
+def test_kernels_compile_with_nvcc(tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc is None:
+        pytest.skip("nvcc is not installed: the embedded CUDA kernels were NOT compile-checked")
+    src = tmp_path / "kernels.cu"
+    src.write_text(KERNELS)
+    done = subprocess.run([nvcc, "-ptx", str(src), "-o", str(tmp_path / "k.ptx")], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    ptx = (tmp_path / "k.ptx").read_text()
+    for name in KERNEL_NAMES:
+        assert f".entry {name}" in ptx
