@@ -72,28 +72,21 @@ def row(name: str, what: str, ms: float, target: float | None, extra: str = "") 
 
 
 def profile_rows(runs: int) -> list[str]:
-    try:
-        from tests.fakenvml import prepare_profile  # type: ignore[attr-defined]
-    except ImportError:
-        return []
+    """NVML + sysfs discovery in this process against the test NVML library of a machine profile."""
+    from tests.fakenvml import ENV_CALLS, ENV_PROFILE, materialize
+
     rows = []
     for name in ("hgx-h100", "dgx-a100"):
-        with prepare_profile(REPO / "tests/machines" / f"{name}.yaml") as (sysfs, lib):
-            env = dict(os.environ, PYTHONPATH=str(REPO))
-            code = (
-                "import statistics,time,sys;"
-                "from agent._context import DiscoveryContext;from agent._fsroot import FsRoot;"
-                "from agent.discover import discover;"
-                f"ctx=DiscoveryContext(root=FsRoot({str(sysfs)!r}),nvml_library={str(lib)!r});"
-                "s=discover(ctx);ts=[];"
-                f"exec('for _ in range({runs}):\\n t=time.perf_counter();s=discover(ctx);ts.append(time.perf_counter()-t)');"
-                "calls=[o.detail for o in s.sources if o.name=='nvml'];"
-                "print(statistics.median(ts)*1e3, len(s.gpus), calls[0] if calls else '')"
-            )
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-            ms, gpus, detail = out.stdout.strip().split(" ", 2)
-            rows.append(row(f"profile {name}", "discovery call (NVML+sysfs)", float(ms), 50.0,
-                            f"{gpus} GPUs; {detail}"))
+        with tempfile.TemporaryDirectory() as tmp:
+            node = materialize(name, Path(tmp))
+            os.environ[ENV_PROFILE], os.environ[ENV_CALLS] = str(node.nvml_profile), str(node.calls_file)
+            ctx = DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))
+            snap = discover(ctx)
+            calls = node.calls()  # the calls of the last discovery: one NVML session
+            ms = median_ms(lambda ctx=ctx: discover(ctx), runs)  # type: ignore[misc]
+            repeated = sum(1 for n in calls.values() if n > 1)
+            rows.append(row(f"profile {name}", "discovery call (NVML+sysfs)", ms, 50.0,
+                            f"{len(snap.gpus)} GPUs, {sum(calls.values())} NVML calls, {repeated} asked twice"))
     return rows
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakenvml.fixtures import fake_machine  # noqa: F401  (a fixture: machine profiles made real)
+
 SHARED = Path(os.environ.get("TOPOLINK_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
 HWLOC_LINUX = SHARED / "reference" / "hwloc" / "linux"
 

@@ -28,8 +28,7 @@ def _for_type(tp: Any) -> st.SearchStrategy[Any]:
             return st.lists(_for_type(args[0]), max_size=3).map(tuple)
         return st.tuples(*(_for_type(a) for a in args))
     if tp is t.MatrixKind:
-        return st.sets(st.sampled_from(list(t.MatrixKind))).map(
-            lambda flags: _or_flags(flags))
+        return st.sets(st.sampled_from(list(t.MatrixKind))).map(_or_flags)
     if isinstance(tp, type) and issubclass(tp, t.Source | t.SourceStatus | t.LinkKind | t.FabricState):
         return st.sampled_from(list(tp))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

@@ -11,7 +11,8 @@ downstream ports alternate, so the switch of a downstream port is its parent.
 - ``PIX``: at most one switch (or one root port) between them.
 - ``PXB``: several switches, below a common bridge.
 - ``PHB``: the same host bridge, no common bridge below it.
-- ``NODE``: different host bridges in one NUMA node. ``SYS``: across NUMA nodes.
+- ``NODE``: different host bridges in one NUMA node. ``SYS``: across NUMA nodes, or where either NUMA
+  node is unknown (as nvidia-smi).
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ class PathIndex:
     def pcie_class(self, a: str, b: str) -> PathClass:
         pa, pb = self._place(a), self._place(b)
         if pa.root is None or pb.root is None or pa.root != pb.root:
-            return PathClass.NODE if pa.numa == pb.numa else PathClass.SYS
+            # nvidia-smi prints SYS when it cannot place a device in a NUMA node
+            same_node = pa.numa is not None and pa.numa == pb.numa
+            return PathClass.NODE if same_node else PathClass.SYS
         common = 0
         for x, y in zip(pa.chain, pb.chain, strict=False):
             if x != y:

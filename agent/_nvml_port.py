@@ -1,0 +1,295 @@
+"""NVML behind one narrow port: exactly the calls discovery makes, through nvidia-ml-py.
+
+``pynvml`` is imported inside functions (driverless discovery never loads it) and its errors are
+translated here, once, into :class:`NvmlError` kinds chained ``from`` the original. Every call through
+the port is counted.
+
+A specific library (a machine profile's test NVML) is loaded by handing nvidia-ml-py the ``CDLL``
+before ``nvmlInit``: pynvml keeps the library in the module global ``nvmlLib`` and loads
+``libnvidia-ml.so.1`` only while that is ``None``; setting ``LD_LIBRARY_PATH`` would be too late in a
+running process. Function pointers are cached per name in ``_nvmlGetFunctionPointer_cache``, so that
+cache is emptied whenever the library changes; one process can then discover several profiles in turn.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NewType, TypeVar
+
+from topology import TopolinkError
+
+Handle = NewType("Handle", object)
+T = TypeVar("T")
+
+CPU_SET_WORDS = 64  # 4096 CPUs, 64 per word
+NODE_SET_WORDS = 16  # 1024 NUMA nodes
+_AFFINITY_SCOPE_NODE = 0
+_ARGUMENT_VERSION_MISMATCH = 25
+_FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
+
+_NAMES = {1: "UNINITIALIZED", 2: "INVALID_ARGUMENT", 3: "NOT_SUPPORTED", 4: "NO_PERMISSION", 6: "NOT_FOUND",
+          7: "INSUFFICIENT_SIZE", 9: "DRIVER_NOT_LOADED", 10: "TIMEOUT", 12: "LIBRARY_NOT_FOUND",
+          13: "FUNCTION_NOT_FOUND", 15: "GPU_IS_LOST", 16: "RESET_REQUIRED", 17: "OPERATING_SYSTEM",
+          18: "LIB_RM_VERSION_MISMATCH", 25: "ARGUMENT_VERSION_MISMATCH", 999: "UNKNOWN"}
+
+
+class NvmlError(TopolinkError):
+    """An NVML call failed. ``call`` is the NVML function, ``code`` its nvmlReturn_t (None: no code)."""
+
+    def __init__(self, call: str, code: int | None, detail: str = "") -> None:
+        self.call, self.code = call, code
+        name = f"NVML_ERROR_{_NAMES.get(code, str(code))}" if code is not None else "error"
+        self.reason = f"{name}{': ' + detail if detail else ''}"
+        super().__init__(f"{call}: {self.reason}")
+
+
+class NvmlNotSupported(NvmlError):
+    pass
+
+
+class NvmlNoPermission(NvmlError):
+    pass
+
+
+class NvmlGpuLost(NvmlError):
+    pass
+
+
+class NvmlInvalidArgument(NvmlError):
+    pass
+
+
+class NvmlNotFound(NvmlError):
+    pass
+
+
+class NvmlDriverNotLoaded(NvmlError):
+    pass
+
+
+class NvmlUnknown(NvmlError):
+    pass
+
+
+class NvmlLibraryNotFound(NvmlError):
+    pass
+
+
+_KINDS: dict[int, type[NvmlError]] = {2: NvmlInvalidArgument, 3: NvmlNotSupported, 4: NvmlNoPermission,
+                                      6: NvmlNotFound, 9: NvmlDriverNotLoaded, 12: NvmlLibraryNotFound,
+                                      15: NvmlGpuLost, 999: NvmlUnknown}
+
+
+@dataclass(frozen=True, slots=True)
+class RawFabric:
+    """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
+
+    state: int
+    status: int
+    clique_id: int
+    cluster_uuid: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RawField:
+    field_id: int
+    code: int  # the per-field nvmlReturn_t
+    value: int
+
+
+_lock = threading.Lock()
+_loaded: str | None = None  # the library this module put into pynvml, None for pynvml's default
+
+
+def _use_library(pynvml: Any, library: str | None) -> None:
+    global _loaded  # noqa: PLW0603 - one process, one pynvml: which library it holds is process state
+    with _lock:
+        if library == _loaded:
+            return
+        if library is None:
+            lib = None  # back to pynvml's own lookup of libnvidia-ml.so.1
+        else:
+            try:
+                lib = ctypes.CDLL(library)
+            except OSError as exc:
+                raise NvmlLibraryNotFound("dlopen", 12, f"{library}: {exc}") from exc
+        with pynvml.libLoadLock:
+            pynvml.nvmlLib = lib
+            cache = getattr(pynvml, "_nvmlGetFunctionPointer_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+        _loaded = library
+
+
+class NvmlPort:
+    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml`; ``close`` shuts down."""
+
+    def __init__(self, pynvml: Any) -> None:
+        self._nv = pynvml
+        self.calls = 0
+        self.max_links = int(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18))
+
+    def _call(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        self.calls += 1
+        try:
+            return fn(*args)
+        except self._nv.NVMLError as exc:
+            value = getattr(exc, "value", None)
+            code = value if isinstance(value, int) else None
+            kind = _KINDS.get(code, NvmlError) if code is not None else NvmlError
+            raise kind(name, code) from exc
+
+    # -- system ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._call("nvmlShutdown", self._nv.nvmlShutdown)
+
+    def driver_version(self) -> str:
+        return str(self._call("nvmlSystemGetDriverVersion", self._nv.nvmlSystemGetDriverVersion))
+
+    def nvml_version(self) -> str:
+        return str(self._call("nvmlSystemGetNVMLVersion", self._nv.nvmlSystemGetNVMLVersion))
+
+    def cuda_driver_version(self) -> int:
+        return int(self._call("nvmlSystemGetCudaDriverVersion", self._nv.nvmlSystemGetCudaDriverVersion))
+
+    def device_count(self) -> int:
+        return int(self._call("nvmlDeviceGetCount_v2", self._nv.nvmlDeviceGetCount))
+
+    def handle(self, index: int) -> Handle:
+        return Handle(self._call("nvmlDeviceGetHandleByIndex_v2", self._nv.nvmlDeviceGetHandleByIndex, index))
+
+    # -- one device --------------------------------------------------------------------------------
+    def index(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetIndex", self._nv.nvmlDeviceGetIndex, h))
+
+    def uuid(self, h: Handle) -> str:
+        return str(self._call("nvmlDeviceGetUUID", self._nv.nvmlDeviceGetUUID, h))
+
+    def name(self, h: Handle) -> str:
+        return str(self._call("nvmlDeviceGetName", self._nv.nvmlDeviceGetName, h))
+
+    def memory_total(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMemoryInfo", self._nv.nvmlDeviceGetMemoryInfo, h).total)
+
+    def minor(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMinorNumber", self._nv.nvmlDeviceGetMinorNumber, h))
+
+    def pci(self, h: Handle) -> tuple[str, int]:
+        """(bus id as NVML spells it, ``pciDeviceId`` = device << 16 | vendor)."""
+        info = self._call("nvmlDeviceGetPciInfo_v3", self._nv.nvmlDeviceGetPciInfo_v3, h)
+        bus_id = info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
+        return bus_id, int(info.pciDeviceId)
+
+    def numa_node_id(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetNumaNodeId", self._nv.nvmlDeviceGetNumaNodeId, h))
+
+    def cpu_affinity(self, h: Handle) -> tuple[int, ...]:
+        words = self._call("nvmlDeviceGetCpuAffinity", self._nv.nvmlDeviceGetCpuAffinity, h, CPU_SET_WORDS)
+        return _bits(words)
+
+    def memory_affinity(self, h: Handle) -> tuple[int, ...]:
+        words = self._call("nvmlDeviceGetMemoryAffinity", self._nv.nvmlDeviceGetMemoryAffinity, h,
+                           NODE_SET_WORDS, _AFFINITY_SCOPE_NODE)
+        return _bits(words)
+
+    def pcie_current_gen(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetCurrPcieLinkGeneration", self._nv.nvmlDeviceGetCurrPcieLinkGeneration, h))
+
+    def pcie_current_width(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetCurrPcieLinkWidth", self._nv.nvmlDeviceGetCurrPcieLinkWidth, h))
+
+    def pcie_max_gen(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMaxPcieLinkGeneration", self._nv.nvmlDeviceGetMaxPcieLinkGeneration, h))
+
+    def pcie_max_width(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMaxPcieLinkWidth", self._nv.nvmlDeviceGetMaxPcieLinkWidth, h))
+
+    def compute_capability(self, h: Handle) -> tuple[int, int]:
+        major, minor = self._call("nvmlDeviceGetCudaComputeCapability", self._nv.nvmlDeviceGetCudaComputeCapability, h)
+        return int(major), int(minor)
+
+    def architecture(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetArchitecture", self._nv.nvmlDeviceGetArchitecture, h))
+
+    def fabric(self, h: Handle) -> RawFabric:
+        """``nvmlDeviceGetGpuFabricInfoV`` with the v3 struct, or v2 where the driver predates v3."""
+        nv = self._nv
+        v3 = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None)
+        candidates = ([v3] if v3 is not None else []) + [nv.c_nvmlGpuFabricInfo_v2_t]
+        for i, struct in enumerate(candidates):
+            info = struct()
+            try:
+                self._call("nvmlDeviceGetGpuFabricInfoV", nv.nvmlDeviceGetGpuFabricInfoV, h, ctypes.byref(info))
+            except NvmlError as exc:
+                if exc.code == _ARGUMENT_VERSION_MISMATCH and i + 1 < len(candidates):
+                    continue
+                raise
+            return RawFabric(state=int(info.state) & 0xFF, status=int(info.status), clique_id=int(info.cliqueId),
+                             cluster_uuid=bytes(info.clusterUuid))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def field_values(self, h: Handle, field_ids: tuple[int, ...]) -> tuple[RawField, ...]:
+        values = self._call("nvmlDeviceGetFieldValues", self._nv.nvmlDeviceGetFieldValues, h, list(field_ids))
+        return tuple(RawField(int(v.fieldId), int(v.nvmlReturn), int(v.value.uiVal)) for v in values)
+
+    # -- MIG ---------------------------------------------------------------------------------------
+    def mig_mode(self, h: Handle) -> tuple[int, int]:
+        current, pending = self._call("nvmlDeviceGetMigMode", self._nv.nvmlDeviceGetMigMode, h)
+        return int(current), int(pending)
+
+    def max_mig_devices(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMaxMigDeviceCount", self._nv.nvmlDeviceGetMaxMigDeviceCount, h))
+
+    def mig_device(self, h: Handle, slot: int) -> Handle:
+        return Handle(self._call("nvmlDeviceGetMigDeviceHandleByIndex", self._nv.nvmlDeviceGetMigDeviceHandleByIndex,
+                                 h, slot))
+
+    def gpu_instance_id(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetGpuInstanceId", self._nv.nvmlDeviceGetGpuInstanceId, h))
+
+    def compute_instance_id(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetComputeInstanceId", self._nv.nvmlDeviceGetComputeInstanceId, h))
+
+    # -- NVLink ------------------------------------------------------------------------------------
+    def nvlink_active(self, h: Handle, link: int) -> bool:
+        return bool(self._call("nvmlDeviceGetNvLinkState", self._nv.nvmlDeviceGetNvLinkState, h, link))
+
+    def nvlink_version(self, h: Handle, link: int) -> int:
+        return int(self._call("nvmlDeviceGetNvLinkVersion", self._nv.nvmlDeviceGetNvLinkVersion, h, link))
+
+    def nvlink_remote_type(self, h: Handle, link: int) -> int:
+        return int(self._call("nvmlDeviceGetNvLinkRemoteDeviceType", self._nv.nvmlDeviceGetNvLinkRemoteDeviceType,
+                              h, link))
+
+    def nvlink_remote_bus_id(self, h: Handle, link: int) -> str:
+        info = self._call("nvmlDeviceGetNvLinkRemotePciInfo_v2", self._nv.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
+        return info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
+
+    # -- pairs -------------------------------------------------------------------------------------
+    def common_ancestor(self, a: Handle, b: Handle) -> int:
+        return int(self._call("nvmlDeviceGetTopologyCommonAncestor", self._nv.nvmlDeviceGetTopologyCommonAncestor,
+                              a, b))
+
+    def p2p_status(self, a: Handle, b: Handle, caps_index: int) -> int:
+        # An int, never pynvml's NVML_P2P_CAPS_INDEX_READ: that constant is the tuple (0,).
+        return int(self._call("nvmlDeviceGetP2PStatus", self._nv.nvmlDeviceGetP2PStatus, a, b, int(caps_index)))
+
+
+def _bits(words: Any) -> tuple[int, ...]:
+    return tuple(64 * i + bit for i, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1)
+
+
+def open_nvml(library: str | None) -> NvmlPort:
+    """Loads NVML (``library`` or the system's) and initialises it. Raises :class:`NvmlLibraryNotFound`
+    when there is no library, another :class:`NvmlError` when ``nvmlInit`` fails."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlLibraryNotFound("import pynvml", None, f"nvidia-ml-py is not installed: {exc}") from exc
+    _use_library(pynvml, library)
+    port = NvmlPort(pynvml)
+    port._call("nvmlInitWithFlags", pynvml.nvmlInit)
+    return port

@@ -1,0 +1,74 @@
+"""What the NVML source read: frozen records, one per GPU, per NVLink and per GPU pair.
+
+Values are as NVML gave them, translated only where a sentinel or an encoding would otherwise leak into
+the model: bus ids are canonical (``0000:3b:00.0``), the remote id ``FFFFFFFF:FF:FF.0`` becomes
+``remote_sentinel=True``, an all-zero fabric cluster UUID becomes ``None``. ``None`` means not read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topology import FabricInfo, MigInstance, PcieLinkState, Problem
+
+# nvmlIntNvLinkDeviceType_t
+REMOTE_GPU, REMOTE_IBMNPU, REMOTE_SWITCH, REMOTE_UNKNOWN = 0x00, 0x01, 0x02, 0xFF
+# nvmlGpuP2PCapsIndex_t, the ones asked for every pair
+P2P_CAPS = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}
+FIELD_NVLINK_LINK_COUNT = 91
+FIELD_NVSWITCH_CONNECTED_LINK_COUNT = 147
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvLinkFact:
+    link: int
+    active: bool
+    version: int | None = None  # nvmlNvlinkVersion_t as returned (4.0 = 6), not a generation
+    remote_type: int | None = None  # nvmlIntNvLinkDeviceType_t
+    remote_bus_id: str | None = None  # canonical; None when unread or the sentinel
+    remote_sentinel: bool = False  # NVML gave FFFFFFFF:FF:FF.0 (an NVSwitch it does not show on PCI)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvmlGpuFacts:
+    index: int
+    bus_id: str | None = None
+    uuid: str | None = None
+    name: str | None = None
+    memory_bytes: int | None = None
+    minor: int | None = None
+    pci_device_id: int | None = None  # the device id (upper half of NVML's pciDeviceId)
+    gpu_numa_id: int | None = None  # nvmlDeviceGetNumaNodeId: the GPU's memory as a NUMA node
+    cpu_affinity: tuple[int, ...] | None = None
+    memory_affinity: tuple[int, ...] | None = None  # NUMA nodes (scope NODE)
+    pcie: PcieLinkState | None = None
+    compute_capability: tuple[int, int] | None = None
+    architecture: str | None = None
+    mig_enabled: bool | None = None  # None: MIG not supported
+    mig_instances: tuple[MigInstance, ...] = ()
+    fabric: FabricInfo | None = None  # None: no fabric (pre-Hopper, or not read)
+    nvlink_count: int | None = None  # field 91
+    nvswitch_link_count: int | None = None  # field 147
+    links: tuple[NvLinkFact, ...] = ()
+    lost: bool = False  # NVML said GPU_IS_LOST; nothing more was asked of it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvmlPairFacts:
+    """One unordered pair of GPUs (NVML indices, ``a < b``)."""
+
+    a: int
+    b: int
+    common_ancestor: int | None = None  # nvmlGpuTopologyLevel_t: 0, 10 PIX, 20 PXB, 30 PHB, 40 NODE, 50 SYS
+    p2p: tuple[tuple[int, int], ...] = ()  # (nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t) as read
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvmlFacts:
+    gpus: tuple[NvmlGpuFacts, ...] = ()
+    pairs: tuple[NvmlPairFacts, ...] = ()
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: str | None = None  # "12.8"
+    calls: int = 0  # NVML calls this discovery made, nvmlInit included (nvmlShutdown comes after)
+    problems: tuple[Problem, ...] = ()
