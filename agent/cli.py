@@ -141,11 +141,19 @@ def _exit_for(snap: topology.Snapshot) -> int:
 
 
 def load_snapshot(path: str) -> topology.Snapshot:
+    """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report."""
+    import json
+
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
-        return topology.loads(text)
+        doc = json.loads(text)
+        if isinstance(doc, dict) and isinstance(doc.get("snapshot"), dict):
+            doc = doc["snapshot"]
+        return topology.from_dict(doc)
     except OSError as exc:
         raise _InputError(f"{path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise _InputError(f"{path}: not JSON: {exc}") from exc
     except topology.SchemaError as exc:
         raise _InputError(f"{path}: {exc}") from exc
 

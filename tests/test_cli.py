@@ -102,3 +102,14 @@ def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
     assert root.returncode == 3 and "not a directory" in root.stderr
     usage = topolink("discover", "--format", "yaml")
     assert usage.returncode == 2
+
+
+def test_probe_results_render_as_a_bandwidth_matrix(tmp_path: Path) -> None:
+    report = tmp_path / "probe.json"
+    out = topolink("probe", "--backend", "cpu", "--tests", "host_memcpy", "--format", "json", "-o", str(report))
+    assert out.returncode == 0, out.stderr
+    topo = topolink("topo", "--from", str(report), "--bandwidth")
+    assert topo.returncode == 0, topo.stderr
+    assert "host_memcpy" in topo.stdout and "NUMA0" in topo.stdout
+    measured = t.from_dict(json.loads(report.read_text())["snapshot"]).measurements
+    assert measured and all(m.source is t.Source.MEASURED and m.stats is not None for m in measured)
