@@ -20,6 +20,7 @@ import topology
 
 from ._context import DiscoveryContext
 from ._fsroot import FsRoot
+from ._output import write_output
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
@@ -108,16 +109,6 @@ def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
     return discover(_context(args), enabled)
 
 
-def _write(text: str, output: str | None) -> None:
-    if output is None or output == "-":
-        sys.stdout.write(text)
-        return
-    path = Path(output)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
-
-
 def _cmd_discover(args: argparse.Namespace) -> int:
     snap = discover_from_args(args)
     if args.format == "json":
@@ -126,7 +117,7 @@ def _cmd_discover(args: argparse.Namespace) -> int:
         text = topology.to_dot(snap)
     else:
         text = topology.summary(snap)
-    _write(text, args.output)
+    write_output(text, args.output)
     if args.format != "table" and (reason := topology.no_gpu_reason(snap)):
         print(reason, file=sys.stderr)
     return _exit_for(snap)

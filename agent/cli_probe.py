@@ -8,13 +8,13 @@ Exit status of ``selftest``: 0 no test failed and at least one passed; 1 a test 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO
 
 import topology
+
+from ._output import write_output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
 _PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
@@ -71,16 +71,6 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _write(text: str, output: str | None) -> None:
-    if output is None or output == "-":
-        sys.stdout.write(text)
-        return
-    path = Path(output)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def _snapshot(args: argparse.Namespace) -> topology.Snapshot:
     from .cli import discover_from_args, load_snapshot
 
@@ -119,7 +109,7 @@ def run_probe(args: argparse.Namespace, snapshot: topology.Snapshot) -> int:
         text = probes.report_json(report, snapshot) + "\n"
     else:
         text = probes.render_report(report, snapshot) + "\n"
-    _write(text, args.output)
+    write_output(text, args.output)
     if not report.ran:
         print("topolink probe: no test could run (each is listed with its reason)", file=sys.stderr)
         return EXIT_NONE_RAN
