@@ -154,3 +154,28 @@ def test_dot_is_a_graph_of_the_devices() -> None:
     assert '"GPU0\\n0000:05:00.0"' in dot and "mlx5_0" in dot
     assert 'label="NV4 100 GB/s"' in dot
     assert dot.count("{") == dot.count("}")
+
+
+def test_all_reduce_estimate_uses_the_slowest_edge_and_says_where_it_came_from() -> None:
+    gen4 = t.PcieLinkState(current_gen=4, current_width=16, max_gen=4, max_width=16)
+    base = two_socket_box()
+    snap = dataclasses.replace(
+        base,
+        gpus=tuple(dataclasses.replace(g, pcie=gen4) for g in base.gpus),
+        links=(t.Link(a=G0, b=G1, kind=t.LinkKind.NVLINK, count=4, nvlink_version=3, bytes_per_second=100e9),),
+    )
+    pair = t.all_reduce_estimate(snap, [G0, G1], 1_000_000_000)
+    assert pair.source is t.Source.THEORETICAL and pair.bytes_per_second == 100e9
+    assert pair.seconds == pytest.approx(2 * 1 / 2 * 1e9 / 100e9)
+    ring = t.all_reduce_estimate(snap, [G0, G1, G2], 3_000_000_000)
+    assert ring.bytes_per_second == pytest.approx(31.5e9)  # G1-G2 and G2-G0 are PCIe Gen4 x16
+    assert ring.bottleneck == (G1, G2)
+    assert ring.seconds == pytest.approx(2 * 2 / 3 * 3e9 / 31.5e9)
+    timed = t.with_measurements(snap, [t.Measurement(
+        test="device_to_device_memcpy_write_ce", subjects=(G1, G2), direction="a->b", value=20e9,
+        unit="bytes_per_second", source=t.Source.MEASURED, method="ce-write")])
+    measured = t.all_reduce_estimate(timed, [G0, G1, G2], 3_000_000_000)
+    assert measured.source is t.Source.MEASURED and measured.bytes_per_second == 20e9
+    unknown = t.all_reduce_estimate(base, [G0, G2], 1)
+    assert unknown.seconds is None and unknown.bottleneck == (G0, G2)
+    assert t.all_reduce_estimate(base, [G0], 1).seconds == 0.0

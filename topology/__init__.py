@@ -6,6 +6,7 @@ Pure: no I/O, no clock, nothing imported from outside the standard library.
 from ._codec import SCHEMA, dumps, from_dict, loads, structure_hash, to_dict
 from ._dot import to_dot
 from ._errors import SchemaError, TopolinkError
+from ._estimate import AllReduceEstimate, all_reduce_estimate
 from ._ids import (
     BadPciAddress,
     canonical_bdf,
@@ -53,6 +54,7 @@ __all__ = [
     "LEGEND",
     "NVML_TOPOLOGY_LEVEL",
     "SCHEMA",
+    "AllReduceEstimate",
     "BadPciAddress",
     "FabricInfo",
     "FabricState",
@@ -87,6 +89,7 @@ __all__ = [
     "TopoRow",
     "TopoTable",
     "TopolinkError",
+    "all_reduce_estimate",
     "canonical_bdf",
     "dumps",
     "format_cpulist",
