@@ -4,8 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/topolink ]; then
-    python3 -m venv .venv
-    .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e .
+    echo "Setting up .venv (first run only)..." >&2
+    log=$(mktemp)
+    if ! { python3 -m venv .venv && .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e .; } >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "discover.sh: setting up .venv failed (log above)" >&2
+        exit 1
+    fi
+    rm -f "$log"
 fi
 exec .venv/bin/topolink discover "$@"
