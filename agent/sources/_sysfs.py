@@ -14,6 +14,7 @@ from typing import TypeVar
 from topology import Problem
 
 from .._fsroot import FsRoot
+from ._registry import SourceError, SubsystemAbsent
 
 T = TypeVar("T")
 
@@ -131,3 +132,14 @@ def pci_function_of(root: FsRoot, entry: str) -> str | None:
     if path is None:
         return None
     return next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)
+
+
+def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None) -> list[str]:
+    """The entries of a subsystem's directory. Raises :class:`SubsystemAbsent` (with ``absent``) when
+    ``marker`` (default ``path``) does not exist, :class:`SourceError` when it cannot be listed."""
+    if not root.exists(marker or path):
+        raise SubsystemAbsent(absent)
+    try:
+        return root.listdir(path)
+    except OSError as exc:
+        raise SourceError(f"{path}: {exc.strerror or exc}") from exc

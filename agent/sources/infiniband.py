@@ -13,8 +13,8 @@ from topology import Problem
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
-from ._registry import SourceError, SubsystemAbsent, register
-from ._sysfs import Reader, pci_function_of
+from ._registry import register
+from ._sysfs import Reader, list_subsystem, pci_function_of
 
 SOURCE = "infiniband"
 _CLASS = "/sys/class/infiniband"
@@ -47,12 +47,7 @@ class InfinibandFacts:
 @register(SOURCE, help="RDMA devices, their ports and PCI functions (/sys/class/infiniband)")
 def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
     root = ctx.root
-    if not root.exists(_CLASS):
-        raise SubsystemAbsent("no /sys/class/infiniband (no RDMA driver loaded)")
-    try:
-        names = root.listdir(_CLASS)
-    except OSError as exc:
-        raise SourceError(f"{_CLASS}: {exc.strerror or exc}") from exc
+    names = list_subsystem(root, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)")
     devices = []
     for name in names:
         bdf = pci_function_of(root, f"{_CLASS}/{name}")

@@ -8,8 +8,8 @@ from topology import Problem
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
-from ._registry import SourceError, SubsystemAbsent, register
-from ._sysfs import SYSFS_BDF, Reader, device_path, non_negative
+from ._registry import register
+from ._sysfs import SYSFS_BDF, Reader, device_path, list_subsystem, non_negative
 
 SOURCE = "net"
 _CLASS = "/sys/class/net"
@@ -36,12 +36,7 @@ class NetFacts:
 @register(SOURCE, help="network interfaces and their PCI functions (/sys/class/net)")
 def read_net(ctx: DiscoveryContext) -> NetFacts:
     root = ctx.root
-    if not root.exists(_CLASS):
-        raise SubsystemAbsent("no /sys/class/net")
-    try:
-        names = root.listdir(_CLASS)
-    except OSError as exc:
-        raise SourceError(f"{_CLASS}: {exc.strerror or exc}") from exc
+    names = list_subsystem(root, _CLASS, absent="no /sys/class/net")
     return NetFacts(interfaces=tuple(_read_interface(root, name) for name in names))
 
 

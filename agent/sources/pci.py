@@ -17,8 +17,18 @@ from topology import BadPciAddress, Problem, canonical_bdf, host_bridge_id, pars
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
-from ._registry import SourceError, SubsystemAbsent, register
-from ._sysfs import SYSFS_BDF, Reader, bdf_key, hex_int, link_speed_gts, non_negative, numa_node, resolve_link
+from ._registry import register
+from ._sysfs import (
+    SYSFS_BDF,
+    Reader,
+    bdf_key,
+    hex_int,
+    link_speed_gts,
+    list_subsystem,
+    non_negative,
+    numa_node,
+    resolve_link,
+)
 
 SOURCE = "pci"
 _DEVICES = "/sys/bus/pci/devices"
@@ -71,12 +81,7 @@ class _Place:
 @register(SOURCE, help="PCI functions and the PCIe tree (/sys/bus/pci)")
 def read_pci(ctx: DiscoveryContext) -> PciFacts:
     root = ctx.root
-    if not root.exists("/sys/bus/pci"):
-        raise SubsystemAbsent("no /sys/bus/pci")
-    try:
-        names = root.listdir(_DEVICES)
-    except OSError as exc:
-        raise SourceError(f"{_DEVICES}: {exc.strerror or exc}") from exc
+    names = list_subsystem(root, _DEVICES, absent="no /sys/bus/pci", marker="/sys/bus/pci")
     problems: list[Problem] = []
     places: dict[str, _Place] = {}
     gaps: dict[str, _Place] = {}
