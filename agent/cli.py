@@ -11,6 +11,7 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -23,6 +24,10 @@ from ._fsroot import FsRoot
 from ._output import write_output
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
+
+# Modules that add subcommands: each has ``add_parsers(subparsers, add_discovery_args)`` and sets a
+# ``handler`` default; they import their heavy dependencies only inside their handlers.
+_COMMAND_MODULES = ("cli_probe",)
 
 _ENV_SYSFS_ROOT = "TOPOLINK_SYSFS_ROOT"
 _ENV_NVML_LIBRARY = "TOPOLINK_NVML_LIBRARY"
@@ -80,12 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--bandwidth", action="store_true", help="print the measured bandwidth matrices instead")
     _add_discovery_args(t)
 
-    try:
-        from . import cli_probe
-    except ImportError:  # pragma: no cover - the probes package is part of the distribution
-        pass
-    else:
-        cli_probe.add_parsers(sub, _add_discovery_args)
+    for module in _COMMAND_MODULES:
+        importlib.import_module(f"{__package__}.{module}").add_parsers(sub, _add_discovery_args)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from typing import Any
@@ -29,7 +30,7 @@ def _for_type(tp: Any) -> st.SearchStrategy[Any]:
         return st.tuples(*(_for_type(a) for a in args))
     if tp is t.MatrixKind:
         return st.sets(st.sampled_from(list(t.MatrixKind))).map(_or_flags)
-    if isinstance(tp, type) and issubclass(tp, t.Source | t.SourceStatus | t.LinkKind | t.FabricState):
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return st.sampled_from(list(tp))
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return record(tp)

@@ -65,7 +65,7 @@ def test_json_is_plain_and_stable() -> None:
         name="numa_distance", kind=t.MatrixKind.FROM_OS | t.MatrixKind.LATENCY, unit="slit",
         ids=("numa0", "numa1"), values=((10.0, 21.0), (21.0, 10.0))),))
     doc = json.loads(t.dumps(snap))
-    assert doc["schema"] == "topolink.topology/v1"
+    assert doc["schema"] == "topolink.topology/v2"
     assert doc["matrices"][0]["kind"] == ["FROM_OS", "LATENCY"]
     assert snap.matrix("numa_distance") is not None
     assert snap.matrices[0].get("numa0", "numa1") == 21.0

@@ -3,10 +3,11 @@
 Pure: no I/O, no clock, nothing imported from outside the standard library.
 """
 
-from ._codec import SCHEMA, dumps, from_dict, loads, structure_hash, to_dict
+from ._codec import SCHEMA, SCHEMA_V1, dumps, from_dict, loads, structure_hash, to_dict
 from ._dot import to_dot
 from ._errors import SchemaError, TopolinkError
 from ._estimate import AllReduceEstimate, all_reduce_estimate
+from ._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
 from ._ids import (
     BadPciAddress,
     canonical_bdf,
@@ -52,18 +53,23 @@ from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nic
 
 __all__ = [
     "LEGEND",
+    "NODE",
     "NVML_TOPOLOGY_LEVEL",
     "SCHEMA",
+    "SCHEMA_V1",
     "AllReduceEstimate",
+    "Aspect",
     "BadPciAddress",
     "FabricInfo",
     "FabricState",
+    "Fact",
     "GdrFacts",
     "GdrReadiness",
     "GdrVerdict",
     "Gpu",
     "HostBridge",
     "Island",
+    "Knowledge",
     "Link",
     "LinkKind",
     "Matrix",
@@ -91,7 +97,9 @@ __all__ = [
     "TopolinkError",
     "all_reduce_estimate",
     "canonical_bdf",
+    "describe_unknown",
     "dumps",
+    "facts_of",
     "format_cpulist",
     "from_dict",
     "gdr_readiness",
@@ -103,6 +111,7 @@ __all__ = [
     "measurement_key",
     "nearest_nics",
     "no_gpu_reason",
+    "node_fact",
     "numa_affinity",
     "numa_id",
     "nvlink_bytes_per_second",

@@ -1,8 +1,13 @@
-"""JSON ``topolink.topology/v1``: a lossless, schema-checked codec for :class:`Snapshot`.
+"""JSON ``topolink.topology/v2``: a lossless, schema-checked codec for :class:`Snapshot`.
 
 Generic over the model's dataclasses (driven by their type hints), so a new field needs no codec change.
 Enums are written by value, ``MatrixKind`` flags as a sorted list of names, tuples as lists. Unknown
 keys are rejected: a document from a newer schema must not half-load as if whole.
+
+v2 added what v1 could not say: which facts each problem leaves unknown (``problems[].unknown``) and the
+source statuses ``partial`` and ``disabled``. A v1 document is still read; since its problems do not say
+what they leave unknown, each is taken to leave everything about its subject unknown (the whole node when
+the subject is not a device), so a v1 snapshot with problems is never taken for a complete one.
 """
 
 from __future__ import annotations
@@ -18,9 +23,12 @@ from functools import cache
 from typing import Any
 
 from ._errors import SchemaError
-from ._model import Matrix, MatrixKind, Snapshot
+from ._facts import NODE, Aspect, Fact
+from ._model import Matrix, MatrixKind, Problem, Snapshot
 
-SCHEMA = "topolink.topology/v1"
+SCHEMA = "topolink.topology/v2"
+SCHEMA_V1 = "topolink.topology/v1"
+READABLE = (SCHEMA, SCHEMA_V1)
 _STRUCTURE_FIELDS = ("host_bridges", "pci", "numa_nodes", "gpus", "nvswitches", "nics", "links", "matrices")
 
 
@@ -112,11 +120,24 @@ def _decode_record(cls: type, value: Any, where: str) -> Any:
 
 
 def from_dict(doc: Mapping[str, Any]) -> Snapshot:
-    if not isinstance(doc, Mapping) or doc.get("schema") != SCHEMA:
-        raise SchemaError(f"not a {SCHEMA} document")
+    schema = doc.get("schema") if isinstance(doc, Mapping) else None
+    if schema not in READABLE:
+        raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")
     body = {k: v for k, v in doc.items() if k != "schema"}
     snap: Snapshot = _decode_record(Snapshot, body, "snapshot")
+    if schema == SCHEMA_V1:
+        snap = _from_v1(snap)
     return snap
+
+
+def _from_v1(snap: Snapshot) -> Snapshot:
+    devices = {g.id for g in snap.gpus} | {n.id for n in snap.nics} | {f.id for f in snap.pci}
+    problems = tuple(
+        p if p.unknown else Problem(source=p.source, subject=p.subject, message=p.message,
+                                    unknown=(Fact(subject=p.subject if p.subject in devices else NODE,
+                                                  aspect=Aspect.ALL),))
+        for p in snap.problems)
+    return dataclasses.replace(snap, problems=problems)
 
 
 def loads(text: str) -> Snapshot:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from ._facts import Fact, Knowledge
+
 
 class Source(enum.StrEnum):
     """Where a number comes from. Only ``measured`` numbers were timed on this node."""
@@ -22,8 +24,10 @@ class Source(enum.StrEnum):
 
 class SourceStatus(enum.StrEnum):
     OK = "ok"
+    PARTIAL = "partial"  # the subsystem was read, but some devices or calls were not: see the problems
     ABSENT = "absent"  # the subsystem is not on this node: not an alert
     FAILED = "failed"  # it is there and could not be read
+    DISABLED = "disabled"  # turned off (--no-source.NAME): what it reads is unknown
 
 
 class LinkKind(enum.StrEnum):
@@ -54,11 +58,13 @@ class MatrixKind(enum.Flag):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Problem:
-    """Something that could not be read, and why. ``subject`` is an entity id or a source name."""
+    """Something that could not be read, and why. ``subject`` is an entity id or a source name;
+    ``unknown`` the facts it leaves unknown (none: a note, nothing is missing because of it)."""
 
     source: str
     subject: str
     message: str
+    unknown: tuple[Fact, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +88,9 @@ class PcieLinkState:
     def downtrained(self) -> bool:
         """Running below what it is capable of (gen or width)."""
         return _below(self.current_gen, self.max_gen) or _below(self.current_width, self.max_width)
+
+
+_WHOLE = frozenset({SourceStatus.OK, SourceStatus.ABSENT})
 
 
 def _below(current: int | None, maximum: int | None) -> bool:
@@ -295,9 +304,18 @@ class Snapshot:
     problems: tuple[Problem, ...] = ()
 
     @property
+    def unknown(self) -> frozenset[Fact]:
+        """Every fact some problem leaves unknown."""
+        return frozenset(f for p in self.problems for f in p.unknown)
+
+    def knowledge(self) -> Knowledge:
+        """``knowledge().knows(subject, aspect)``: build once, ask many times."""
+        return Knowledge(self.unknown)
+
+    @property
     def complete(self) -> bool:
-        """Every source either read its subsystem or found it absent. Sinks never delete on less."""
-        return all(o.status is not SourceStatus.FAILED for o in self.sources)
+        """Nothing a ``topo -m`` cell, a label or a metric depends on is unknown. Sinks never delete on less."""
+        return not self.unknown and all(o.status in _WHOLE for o in self.sources)
 
     def matrix(self, name: str) -> Matrix | None:
         return next((m for m in self.matrices if m.name == name), None)
