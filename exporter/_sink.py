@@ -1,0 +1,35 @@
+"""The one protocol every sink of the agent loop implements: publish the served snapshot.
+
+The agent calls ``publish`` after each discovery pass (and after probes join measurements) with the
+snapshot it serves: facts the latest pass could not read are carried forward from earlier passes and
+still listed as unknown in ``snapshot.problems``, so a sink keeps its previous value for exactly those
+facts (``snapshot.knowledge().knows(subject, aspect)``) and never deletes on partial knowledge
+(``snapshot.complete``). A sink never raises for a failure of what it writes to: it reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from topology import Snapshot
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishResult:
+    """What one ``publish`` did: objects or keys written, left as they were, and failed."""
+
+    written: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    detail: str = ""  # why it failed, for the log line and the metric's reason
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+
+class Sink(Protocol):
+    name: str
+
+    def publish(self, snapshot: Snapshot) -> PublishResult: ...
