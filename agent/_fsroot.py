@@ -1,17 +1,83 @@
-"""The only door to ``/sys`` and ``/proc``: every read is relative to a root that tests can move."""
+"""The only door to ``/sys`` and ``/proc``: every read is relative to a root that tests can move.
+
+A root other than ``/`` is a jail. Paths are resolved component by component below it, the way
+``openat2(RESOLVE_IN_ROOT)`` does: absolute symlink targets restart at the root, ``..`` stops at the root
+and a chain of more than 40 links fails with ``ELOOP``. The live root skips that walk and uses plain calls.
+Either way only regular files are read, and each in one bounded read.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _MAX_ATTR_BYTES = 65536
+_MAX_LINKS = 40  # the kernel's MAXSYMLINKS
+# O_NONBLOCK: opening a FIFO planted in the tree returns at once instead of waiting for a writer.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+_ABSENT = (FileNotFoundError, NotADirectoryError)
+
+
+class NotARegularFile(OSError):
+    """A path that names a FIFO, socket, device or directory where an attribute file was expected."""
+
+    def __init__(self, kind: str, filename: str) -> None:
+        super().__init__(errno.EINVAL, f"not a regular file ({kind})", filename)
+
+
+class AttributeTooLarge(OSError):
+    """An attribute holding more than the read limit: no sysfs attribute does, so it is not one."""
+
+    def __init__(self, limit: int, filename: str) -> None:
+        super().__init__(errno.EFBIG, f"attribute larger than {limit} bytes", filename)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def _components(parts: tuple[str, ...]) -> list[str]:
+    return [c for p in parts for c in p.split("/") if c and c != "."]
+
+
+class _LinkBudget:
+    """Symlinks followed while resolving one path; a loop runs it out."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = _MAX_LINKS
+
+    def spend(self, filename: str) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), filename)
 
 
 @dataclass(frozen=True, slots=True)
 class FsRoot:
     base: Path = Path("/")
+    _prefix: str = field(init=False, repr=False, compare=False)
+    _live: bool = field(init=False, repr=False, compare=False)
+    # Resolved directories below the root, keyed by "<resolved parent>/<name>": a discovery pass reads
+    # thousands of attributes from a few hundred directories, so each directory is walked once. A fixture
+    # tree does not change under a root; the live root does and is never cached.
+    _dirs: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_live", os.path.realpath(self.base) == "/")
+        object.__setattr__(self, "_prefix", os.fspath(self.base).rstrip("/"))
 
     def path(self, *parts: str) -> Path:
         # Path("/fx") / "/sys" would drop the fixture root: strip leading slashes, as hwloc does.
@@ -23,47 +89,70 @@ class FsRoot:
 
     @property
     def is_live(self) -> bool:
-        return self.base.resolve() == Path("/")
+        return self._live
 
     def attr(self, *parts: str) -> str | None:
         """One bounded read of a sysfs attribute, stripped; ``None`` when it does not exist.
 
-        Permission errors and I/O errors (a device that fell off the bus) propagate as OSError: the
-        caller records them as a problem on the device it was reading.
+        Permission errors and I/O errors (a device that fell off the bus) propagate as OSError, and so do
+        :class:`NotARegularFile` and :class:`AttributeTooLarge`: the caller records them as a problem on
+        the device it was reading.
         """
-        data = self.read_bytes(*parts, limit=_MAX_ATTR_BYTES)
-        return None if data is None else data.decode(errors="replace").strip()
+        data = self._read(parts, _MAX_ATTR_BYTES + 1)
+        if data is None:
+            return None
+        if len(data) > _MAX_ATTR_BYTES:
+            raise AttributeTooLarge(_MAX_ATTR_BYTES, self._join(parts))
+        return data.decode(errors="replace").strip()
 
     def read_bytes(self, *parts: str, limit: int = 4096) -> bytes | None:
-        """One bounded binary read (PCI ``config``); ``None`` when it does not exist. OSError as ``attr``."""
+        """Up to ``limit`` bytes in one read (PCI ``config``); ``None`` when it does not exist. OSError as ``attr``."""
+        return self._read(parts, limit)
+
+    def _read(self, parts: tuple[str, ...], limit: int) -> bytes | None:
         try:
-            fd = os.open(self._join(parts), os.O_RDONLY)  # one read: some drivers spin on EOF
-        except (FileNotFoundError, NotADirectoryError):
+            fd = os.open(self._join(parts), _OPEN_FLAGS) if self._live else self._open_jailed(parts)
+        except _ABSENT:
             return None
         try:
-            return os.read(fd, limit)
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):  # sysfs attributes are regular files, whatever size they report
+                raise NotARegularFile(_kind(mode), self._join(parts))
+            return os.read(fd, limit)  # one read: some drivers spin on EOF
         finally:
             os.close(fd)
 
     def listdir(self, *parts: str) -> list[str]:
-        """Sorted entries of a directory; empty when it does not exist."""
+        """Sorted entries of a directory; empty when it does not exist or is not a directory."""
         try:
-            return sorted(os.listdir(self._join(parts)))
-        except (FileNotFoundError, NotADirectoryError):
+            return sorted(os.listdir(self._resolved(parts)))
+        except _ABSENT:
             return []
 
     def exists(self, *parts: str) -> bool:
-        return os.path.lexists(self._join(parts))
+        """Whether the path exists; a symlink counts even when its target does not."""
+        try:
+            os.lstat(self._unfollowed(parts))
+        except _ABSENT:
+            return False
+        return True
+
+    def is_dir(self, *parts: str) -> bool:
+        """Whether the path, symlinks followed inside the root, is a directory."""
+        try:
+            return stat.S_ISDIR(os.stat(self._resolved(parts)).st_mode)
+        except _ABSENT:
+            return False
 
     def realpath(self, *parts: str) -> str:
         """The symlink target of ``parts`` relative to the root, with a leading ``/``.
 
         Resolves inside the root, so an absolute link in a fixture never escapes to the live machine.
+        Components that do not exist are kept as written, as ``os.path.realpath`` does.
         """
-        full = os.path.realpath(self.path(*parts))
-        base = os.path.realpath(self.base)
-        rel = os.path.relpath(full, base)
-        return "/" if rel == "." else "/" + rel
+        if self._live:
+            return os.path.realpath(self._join(parts))
+        return self._walk("", _components(parts), _LinkBudget(), strict=False)[0] or "/"
 
     def readlink_name(self, *parts: str) -> str | None:
         """Last component of a symlink's target (``driver`` -> ``nvidia``); ``None`` when absent."""
@@ -73,6 +162,77 @@ class FsRoot:
     def readlink(self, *parts: str) -> str | None:
         """A symlink's target as written (one syscall, unlike ``realpath``); ``None`` when not a link."""
         try:
-            return os.readlink(self._join(parts))
-        except OSError:
+            return os.readlink(self._unfollowed(parts))
+        except _ABSENT:
             return None
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:  # not a symlink
+                return None
+            raise
+
+    def _resolved(self, parts: tuple[str, ...]) -> str:
+        """The host path of ``parts`` with every symlink followed inside the root."""
+        if self._live:
+            return self._join(parts)
+        return self._prefix + self._walk("", _components(parts), _LinkBudget(), strict=True)[0]
+
+    def _unfollowed(self, parts: tuple[str, ...]) -> str:
+        """The host path of ``parts`` with the last component left as it is (a symlink stays a symlink)."""
+        if self._live:
+            return self._join(parts)
+        names = _components(parts)
+        if not names or names[-1] == "..":
+            return self._resolved(parts)
+        parent, _ = self._walk("", names[:-1], _LinkBudget(), strict=True)
+        return f"{self._prefix}{parent}/{names[-1]}"
+
+    def _open_jailed(self, parts: tuple[str, ...]) -> int:
+        try:
+            return os.open(self._unfollowed(parts), _OPEN_FLAGS | os.O_NOFOLLOW)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+        # The last component is a symlink: follow it inside the root, then open what it names.
+        return os.open(self._resolved(parts), _OPEN_FLAGS | os.O_NOFOLLOW)
+
+    def _walk(self, start: str, names: list[str], budget: _LinkBudget, *, strict: bool) -> tuple[str, bool]:
+        """Resolve ``names`` from ``start`` (a resolved path below the root, ``""`` for the root itself).
+
+        Returns the resolved path below the root and whether it is a directory. ``strict`` raises
+        FileNotFoundError for a missing component; otherwise missing components are kept as written.
+        """
+        here, is_dir = start, True
+        for name in names:
+            if name == "..":
+                if strict and not is_dir:
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self._prefix + here)
+                here, is_dir = here[: here.rfind("/")], True  # "" stays "": the root is its own parent
+                continue
+            here, is_dir = self._step(here, name, budget, strict=strict)
+        return here, is_dir
+
+    def _step(self, parent: str, name: str, budget: _LinkBudget, *, strict: bool) -> tuple[str, bool]:
+        """One component below a resolved directory: (resolved path, whether it is a directory)."""
+        key = f"{parent}/{name}"
+        cached = self._dirs.get(key)
+        if cached is not None:
+            return cached, True
+        host = self._prefix + key
+        try:
+            mode = os.lstat(host).st_mode
+        except _ABSENT:
+            if strict:
+                raise
+            return key, False
+        if stat.S_ISDIR(mode):
+            self._dirs[key] = key
+            return key, True
+        if not stat.S_ISLNK(mode):
+            return key, False
+        budget.spend(host)
+        target = os.readlink(host)
+        start = "" if target.startswith("/") else parent  # an absolute target starts again at the root
+        resolved, is_dir = self._walk(start, _components((target,)), budget, strict=strict)
+        if is_dir and strict:  # a lenient walk may have passed through missing components: not cached
+            self._dirs[key] = resolved
+        return resolved, is_dir
