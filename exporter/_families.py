@@ -1,0 +1,109 @@
+"""Every metric family the agent exports, as data: name, type, help, labels and its series bound.
+
+The README's metric table is generated from this list (:func:`metrics_markdown`), and the collector
+builds exactly these families. Series bounds use: G GPUs, N RDMA NICs, U NUMA nodes, S discovery
+sources, L links with a theoretical rate, M measurements, T probe tests, F unknown facts, K sinks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str  # without the _total suffix of a counter (prometheus-client adds it)
+    kind: str  # gauge | counter | info
+    help: str
+    labels: tuple[str, ...]
+    bound: str  # series, in the symbols of the module docstring
+
+    @property
+    def exposed(self) -> str:
+        return self.name + ("_total" if self.kind == "counter" else "_info" if self.kind == "info" else "")
+
+
+_MEASURE = ("test", "method", "subjects", "direction", "backend", "source")
+
+FAMILIES: tuple[Family, ...] = (
+    Family("topolink_build", "info", "The agent's version.", ("version",), "1"),
+    Family("topolink_snapshot", "info", "The served snapshot: node, structure hash (changes only with the "
+           "hardware or its wiring) and schema.", ("node", "structure_hash", "schema"), "1"),
+    Family("topolink_snapshot_complete", "gauge", "1 when every fact of the served snapshot was read by the "
+           "latest discovery pass; 0 when some are carried from earlier passes or unknown.", (), "1"),
+    Family("topolink_snapshot_timestamp_seconds", "gauge", "When the latest discovery pass ran (age: time() "
+           "minus this).", (), "1"),
+    Family("topolink_discovery_passes", "counter", "Discovery passes since the agent started.", (), "1"),
+    Family("topolink_source_up", "gauge", "1 when the source read its subsystem or found it absent, 0 when it "
+           "failed, was partial or is disabled.", ("source", "status"), "S"),
+    Family("topolink_source_duration_seconds", "gauge", "How long the source took in the latest pass.",
+           ("source",), "S"),
+    Family("topolink_source_problems", "gauge", "Problems the source reported in the latest pass.",
+           ("source",), "S"),
+    Family("topolink_fact_unknown_since_timestamp_seconds", "gauge", "A fact the latest pass could not read "
+           "(served from an earlier pass where one knew it), and since when it has been unknown.",
+           ("subject", "aspect"), "F"),
+    Family("topolink_gpu", "info", "One per GPU: NVML index, UUID, name, PCIe root complex, NUMA node and "
+           "NVLink island (the index of its island, largest first).",
+           ("gpu", "index", "uuid", "name", "pcie_root", "numa_node", "nvlink_island"), "G"),
+    Family("topolink_gpu_pcie_link_generation", "gauge", "PCIe generation of the GPU's link, current and "
+           "maximum.", ("gpu", "state"), "2G"),
+    Family("topolink_gpu_pcie_link_width", "gauge", "PCIe lanes of the GPU's link, current and maximum.",
+           ("gpu", "state"), "2G"),
+    Family("topolink_gpu_nvlinks", "gauge", "NVLinks up on the GPU (to GPUs and NVSwitches).", ("gpu",), "G"),
+    Family("topolink_gpu_pair_path", "info", "The nvidia-smi topo -m class between two GPUs (NV#, PIX, PXB, "
+           "PHB, NODE, SYS), each unordered pair once.", ("gpu_a", "gpu_b", "path"), "G(G-1)/2"),
+    Family("topolink_gpu_pair_nvlinks", "gauge", "NVLinks between two GPUs, through NVSwitches counted as "
+           "topo -m does; each unordered pair once.", ("gpu_a", "gpu_b"), "G(G-1)/2"),
+    Family("topolink_nvlink_island_gpus", "gauge", "GPUs in each NVLink island.", ("island",), "G"),
+    Family("topolink_numa_distance", "gauge", "The kernel's NUMA distance (SLIT) between two nodes.",
+           ("node_a", "node_b"), "U^2"),
+    Family("topolink_gpu_nic_path", "info", "PCIe class between a GPU and an RDMA NIC; nearest=true for the "
+           "NICs at the GPU's closest class.", ("gpu", "nic", "path", "nearest"), "GN"),
+    Family("topolink_gpu_nic_gpudirect_ready", "gauge", "1 when GPUDirect RDMA between the GPU and the NIC is "
+           "ready (peer memory or dma-buf, and a path NCCL uses by default).", ("gpu", "nic", "verdict"), "GN"),
+    Family("topolink_link_bandwidth_bytes_per_second", "gauge", "Theoretical rate of a link per direction.",
+           ("link", "kind"), "L"),
+    Family("topolink_bandwidth_bytes_per_second", "gauge", "Bandwidth per tested set of endpoints and "
+           "direction: source=measured (timed on this node) and source=theoretical (what the links allow).",
+           _MEASURE, "2M"),
+    Family("topolink_latency_seconds", "gauge", "Latency per tested set of endpoints (pointer chase).",
+           _MEASURE, "M"),
+    Family("topolink_bandwidth_measured_ratio", "gauge", "Measured bandwidth over theoretical.",
+           _MEASURE[:-1], "M"),
+    Family("topolink_probe_runs", "counter", "Probe runs since the agent started, by test and status (ok, "
+           "waived, failed, busy).", ("test", "status"), "4T"),
+    Family("topolink_probe_last_success_timestamp_seconds", "gauge", "When the test last produced a number.",
+           ("test",), "T"),
+    Family("topolink_probe_busy_seconds", "counter", "Wall time spent running probes.", (), "1"),
+    Family("topolink_probe_duty_cycle_ratio", "gauge", "Probe wall time over the agent's wall time.", (), "1"),
+    Family("topolink_degraded", "info", "Hardware running below what it is built for: kind nvlink-down (fewer "
+           "NVLinks up than the GPU's peers of the same model) or pcie-width (fewer lanes than the maximum).",
+           ("subject", "kind", "reason"), "G+N"),
+    Family("topolink_sink_publish", "counter", "Objects or keys each sink wrote, left unchanged or failed to "
+           "write.", ("sink", "result"), "3K"),
+    Family("topolink_state_file_errors", "counter", "State files found corrupt or foreign at start, and "
+           "ignored.", ("file",), "2"),
+)
+
+BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def series_bound(*, gpus: int, nics: int, numa: int, sources: int, links: int, measurements: int, tests: int,
+                 unknown: int, sinks: int) -> int:
+    """The most series the families can hold for a node of this shape (the sum of the bounds)."""
+    g, n = gpus, nics
+    values = {"1": 1, "2": 2, "S": sources, "F": unknown, "G": g, "2G": 2 * g, "G(G-1)/2": g * (g - 1) // 2,
+              "U^2": numa * numa, "GN": g * n, "L": links, "2M": 2 * measurements, "M": measurements,
+              "4T": 4 * tests, "T": tests, "G+N": g + n, "3K": 3 * sinks}
+    return sum(values[f.bound] for f in FAMILIES)
+
+
+def metrics_markdown() -> str:
+    """The README's table of metric families."""
+    lines = ["| metric | type | labels | series | meaning |", "|---|---|---|---|---|"]
+    for f in FAMILIES:
+        labels = ", ".join(f"`{x}`" for x in f.labels) or "-"
+        kind = "gauge" if f.kind == "info" else f.kind
+        lines.append(f"| `{f.exposed}` | {kind} | {labels} | {f.bound} | {f.help} |")
+    return "\n".join(lines) + "\n"

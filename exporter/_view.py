@@ -1,0 +1,46 @@
+"""What the agent serves at one moment: the served snapshot and the agent's own counters, frozen.
+
+The agent builds a new :class:`View` after every discovery pass, probe pass or publish, and swaps one
+reference; the collector, the HTTP API and the page only read it. Nothing here reads a clock or a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from topology import Fact, Snapshot
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeStats:
+    runs: tuple[tuple[str, str, int], ...] = ()  # (test, status, count) since the agent started
+    last_success: tuple[tuple[str, float], ...] = ()  # (test, unix seconds)
+    busy_seconds: float = 0.0  # wall time spent running probes since start
+    duty_cycle: float = 0.0  # busy_seconds / wall time since start
+    running: bool = False
+    last_reasons: tuple[tuple[str, str, str], ...] = ()  # (test, subjects, why) of the last pass's skips/failures
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SinkStats:
+    name: str
+    written: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class View:
+    """``theoretical[i]`` is what the links allow for ``snapshot.measurements[i]`` (None: not known)."""
+
+    snapshot: Snapshot
+    version: str = "0+unknown"
+    structure_hash: str = ""
+    stale_since: tuple[tuple[Fact, float], ...] = ()  # unknown facts, and since when (unix seconds)
+    theoretical: tuple[float | None, ...] = ()
+    probes: ProbeStats = field(default_factory=ProbeStats)
+    sinks: tuple[SinkStats, ...] = ()
+    state_errors: tuple[tuple[str, int], ...] = ()  # (state file, corrupt or foreign loads)
+    discovery_passes: int = 0
+    generation: int = 0  # bumps on every new view: the cache key of everything rendered from it
