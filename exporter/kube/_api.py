@@ -1,0 +1,78 @@
+"""The narrow port every applier talks to, and the kinds of objects we write.
+
+Pure code and its tests need no server: a fake implements :class:`KubeApi`. The real one
+(:mod:`._client`) is lightkube over HTTP. Objects cross the port as plain JSON dicts, the shape
+``kubernetes-validate`` checks and the API server stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+MANAGER = "topolink"
+MANAGED_BY = {"app.kubernetes.io/managed-by": MANAGER}
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCE_GROUP = "resource.k8s.io"
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")  # preferred first
+TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
+NODE_FEATURE = Kind("nfd.k8s-sigs.io", "v1alpha1", "NodeFeature", "nodefeatures", namespaced=True)
+
+
+def slice_kind(version: str) -> Kind:
+    return Kind(RESOURCE_GROUP, version, "ResourceSlice", "resourceslices")
+
+
+def taint_rule_kind(version: str) -> Kind:
+    return Kind(RESOURCE_GROUP, version, "DeviceTaintRule", "devicetaintrules")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeView:
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    owned: frozenset[str]  # label keys whose managedFields name our field manager
+    others: frozenset[str]  # label keys another field manager has applied or updated
+
+
+class KubeApi(Protocol):
+    """Every call the sinks and prune make. Errors are :class:`~._errors.PublishError` subclasses."""
+
+    def served_versions(self, group: str) -> Sequence[str]: ...
+
+    def server_minor(self) -> int: ...
+
+    def get_node(self, name: str) -> NodeView: ...
+
+    def list_nodes(self) -> Sequence[NodeView]: ...
+
+    def apply_node_labels(self, name: str, labels: Mapping[str, str]) -> None: ...
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None: ...
+
+    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None) -> list[Obj]: ...
+
+    def create(self, kind: Kind, obj: Obj) -> Obj: ...
+
+    def apply(self, kind: Kind, obj: Obj) -> Obj:
+        """Server-side apply, field manager ``topolink``, forced: we own every field we send."""
+        ...
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...

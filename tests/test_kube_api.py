@@ -1,0 +1,185 @@
+"""Request-level behaviour against kmock as the API server: lightkube over HTTP, our sinks on top."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import topology as t
+from exporter.kube import (
+    Backoff,
+    DeviceTaintRuleSink,
+    KubePublishConfig,
+    LabelConfig,
+    LightkubeApi,
+    NodeFeatureSink,
+    NodeLabelSink,
+    ResourceSliceSink,
+    SliceConfig,
+    prune,
+    sinks_from_config,
+)
+from tests.kube_support import validate
+
+kmock_lib = pytest.importorskip("kmock")
+pytestmark = pytest.mark.asyncio
+
+NODE = "node-a"
+OWNED = {"manager": "topolink", "operation": "Apply", "fieldsType": "FieldsV1",
+         "fieldsV1": {"f:metadata": {"f:labels": {"f:gpu.topology/gpu.count": {}}}}}
+NODES = kmock_lib.resource("", "v1", "nodes")
+SLICES = kmock_lib.resource("resource.k8s.io", "v1", "resourceslices")
+RULES = kmock_lib.resource("resource.k8s.io", "v1", "devicetaintrules")
+FEATURES = kmock_lib.resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures")
+
+
+def _snap(name: str = NODE) -> t.Snapshot:
+    from tests.probe_snapshots import four_gpu_box
+
+    box = four_gpu_box()
+    gpus = tuple(dataclasses.replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus))
+    return dataclasses.replace(box, node=name, gpus=gpus)
+
+
+def _degraded(snap: t.Snapshot) -> t.Snapshot:
+    g = snap.gpus[1]
+    narrow = dataclasses.replace(g.pcie, current_width=8) if g.pcie else None
+    return dataclasses.replace(snap, gpus=(snap.gpus[0], dataclasses.replace(g, pcie=narrow), *snap.gpus[2:]))
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def api(kmock: Any, sleeps: list[float]) -> LightkubeApi:
+    kmock.objects[NODES, None, NODE] = {"apiVersion": "v1", "kind": "Node",
+                                        "metadata": {"name": NODE, "uid": "uid-a", "labels": {"other/x": "1"},
+                                                     "managedFields": [OWNED]}}
+    for res, kind in ((SLICES, "ResourceSlice"), (RULES, "DeviceTaintRule"), (FEATURES, "NodeFeature")):
+        kmock.resources[res] = {"kind": kind, "namespaced": res is FEATURES,
+                                "verbs": ["get", "list", "create", "update", "delete", "patch"]}
+    backoff = Backoff(sleep=sleeps.append, rng=random.Random(1))
+    return LightkubeApi.connect(server=str(kmock.url).rstrip("/"), backoff=backoff)
+
+
+def writes(kmock: Any) -> list[Any]:
+    return [r for r in kmock if r.method.value.lower() in ("post", "put", "patch", "delete")]
+
+
+async def run(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args)
+
+
+async def test_labels_apply_once_then_zero_writes(kmock: Any, api: LightkubeApi) -> None:
+    sink = NodeLabelSink(api, NODE, LabelConfig())
+    first = await run(sink.publish, _snap())
+    assert first.written == 1 and first.ok
+    (patch,) = writes(kmock)
+    assert patch.params == {"fieldManager": "topolink", "force": "true"}
+    assert patch.headers["Content-Type"] == "application/apply-patch+yaml"
+    body = patch.data
+    assert set(body["metadata"]["labels"]) <= {k for k in body["metadata"]["labels"] if k.startswith("gpu.topology/")}
+    validate(body, "1.37")
+    before = len(list(kmock))
+    second = await run(sink.publish, _snap())
+    assert second.written == 0 and second.unchanged > 0
+    assert len(list(kmock)) - before == 1  # one read, no write
+    assert kmock.objects[NODES, None, NODE]["metadata"]["labels"]["other/x"] == "1"
+
+
+async def test_slices_created_then_steady_then_recreated_after_a_wipe(kmock: Any, api: LightkubeApi) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=True)
+    assert (await run(sink.publish, _snap())).written == 1
+    (created,) = [r for r in writes(kmock) if r.method.value.lower() == "post"]
+    validate(created.data, "1.37")
+    assert created.data["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "v1", "kind": "Node", "name": NODE, "uid": "uid-a", "controller": True}
+    assert created.data["spec"]["pool"] == {"name": NODE, "generation": 1, "resourceSliceCount": 1}
+    n = len(writes(kmock))
+    reads_before = len(list(kmock))
+    assert (await run(sink.publish, _snap())).written == 0
+    assert len(writes(kmock)) == n and len(list(kmock)) - reads_before == 1
+    name = created.data["metadata"]["name"]
+    del kmock.objects[SLICES, None, name]  # kubelet wipes node-local slices when it starts
+    assert (await run(sink.publish, _snap())).written == 1
+    assert [r.method.value.lower() for r in writes(kmock)][n:] == ["post"]
+
+
+async def test_a_change_bumps_the_pool_generation(kmock: Any, api: LightkubeApi) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    await run(sink.publish, _snap())
+    assert (await run(sink.publish, _degraded(_snap()))).written == 1
+    put = [r for r in writes(kmock) if r.method.value.lower() == "patch"][-1]
+    assert put.data["spec"]["pool"]["generation"] == 2
+    validate(put.data, "1.34")
+
+
+@pytest.mark.parametrize("status", [409, 429, 500, 503])
+async def test_backoff_then_success(kmock: Any, api: LightkubeApi, sleeps: list[float], status: int) -> None:
+    kmock["patch", NODES][:2] << status << kmock_lib.headers({"Retry-After": "3"}) << {
+        "kind": "Status", "apiVersion": "v1", "code": status, "message": "busy"}
+    result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
+    assert result.ok and result.written == 1
+    assert len(kmock["patch"]) == 3
+    assert len(sleeps) == 2 and (sleeps == [3.0, 3.0] if status == 429 else all(0 <= s <= 8 for s in sleeps))
+
+
+async def test_failure_is_reported_and_nothing_deleted(kmock: Any, api: LightkubeApi, sleeps: list[float]) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    await run(sink.publish, _snap())
+    kmock["list", SLICES] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
+    result = await run(sink.publish, t.Snapshot(node=NODE))
+    assert not result.ok and "Unavailable" in result.detail
+    assert len(sleeps) == 3  # four attempts
+    assert not [r for r in writes(kmock) if r.method.value.lower() == "delete"]
+
+
+async def test_refused_connection_is_a_reported_failure(sleeps: list[float]) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    api = LightkubeApi.connect(server=f"http://127.0.0.1:{port}", backoff=Backoff(sleep=sleeps.append))
+    result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
+    assert result.failed == 1 and "Unavailable" in result.detail and len(sleeps) == 3
+
+
+async def test_taint_rule_for_a_degraded_gpu_removed_on_recovery(kmock: Any, api: LightkubeApi) -> None:
+    sink = DeviceTaintRuleSink(api, NODE, "gpu.topology")
+    assert (await run(sink.publish, _degraded(_snap()))).written == 1
+    (post,) = [r for r in writes(kmock) if r.method.value.lower() == "post"]
+    validate(post.data, "1.37")
+    assert post.data["spec"]["deviceSelector"] == {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-1"}
+    assert (await run(sink.publish, _degraded(_snap()))).written == 0
+    assert (await run(sink.publish, _snap())).written == 1
+    assert writes(kmock)[-1].method.value.lower() == "delete"
+
+
+async def test_node_feature_created_once(kmock: Any, api: LightkubeApi) -> None:
+    owner = [{"apiVersion": "v1", "kind": "Pod", "name": "topolink-x", "uid": "pod-uid"}]
+    sink = NodeFeatureSink(api, NODE, "nfd", LabelConfig(), owner)
+    assert (await run(sink.publish, _snap())).written == 1
+    (post,) = writes(kmock)
+    assert post.data["metadata"]["labels"]["nfd.node.kubernetes.io/node-name"] == NODE
+    assert post.data["metadata"]["ownerReferences"] == owner
+    assert (await run(sink.publish, _snap())).written == 0
+    assert len(writes(kmock)) == 1
+
+
+async def test_factory_and_prune(kmock: Any, api: LightkubeApi) -> None:
+    cfg = KubePublishConfig(node=NODE, device_taint_rules=True, device_taints=False)
+    sinks = sinks_from_config(cfg, api)
+    assert [s.name for s in sinks] == ["node-labels", "resource-slices", "device-taint-rules"]
+    for s in sinks:
+        assert (await run(s.publish, _degraded(_snap()))).ok
+    done = await run(prune, cfg, NODE, api)
+    assert (done.labels, done.slices, done.taint_rules) == (1, 1, 1)
+    assert writes(kmock)[-3].data["metadata"]["labels"] == {}
