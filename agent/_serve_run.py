@@ -1,0 +1,127 @@
+"""The agent's threads and signals: discovery and probe loops, uvicorn in a thread, SIGHUP and SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
+
+from exporter import MetricsCache, Sink
+from topology import Snapshot
+
+from ._serve_log import event, setup
+from ._serve_probe import Busy, kill_children
+from .serve import Agent, ServeConfig, next_probe_at
+
+_STOP_GRACE_S = 4.0  # SIGTERM to exit: within the 5 s a DaemonSet's pod is given at the least
+
+
+def discovery_loop(agent: Agent, rediscover: threading.Event) -> None:
+    why = "start"
+    while not agent.stopping.is_set():
+        agent.discover_once(why)
+        woke = rediscover.wait(agent.config.discovery_interval_s)
+        rediscover.clear()
+        why = "SIGHUP" if woke else "interval"
+
+
+def probe_loop(agent: Agent) -> None:
+    try:
+        _probe_loop(agent)
+    except Exception as exc:  # a bug here must not take the agent down: it serves without probes
+        event(agent.log, "probe loop failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+
+
+def _probe_loop(agent: Agent) -> None:
+    cfg = agent.config
+    scheduled = cfg.probe_interval_s > 0
+    next_at = time.monotonic()  # the first pass: as soon as there is a snapshot and the GPUs are idle
+    while not agent.stopping.is_set():
+        requested = agent.probe_wake.wait(max(0.0, min(next_at - time.monotonic(), 1.0)) if scheduled else 1.0)
+        agent.probe_wake.clear()
+        if agent.stopping.is_set():
+            return
+        if not requested and (not scheduled or time.monotonic() < next_at):
+            continue
+        if not requested and not agent.gpus_idle():
+            event(agent.log, "probe pass postponed", reason="a GPU is in use")
+            next_at = time.monotonic() + cfg.discovery_interval_s
+            continue
+        started = time.monotonic()
+        if not agent.probe_once("request" if requested else "schedule"):
+            next_at = time.monotonic() + 1.0
+            continue
+        if not requested or scheduled:
+            next_at = next_probe_at(started, time.monotonic(), cfg.probe_interval_s, cfg.duty_cycle)
+
+
+class _HttpProbes:
+    """``POST /v1/probe``: one pass at a time, run by the probe thread."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def start(self) -> str | None:
+        return self._agent.probe_start()
+
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        return self._agent.probe_status(run_id)
+
+
+def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks: Sequence[Sink],
+        measured_matrix: Callable[[Snapshot], str]) -> int:
+    import uvicorn
+
+    from exporter import HttpConfig, create_app
+
+    log = setup(config.log_format)
+    agent = Agent(config, discover, busy, sinks, log=log)
+    cache = MetricsCache(lambda: agent.view)
+    app = create_app(lambda: agent.view, cache,
+                     HttpConfig(probe_token=config.probe_token, dot_timeout_s=config.dot_timeout_s,
+                                measured_matrix=measured_matrix),
+                     probes=_HttpProbes(agent) if config.probe_token is not None else None)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
+                                           access_log=False, lifespan="off", timeout_graceful_shutdown=1,
+                                           h11_max_incomplete_event_size=32 * 1024))
+    stop = threading.Event()
+    rediscover = threading.Event()
+
+    def on_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    def on_hup(signum: int, frame: FrameType | None) -> None:
+        rediscover.set()
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    threads = [threading.Thread(target=server.run, name="http", daemon=True),
+               threading.Thread(target=discovery_loop, args=(agent, rediscover), name="discovery", daemon=True),
+               threading.Thread(target=probe_loop, args=(agent,), name="probes", daemon=True)]
+    event(log, "agent starting", version=config.version, address=f"{config.host}:{config.port}",
+          discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
+          state_dir=str(config.state_dir))
+    for t in threads:
+        t.start()
+    code = 0
+    while not stop.wait(0.25):
+        if not threads[0].is_alive():
+            event(log, "http server stopped", logging.ERROR, address=f"{config.host}:{config.port}")
+            code = 1
+            break
+    deadline = time.monotonic() + _STOP_GRACE_S
+    event(log, "agent stopping", signal="SIGTERM" if code == 0 else None)
+    agent.stopping.set()
+    rediscover.set()
+    server.should_exit = True
+    killed = kill_children()
+    threads[2].join(max(0.0, deadline - time.monotonic() - 1.0))
+    killed += kill_children()  # a child started between the first sweep and the stop flag
+    threads[0].join(max(0.0, deadline - time.monotonic()))
+    event(log, "agent stopped", probe_processes_killed=killed)
+    return code

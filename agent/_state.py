@@ -1,0 +1,93 @@
+"""The agent's state: what becomes stale and since when (pure), and the state directory (atomic files).
+
+The state directory holds the last complete snapshot (``snapshot.json``, schema ``topolink.topology/v2``)
+and the last probe report (``probe-report.json``, ``topolink.probe/v1``). At start both are loaded when
+their structure hash matches the first discovery pass; anything else is reported and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topology import Fact, Measurement, SchemaError, Snapshot, from_dict, loads, structure_hash
+
+SNAPSHOT_FILE = "snapshot.json"
+REPORT_FILE = "probe-report.json"
+
+
+def stale_since(previous: Mapping[Fact, float], unknown: frozenset[Fact], now: float) -> dict[Fact, float]:
+    """Each unknown fact with the time it first became unknown; facts known again drop out."""
+    return {f: previous.get(f, now) for f in sorted(unknown)}
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    snapshot: Snapshot | None = None
+    measurements: tuple[Measurement, ...] = ()
+    report: dict[str, object] | None = None
+    errors: tuple[tuple[str, str], ...] = ()  # (file, why it was ignored): corrupt or foreign
+    notes: tuple[str, ...] = field(default=())  # valid files left out: the hardware changed
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)  # a reader sees the old file or the new one, never half of one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class StateDir:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def save_snapshot(self, snap: Snapshot) -> None:
+        from topology import dumps
+
+        _write_atomic(self.root / SNAPSHOT_FILE, dumps(snap) + "\n")
+
+    def save_report(self, text: str) -> None:
+        _write_atomic(self.root / REPORT_FILE, text)
+
+    def load(self, expected_hash: str) -> Loaded:
+        snapshot: Snapshot | None = None
+        measurements: tuple[Measurement, ...] = ()
+        report: dict[str, object] | None = None
+        errors: list[tuple[str, str]] = []
+        notes: list[str] = []
+        path = self.root / SNAPSHOT_FILE
+        if path.exists():
+            try:
+                snap = loads(path.read_text())
+                if structure_hash(snap) == expected_hash:
+                    snapshot = snap
+                else:
+                    notes.append(f"{path}: from other hardware (structure hash differs): not used")
+            except (OSError, UnicodeDecodeError, SchemaError) as exc:
+                errors.append((SNAPSHOT_FILE, f"{path}: {exc}"))
+        path = self.root / REPORT_FILE
+        if path.exists():
+            try:
+                doc = json.loads(path.read_text())
+                if not isinstance(doc, dict) or doc.get("schema") != "topolink.probe/v1" \
+                        or not isinstance(doc.get("snapshot"), dict):
+                    raise SchemaError("not a topolink.probe/v1 report")
+                snap = from_dict(doc["snapshot"])
+                if structure_hash(snap) == expected_hash:
+                    measurements, report = snap.measurements, doc
+                else:
+                    notes.append(f"{path}: from other hardware (structure hash differs): not used")
+            except (OSError, UnicodeDecodeError, ValueError, SchemaError) as exc:
+                errors.append((REPORT_FILE, f"{path}: {exc}"))
+        return Loaded(snapshot, measurements, report, tuple(errors), tuple(notes))
