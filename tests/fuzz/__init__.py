@@ -1,0 +1,9 @@
+"""The standing fuzz suite of issue 7: mutated real trees and machine profiles, an oracle over facts.
+
+``tests/test_fuzz.py`` runs it; ``TOPOLINK_FUZZ_SEED`` and ``TOPOLINK_FUZZ_CASES`` choose the seed and size.
+"""
+
+from .oracle import diff, fact_values, leaked
+from .runner import Case, Result, Suite
+
+__all__ = ["Case", "Result", "Suite", "diff", "fact_values", "leaked"]

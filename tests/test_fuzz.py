@@ -1,0 +1,111 @@
+"""The standing fuzz suite (issue 7, section 4): no input may crash, hang or leak, and the snapshot is honest.
+
+Mutated copies of the real hwloc trees and of machine profiles (sysfs mutations, NVML errors on every call,
+a GPU lost at every call) and broken saved snapshots, each run by ``topolink`` in a subprocess under a
+time and memory limit, as an unprivileged user. Every case must end with exit 0, 1 or 3, no traceback,
+and every fact that changed must be marked unknown (tests/fuzz/oracle.py).
+
+    TOPOLINK_FUZZ_SEED=7 TOPOLINK_FUZZ_CASES=2000 .venv/bin/python -m pytest tests/test_fuzz.py -m slow
+    TOPOLINK_FUZZ_ONLY='hgx-h100#17' ...        # re-run the cases whose id contains this text
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz import Suite, fact_values
+from tests.fuzz.oracle import diff
+from tests.fuzz.runner import cleanup_stale, tally
+from topology import NODE, Aspect, Fact, Gpu, Problem, Snapshot, loads
+
+SEED = int(os.environ.get("TOPOLINK_FUZZ_SEED", "20240607"))
+CASES = int(os.environ.get("TOPOLINK_FUZZ_CASES", "240"))
+SHOWN = 20
+
+
+@pytest.fixture(scope="module")
+def suite(hwloc_tree: Callable[[str], Path]) -> Iterator[Suite]:
+    cleanup_stale()
+    s = Suite(SEED, CASES, hwloc_tree)
+    try:
+        t0 = time.perf_counter()
+        s.prepare()
+        s.prepare_seconds = time.perf_counter() - t0
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.mark.slow
+def test_fuzz_every_case_ends_cleanly_and_honestly(suite: Suite, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = suite.plan()
+    only = os.environ.get("TOPOLINK_FUZZ_ONLY")
+    if only:
+        cases = [c for c in cases if only in c.id]
+    t0 = time.perf_counter()
+    results = suite.run(cases)
+    seconds = time.perf_counter() - t0
+    counts = tally(results)
+    failed = [r for r in results if r.errors]
+    summary = (f"topolink fuzz: seed {SEED}, {len(results)} cases in {seconds:.0f} s "
+               f"(+{suite.prepare_seconds:.0f} s of clean runs) as {suite.privileges}: "
+               + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+               + f"; {len(failed)} failed")
+    with capsys.disabled():
+        sys.stderr.write("\n" + summary + "\n")
+    by_kind: dict[str, int] = {}
+    for r in failed:
+        kind = r.case.mutation.kind if r.case.mutation else (
+            "nvml-lose" if r.case.fault and r.case.fault.lost_gpu is not None else
+            "nvml-error" if r.case.fault else f"snapshot-{r.case.broken.kind}" if r.case.broken else "clean")
+        by_kind[kind] = by_kind.get(kind, 0) + 1
+    shown = "\n\n".join(r.report(SEED) for r in failed[:SHOWN])
+    if failed:
+        pytest.fail(f"{summary}\nfailures by mutation kind: {dict(sorted(by_kind.items()))}\n"
+                    f"first {min(SHOWN, len(failed))}:\n\n{shown}", pytrace=False)
+
+
+# The oracle itself, on hand-made snapshots: it must catch a silent change and accept a declared one.
+
+def _snap(tmp: Snapshot, **kw: object) -> Snapshot:
+    import dataclasses
+
+    return dataclasses.replace(tmp, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_oracle_flags_a_silent_change_and_accepts_a_declared_one(suite: Suite) -> None:
+    base = suite.baselines["hgx-h100"].snap
+    gpu = base.gpus[0]
+    changed = _snap(base, gpus=(_snap_gpu(gpu, numa_node=7), *base.gpus[1:]))
+    assert any(f"numa of {gpu.id}" in e for e in diff(base, changed))
+    declared = _snap(changed, problems=(Problem(source="pci", subject=gpu.id, message="numa_node unreadable",
+                                                unknown=(Fact(subject=gpu.id, aspect=Aspect.NUMA),)),))
+    assert not [e for e in diff(base, declared) if gpu.id in e and "numa" in e]
+    dropped = _snap(base, gpus=base.gpus[1:])
+    assert any("gpus of node" in e for e in diff(base, dropped))
+    node_unknown = _snap(dropped, problems=(Problem(source="nvml", subject="nvml", message="x",
+                                                    unknown=(Fact(subject=NODE, aspect=Aspect.GPUS),)),))
+    assert not diff(base, node_unknown), diff(base, node_unknown)
+    assert Fact(subject=gpu.id, aspect=Aspect.NVLINKS) in fact_values(base)
+
+
+def _snap_gpu(gpu: Gpu, **kw: object) -> Gpu:
+    import dataclasses
+
+    return dataclasses.replace(gpu, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_fuzz_snapshot_roundtrip_is_stable(suite: Suite) -> None:
+    """The baselines the oracle compares against read back as they were written."""
+    for b in suite.baselines.values():
+        from topology import dumps
+
+        assert fact_values(loads(dumps(b.snap))) == fact_values(b.snap), b.tree.name
