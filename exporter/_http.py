@@ -122,6 +122,7 @@ class _Renders:
 def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
                probes: ProbeControl | None = None) -> FastAPI:
     app = FastAPI(title="topolink", docs_url=None, redoc_url=None, openapi_url=None)
+    app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
     renders = _Renders(config)
     app.router.routes.append(Route("/metrics", MetricsEndpoint(cache), methods=["GET"]))
 

@@ -36,6 +36,13 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>" + body + "</table>"
 
 
+def _inline(svg: bytes) -> str:
+    """The ``<svg>`` element alone: an XML prolog or DOCTYPE has no place inside HTML."""
+    text = svg.decode(errors="replace")
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else ""
+
+
 def _label(snap: Snapshot, subject: str) -> str:
     gpu = next((g for g in snap.gpus if g.id == subject), None)
     if gpu is not None and gpu.index is not None:
@@ -55,7 +62,7 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         f"<code>{escape(view.structure_hash[:16])}</code>; {len(snap.gpus)} GPUs, {len(snap.nics)} NICs, "
         f"{len(snap.numa_nodes)} NUMA nodes; topolink {escape(view.version)}.</p>",
         "<h2>Picture</h2>",
-        f'<div class="picture">{svg.decode(errors="replace")}</div>' if svg is not None else
+        f'<div class="picture">{_inline(svg)}</div>' if svg is not None else
         f'<p class="bad">No picture: {escape(svg_reason)}</p>',
         "<h2>GPU and NIC matrix (nvidia-smi topo -m)</h2>",
         f"<pre>{escape(matrix(snap) or 'No GPU or RDMA NIC on this node.')}</pre>",
