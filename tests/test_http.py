@@ -71,7 +71,7 @@ def test_matrix_dot_svg_and_page(hgx: t.Snapshot) -> None:
     c = client(View(snapshot=hgx, generation=1, structure_hash=t.structure_hash(hgx)))
     assert "NV18" in c.get("/v1/topology/matrix").text
     dot = c.get("/v1/topology.dot").text
-    assert dot.startswith("graph") and 'label="NV4"' in dot or 'label="NV5"' in dot
+    assert dot.startswith("graph") and ('label="NV4"' in dot or 'label="NV5"' in dot)
     svg = c.get("/v1/topology.svg")
     if shutil.which("dot"):
         assert svg.status_code == 200 and svg.headers["content-type"] == "image/svg+xml" and b"<svg" in svg.content
