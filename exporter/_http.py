@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from topology import dumps, matrix
 
@@ -80,6 +80,22 @@ class MetricsEndpoint:
         await send({"type": "http.response.body", "body": body})
 
 
+class HeaderLimit:
+    """431 for a request whose headers exceed ``limit`` bytes, before any route sees it."""
+
+    def __init__(self, app: ASGIApp, limit: int = 16 * 1024) -> None:
+        self._app, self._limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and sum(len(k) + len(v) for k, v in scope.get("headers", ())) > self._limit:
+            body = b"request headers too large\n"
+            await send({"type": "http.response.start", "status": 431,
+                        "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self._app(scope, receive, send)
+
+
 class _Renders:
     """What is built once per view generation."""
 
@@ -123,6 +139,7 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
                probes: ProbeControl | None = None) -> FastAPI:
     app = FastAPI(title="topolink", docs_url=None, redoc_url=None, openapi_url=None)
     app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
+    app.add_middleware(HeaderLimit)
     renders = _Renders(config)
     app.router.routes.append(Route("/metrics", MetricsEndpoint(cache), methods=["GET"]))
 
