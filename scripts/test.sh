@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 need=()
 command -v lstopo-no-graphics >/dev/null 2>&1 || command -v lstopo >/dev/null 2>&1 || need+=(hwloc)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ((${#need[@]})); then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
