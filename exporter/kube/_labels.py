@@ -93,7 +93,7 @@ def _nvlink(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values
         return {}
     islands = nvlink_islands(snap)
     largest = max((i.size for i in islands), default=1)
-    gens = [lk.nvlink_version for lk in snap.links if lk.kind.value == "nvlink" and lk.nvlink_version]
+    gens = [lk.nvlink_version for lk in snap.links if lk.kind.value == "nvlink" and (lk.nvlink_version or 0) > 0]
     switched = any(lk.kind.value == "nvlink" and {lk.a, lk.b} & {s.id for s in snap.nvswitches} for lk in snap.links)
     kind = "nvswitch" if switched else "pcie" if largest < 2 else "nvlink-pairs" if largest == 2 else "nvlink-mesh"
     out: Values = {"interconnect": kind, "nvlink-domain-size": str(largest), "nvlink-islands": str(len(islands)),
@@ -122,13 +122,13 @@ def _numa(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
 
 
 def _pcie(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
-    gens = [p.max_gen for g in snap.gpus if (p := g.pcie) and p.max_gen]
-    widths = [p.current_width or p.max_width for g in snap.gpus if (p := g.pcie) and (p.current_width or p.max_width)]
+    gens = [p.max_gen for g in snap.gpus if (p := g.pcie) and p.max_gen and p.max_gen > 0]
+    widths = [w for g in snap.gpus if (p := g.pcie) and (w := p.current_width or p.max_width) and w > 0]
     out: Values = {}
     if gens:
         out["pcie-gen-min"] = str(min(gens))
     if widths:
-        out["pcie-width-min"] = str(min(w for w in widths if w))
+        out["pcie-width-min"] = str(min(widths))
     return out
 
 
@@ -142,7 +142,8 @@ def _nics(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     gpus = _live(snap)
     if rdma and gpus:
         index = PathIndex(snap)
-        best = [min(_PATH_ORDER.index(index.pcie_class(g, n.id).value) for n in rdma) for g in gpus]
+        rank = {c: i for i, c in enumerate(_PATH_ORDER)}  # "X" (a NIC on the GPU's own function) ranks first
+        best = [min(rank.get(index.pcie_class(g, n.id).value, 0) for n in rdma) for g in gpus]
         out["gpu-nic-path"] = _PATH_ORDER[max(best)]
     return out
 
@@ -177,7 +178,7 @@ def _hash(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
 def _compat(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     if not snap.gpus:
         return {}
-    gens = [lk.nvlink_version for lk in snap.links if lk.kind.value == "nvlink" and lk.nvlink_version]
+    gens = [lk.nvlink_version for lk in snap.links if lk.kind.value == "nvlink" and (lk.nvlink_version or 0) > 0]
     cliques = {g.fabric.clique if g.fabric else None for g in snap.gpus if not g.lost}
     out: Values = {"nvidia.com/nvswitch.present": "true" if snap.nvswitches else "false"}
     if gens:

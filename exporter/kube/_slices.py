@@ -135,13 +135,13 @@ def _gpu_attrs(snap: Snapshot, g: Gpu, ctx: dict[str, Any]) -> dict[str, tuple[s
         if g.id in isl.gpus:
             a["nvlinkIsland"], a["nvlinkIslandSize"] = ("int", i), ("int", isl.size)
     a["nvlinkCount"] = ("int", ctx["nvlinks"].get(g.id, 0))
-    gens = [lk.nvlink_version for lk in snap.links if g.id in (lk.a, lk.b) and lk.nvlink_version]
+    gens = [lk.nvlink_version for lk in snap.links if g.id in (lk.a, lk.b) and (lk.nvlink_version or 0) > 0]
     if gens:
         a["nvlinkGen"] = ("int", min(gens))
-    if g.pcie and g.pcie.max_gen:
+    if g.pcie and (g.pcie.max_gen or 0) > 0:
         a["pcieGen"] = ("int", g.pcie.max_gen)
-    if g.pcie and (g.pcie.current_width or g.pcie.max_width):
-        a["pcieWidth"] = ("int", g.pcie.current_width or g.pcie.max_width)
+    if g.pcie and ((width := g.pcie.current_width or g.pcie.max_width) or 0) > 0:
+        a["pcieWidth"] = ("int", width)
     near = nearest_nics(snap, g.id) if not g.lost else ()
     nic = next((n for n in snap.nics if near and n.id == near[0]), None)
     if nic is not None:
