@@ -25,7 +25,7 @@ from tests.fuzz.runner import cleanup_stale, tally
 from topology import NODE, Aspect, Fact, Gpu, Problem, Snapshot, loads
 
 SEED = int(os.environ.get("TOPOLINK_FUZZ_SEED", "20240607"))
-CASES = int(os.environ.get("TOPOLINK_FUZZ_CASES", "240"))
+CASES = int(os.environ.get("TOPOLINK_FUZZ_CASES", "200"))
 SHOWN = 20
 
 
