@@ -93,7 +93,7 @@ def _nvlink(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values
         return {}
     islands = nvlink_islands(snap)
     largest = max((i.size for i in islands), default=1)
-    gens = [lk.nvlink_version for lk in snap.links if lk.kind.value == "nvlink" and (lk.nvlink_version or 0) > 0]
+    gens = [v for lk in snap.links if lk.kind.value == "nvlink" and (v := lk.nvlink_version or 0) > 0]
     switched = any(lk.kind.value == "nvlink" and {lk.a, lk.b} & {s.id for s in snap.nvswitches} for lk in snap.links)
     kind = "nvswitch" if switched else "pcie" if largest < 2 else "nvlink-pairs" if largest == 2 else "nvlink-mesh"
     out: Values = {"interconnect": kind, "nvlink-domain-size": str(largest), "nvlink-islands": str(len(islands)),
@@ -178,7 +178,7 @@ def _hash(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
 def _compat(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     if not snap.gpus:
         return {}
-    gens = [lk.nvlink_version for lk in snap.links if lk.kind.value == "nvlink" and (lk.nvlink_version or 0) > 0]
+    gens = [v for lk in snap.links if lk.kind.value == "nvlink" and (v := lk.nvlink_version or 0) > 0]
     cliques = {g.fabric.clique if g.fabric else None for g in snap.gpus if not g.lost}
     out: Values = {"nvidia.com/nvswitch.present": "true" if snap.nvswitches else "false"}
     if gens:

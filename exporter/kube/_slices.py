@@ -127,15 +127,15 @@ def _gpu_attrs(snap: Snapshot, g: Gpu, ctx: dict[str, Any]) -> dict[str, tuple[s
         a["uuid"] = ("string", g.uuid)
     if g.name:
         a["productName"] = ("string", g.name)
-    if g.compute_capability and (v := semver(".".join(map(str, g.compute_capability)))):
-        a["cudaComputeCapability"] = ("version", v)
+    if g.compute_capability and (cc := semver(".".join(map(str, g.compute_capability)))):
+        a["cudaComputeCapability"] = ("version", cc)
     if ctx["driver"]:
         a["driverVersion"] = ("version", ctx["driver"])
     for i, isl in enumerate(ctx["islands"]):
         if g.id in isl.gpus:
             a["nvlinkIsland"], a["nvlinkIslandSize"] = ("int", i), ("int", isl.size)
     a["nvlinkCount"] = ("int", ctx["nvlinks"].get(g.id, 0))
-    gens = [lk.nvlink_version for lk in snap.links if g.id in (lk.a, lk.b) and (lk.nvlink_version or 0) > 0]
+    gens = [v for lk in snap.links if g.id in (lk.a, lk.b) and (v := lk.nvlink_version or 0) > 0]
     if gens:
         a["nvlinkGen"] = ("int", min(gens))
     if g.pcie and (g.pcie.max_gen or 0) > 0:
