@@ -21,7 +21,8 @@ from exporter.kube import (
     reference_markdown,
 )
 from exporter.kube._health import CLASSES, EDGES, classify, degradation
-from exporter.kube._labels import LabelConflict, Labeler, desired_labels as _desired
+from exporter.kube._labels import LabelConflict, Labeler
+from exporter.kube._labels import desired_labels as _desired
 from tests.probe_snapshots import G0, G1, G2, G3, four_gpu_box
 
 P = "gpu.topology"
