@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from topology import (
+    Aspect,
     GdrFacts,
     Link,
     LinkKind,
@@ -19,6 +20,7 @@ from topology import (
     PciFunction,
     Problem,
     Snapshot,
+    node_fact,
     numa_id,
     pcie_bytes_per_second,
 )
@@ -48,10 +50,10 @@ def assemble(gathered: Gathered, *, node: str, taken_at: float | None) -> Snapsh
     problems += [p for i in net.interfaces for p in i.problems]
 
     numa_nodes, matrices = _numa(numa, problems)
-    online = frozenset(numa.online_cpus) if numa and numa.online_cpus is not None else None
-    places = NumaPlaces({n.os_index: frozenset(n.cpus) for n in numa_nodes}, online)
+    places = NumaPlaces(frozenset(n.os_index for n in numa_nodes) if numa else None)
     devices = sorted(pci.devices, key=lambda d: bdf_key(d.bus_id))
     funcs = _assemble_pci.functions(devices, places, problems)
+    _assemble_pci.unrooted(funcs, {d.host_bridge for d in devices}, problems)
     driver_gpus = {g.bus_id: g.memory_node for g in numa.driver_gpus} if numa else {}
     gpus = _assemble_pci.gpus(funcs, driver_gpus)
     nics = _assemble_nic.nics(ib.devices, net.interfaces, funcs, problems)
@@ -93,13 +95,14 @@ def _numa(facts: NumaFacts | None, problems: list[Problem]) -> tuple[tuple[NumaN
 
 
 def _distance_matrix(facts: NumaFacts, problems: list[Problem]) -> tuple[Matrix, ...]:
-    if not facts.from_sysfs:
-        return ()  # one made-up node: the kernel gave no distances
     rows = [n.distances for n in sorted(facts.nodes, key=lambda n: n.os_index)]
     size = len(rows)
-    if any(r is None or len(r) != size for r in rows):
+    if any(r is None for r in rows):
+        return ()  # the unreadable row is a problem already
+    if any(len(r or ()) != size for r in rows):
         problems.append(Problem(source="numa", subject=NUMA_DISTANCE,
-                                message=f"distance rows do not form a {size}x{size} matrix"))
+                                message=f"distance rows do not form a {size}x{size} matrix",
+                                unknown=(node_fact(Aspect.NUMA),)))
         return ()
     return (Matrix(
         name=NUMA_DISTANCE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from topology import Nic, NicPort, PciFunction, Problem
+from topology import Aspect, Nic, NicPort, PciFunction, Problem, facts_of
 
 from .sources._sysfs import bdf_key
 from .sources.infiniband import IbDeviceFacts
@@ -19,9 +19,10 @@ def nics(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], funcs:
     for hca in sorted(hcas, key=lambda h: h.name):
         if hca.pci_bus_id in out:
             problems.append(Problem(source="infiniband", subject=hca.name,
-                                    message=f"shares PCI function {hca.pci_bus_id} with {out[hca.pci_bus_id].name}"))
+                                    message=f"shares PCI function {hca.pci_bus_id} with {out[hca.pci_bus_id].name}: "
+                                            "only the first is listed"))
             continue
-        f = funcs.get(hca.pci_bus_id)
+        f = _function(funcs, hca.pci_bus_id, hca.name, "infiniband", problems)
         out[hca.pci_bus_id] = Nic(
             id=hca.pci_bus_id,
             name=hca.name,
@@ -39,7 +40,7 @@ def nics(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], funcs:
             by_function.setdefault(iface.pci_bus_id, []).append(iface)
     for bdf, ifaces in by_function.items():
         ifaces.sort(key=lambda i: i.name)
-        f = funcs.get(bdf)
+        f = _function(funcs, bdf, ifaces[0].name, "net", problems)
         out[bdf] = Nic(
             id=bdf,
             name=ifaces[0].name,
@@ -50,6 +51,16 @@ def nics(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], funcs:
             driver=f.driver if f else None,
         )
     return tuple(out[k] for k in sorted(out, key=bdf_key))
+
+
+def _function(funcs: Mapping[str, PciFunction], bdf: str, name: str, source: str,
+              problems: list[Problem]) -> PciFunction | None:
+    f = funcs.get(bdf)
+    if f is None:
+        problems.append(Problem(source=source, subject=bdf, message=f"{name} sits on PCI function {bdf}, which the "
+                                "PCI source did not list: its PCIe path and NUMA node are unknown",
+                                unknown=facts_of(bdf, Aspect.PCIE_PATH, Aspect.NUMA)))
+    return f
 
 
 def _port(number: int, iface: NetIfFacts) -> NicPort:

@@ -20,6 +20,8 @@ from dataclasses import replace
 from typing import TypeVar
 
 from topology import (
+    Aspect,
+    Fact,
     Gpu,
     Link,
     LinkKind,
@@ -29,6 +31,8 @@ from topology import (
     PcieLinkState,
     Problem,
     Snapshot,
+    facts_of,
+    node_fact,
     nvlink_bytes_per_second,
     nvlink_gen_from_nvml,
 )
@@ -37,6 +41,9 @@ from .sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, N
 
 T = TypeVar("T")
 SOURCE = "nvml"
+# What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).
+NVML_ONLY = (Aspect.IDENTITY, Aspect.NVLINKS, Aspect.P2P, Aspect.FABRIC, Aspect.MIG)
+_NVML_ONLY = NVML_ONLY
 SYNTHETIC_SWITCH = "nvswitch0"
 ANCESTOR_MATRIX = "nvml_common_ancestor"
 _NVIDIA, _NVSWITCH_CLASS = 0x10DE, 0x0680
@@ -49,15 +56,23 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
     for g in facts.gpus:
         if g.bus_id is None:
             problems.append(Problem(source=SOURCE, subject=f"nvml:gpu{g.index}",
-                                    message="NVML GPU without a PCI bus id: not placed in the graph"))
+                                    message="NVML GPU without a PCI bus id: not placed in the graph",
+                                    unknown=(node_fact(Aspect.GPUS),)))
             continue
         gpus[g.bus_id] = _enrich(gpus.get(g.bus_id) or Gpu(id=g.bus_id), g)
         placed[g.index] = g.bus_id
+    pci_ids = {f.id for f in snap.pci}
     for gpu in gpus.values():
         if gpu.index is None:
             problems.append(Problem(source=SOURCE, subject=gpu.id,
                                     message="on the PCI bus but not among NVML's GPUs (not bound to the driver, "
-                                            "excluded, or unreadable)"))
+                                            "excluded, or unreadable): what only NVML tells is unknown",
+                                    unknown=facts_of(gpu.id, *_NVML_ONLY)))
+        elif gpu.id not in pci_ids:
+            problems.append(Problem(source=SOURCE, subject=gpu.id,
+                                    message="NVML lists this GPU but the PCI source does not: its PCIe path and "
+                                            "NUMA node are unknown",
+                                    unknown=facts_of(gpu.id, Aspect.PCIE_PATH, Aspect.NUMA)))
     switches = {s.id: s for s in snap.nvswitches}
     links = _nvlinks(snap, facts, gpus.keys(), switches, problems)
     versions = dict(snap.versions)
@@ -145,10 +160,16 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, gpu_ids: Iterable[str], switches:
                 continue
             remote = link.remote_bus_id
             if remote is None or remote in lost:
-                continue  # unreadable (a problem is already recorded) or a lost GPU
+                continue  # unreadable (the GPU's NVLinks are unknown: a problem says so) or a lost GPU
             to_switch = link.remote_type == REMOTE_SWITCH or (
                 link.remote_type in (REMOTE_UNKNOWN, None) and _is_switch(snap, switches, remote))
             to_gpu = link.remote_type == REMOTE_GPU or remote in gpu_set
+            if to_gpu and not to_switch and remote not in gpu_set:
+                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                                        message=f"NVLink {link.link} goes to GPU {remote}, which is not among the "
+                                                "GPUs: its NVLinks are unknown",
+                                        unknown=facts_of(g.bus_id, Aspect.NVLINKS)))
+                continue
             if to_switch:
                 switches.setdefault(remote, NvSwitch(id=remote, visible_on_pci=remote in pci_ids))
             elif not to_gpu:
@@ -180,7 +201,8 @@ def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozense
         if other is not None and other != count:
             problems.append(Problem(source=SOURCE, subject=f"{min(a, b)}--{max(a, b)}",
                                     message=f"NVLink count differs between the ends: {count} seen from {a}, "
-                                            f"{other} from {b}; the larger is used"))
+                                            f"{other} from {b}",
+                                    unknown=_nvlinks_of(pair)))
         bonded = max(count, other or 0)
         gen = _generation(pair, versions.get(pair, set()), problems)
         lo, hi = sorted(pair)
@@ -195,13 +217,20 @@ def _generation(pair: frozenset[str], enums: set[int], problems: list[Problem]) 
         return None
     if len(enums) > 1:
         problems.append(Problem(source=SOURCE, subject=subject,
-                                message=f"bonded NVLinks report different versions {sorted(enums)}"))
+                                message=f"bonded NVLinks report different versions {sorted(enums)}",
+                                unknown=_nvlinks_of(pair)))
     gens = {nvlink_gen_from_nvml(e) for e in enums}
     if None in gens:
         problems.append(Problem(source=SOURCE, subject=subject,
-                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): no rate"))
+                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): no rate",
+                                unknown=_nvlinks_of(pair)))
         return None
     return min(g for g in gens if g is not None)
+
+
+def _nvlinks_of(pair: frozenset[str]) -> tuple[Fact, ...]:
+    """The NVLinks of the GPUs of a pair (a synthetic or real NVSwitch end is no GPU: its own links are not)."""
+    return tuple(Fact(subject=end, aspect=Aspect.NVLINKS) for end in sorted(pair) if ":" in end)
 
 
 def _matrices(facts: NvmlFacts, placed: dict[int, str]) -> list[Matrix]:

@@ -1,8 +1,9 @@
 """PCI facts into model entities: functions with their NUMA locality, root complexes, GPUs, NVSwitches.
 
-Locality: the kernel's ``numa_node`` when it names a node of this machine; when it says -1 (common on
-one-socket and virtual machines), the one node whose CPUs hold all of the function's local CPUs, which
-is where hwloc attaches the device too. Otherwise unknown.
+Locality, one rule everywhere (paths, the NUMA Affinity column, labels): a function's NUMA node is the
+kernel's ``numa_node`` when it names a node of this machine, and none when the kernel says -1 (firmware
+gave no proximity). It is never inferred from ``local_cpus``: ``nvidia-smi`` does not either, and prints
+``N/A`` in the NUMA Affinity column and ``SYS`` across root complexes for such a device.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from topology import (
+    Aspect,
     Gpu,
     HostBridge,
     NvSwitch,
     PcieLinkState,
     PciFunction,
     Problem,
+    facts_of,
     pcie_gen_from_gts,
 )
 
@@ -27,26 +30,18 @@ _NVSWITCH_CLASS = 0x0680  # bridge, other
 
 
 class NumaPlaces:
-    """The machine's NUMA nodes as CPU sets, to place devices whose ``numa_node`` is -1."""
+    """The machine's NUMA nodes, to check each device's ``numa_node`` against."""
 
-    def __init__(self, node_cpus: Mapping[int, frozenset[int]], online: frozenset[int] | None) -> None:
-        self._cpus = {i: c for i, c in node_cpus.items() if c}
-        self._known = frozenset(node_cpus)
-        self._online = online
+    def __init__(self, nodes: frozenset[int] | None) -> None:
+        self._known = nodes  # None: the NUMA source did not say (its failure is a problem already)
 
     def locate(self, dev: PciDeviceFacts, problems: list[Problem]) -> int | None:
-        if dev.numa_node is not None:
-            if not self._known or dev.numa_node in self._known:
-                return dev.numa_node
-            problems.append(Problem(source="pci", subject=dev.bus_id,
-                                    message=f"numa_node {dev.numa_node} is not a NUMA node of this machine"))
-        if not dev.local_cpus:
-            return None
-        local = frozenset(dev.local_cpus)
-        if self._online is not None:
-            local &= self._online
-        holders = [i for i, cpus in self._cpus.items() if local and local <= cpus]
-        return holders[0] if len(holders) == 1 else None
+        if dev.numa_node is None or self._known is None or dev.numa_node in self._known:
+            return dev.numa_node
+        problems.append(Problem(source="pci", subject=dev.bus_id,
+                                message=f"numa_node {dev.numa_node} is not a NUMA node of this machine",
+                                unknown=facts_of(dev.bus_id, Aspect.NUMA)))
+        return None
 
 
 def link_state(dev: PciDeviceFacts) -> PcieLinkState | None:
@@ -79,6 +74,35 @@ def functions(devices: Sequence[PciDeviceFacts], places: NumaPlaces,
             acs_enabled=dev.acs_redirect,
         )
     return out
+
+
+def unrooted(funcs: Mapping[str, PciFunction], roots: set[str], problems: list[Problem]) -> set[str]:
+    """Functions whose chain of parents never reaches a root complex (a cycle, or a parent nobody has):
+    their PCIe path is unknown, and said so, instead of being guessed."""
+    state: dict[str, bool] = {}  # id -> reaches a root
+    for start in funcs:
+        chain: list[str] = []
+        node: str | None = start
+        verdict = False
+        while node is not None:
+            if node in roots:
+                verdict = True
+                break
+            if node in state:
+                verdict = state[node]
+                break
+            if node in chain or node not in funcs:
+                break
+            chain.append(node)
+            node = funcs[node].parent
+        for n in chain:
+            state[n] = verdict
+    bad = {n for n, ok in state.items() if not ok}
+    for n in sorted(bad):
+        problems.append(Problem(source="pci", subject=n, message="its chain of parent bridges never reaches a root "
+                                "complex (a cycle or a missing bridge): PCIe path unknown",
+                                unknown=facts_of(n, Aspect.PCIE_PATH, Aspect.NUMA)))
+    return bad
 
 
 def host_bridges(devices: Sequence[PciDeviceFacts], funcs: Mapping[str, PciFunction]) -> tuple[HostBridge, ...]:

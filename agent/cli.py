@@ -1,10 +1,12 @@
 """The ``topolink`` command line.
 
 Exit status:
-  0  done; for ``discover``/``topo`` the snapshot is complete (every source read or absent)
-  1  done, but a source failed: the output is marked incomplete and lists what could not be read
+  0  done; for ``discover``/``topo`` the snapshot is complete: nothing a ``topo -m`` cell, a label or a
+     metric depends on is unknown
+  1  done, but some facts are unknown (a source failed, was turned off, or could not read some devices or
+     calls): the output marks them and standard error lists them
   2  usage error
-  3  an input file could not be read or is not a topolink snapshot
+  3  an input file could not be read or is not a topolink snapshot, or ``-o`` cannot be written
   ``probe`` and ``selftest`` document their own codes in ``topolink probe --help``.
 """
 
@@ -21,7 +23,7 @@ import topology
 
 from ._context import DiscoveryContext
 from ._fsroot import FsRoot
-from ._output import write_output
+from ._output import OutputError, check_output, write_output
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
@@ -70,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
-        epilog="Exit status: 0 ok; 1 a source failed (output marked incomplete); 2 usage; 3 bad input file.",
+        epilog="Exit status: 0 complete; 1 some facts unknown (listed on standard error); 2 usage; 3 bad input "
+               "file or unwritable -o. Optional facts (ACS on bridges, which needs root to read PCI config "
+               "space) are left empty when not readable and never make a snapshot incomplete.",
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -111,6 +115,7 @@ def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
 
 
 def _cmd_discover(args: argparse.Namespace) -> int:
+    check_output(args.output)
     snap = discover_from_args(args)
     if args.format == "json":
         text = topology.dumps(snap) + "\n"
@@ -125,29 +130,37 @@ def _cmd_discover(args: argparse.Namespace) -> int:
 
 
 def _exit_for(snap: topology.Snapshot) -> int:
-    if not snap.complete:
-        failed = ", ".join(o.name for o in snap.sources if o.status is topology.SourceStatus.FAILED)
-        print(f"topolink: incomplete snapshot: source(s) failed: {failed}", file=sys.stderr)
-        return EXIT_INCOMPLETE
-    return EXIT_OK
+    if snap.complete:
+        return EXIT_OK
+    bad = [f"{o.name} {o.status.value}" for o in snap.sources if o.status is not topology.SourceStatus.OK
+           and o.status is not topology.SourceStatus.ABSENT]
+    print("topolink: incomplete snapshot" + (f" ({', '.join(bad)})" if bad else "") + "; unknown:", file=sys.stderr)
+    for line in topology.describe_unknown(snap.unknown):
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_INCOMPLETE
 
 
 def load_snapshot(path: str) -> topology.Snapshot:
-    """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report."""
-    import json
-
+    """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report. Any
+    input, however broken, is an :class:`_InputError` with one line saying why."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
-        doc = json.loads(text)
+        if path == "-":
+            data = sys.stdin.buffer.read(topology.MAX_DOCUMENT_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(topology.MAX_DOCUMENT_BYTES + 1)
+        doc = topology.parse_json(data)
         if isinstance(doc, dict) and isinstance(doc.get("snapshot"), dict):
             doc = doc["snapshot"]
+        if not isinstance(doc, dict):
+            raise topology.SchemaError(f"not a {topology.SCHEMA} document")
         return topology.from_dict(doc)
     except OSError as exc:
         raise _InputError(f"{path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise _InputError(f"{path}: not JSON: {exc}") from exc
     except topology.SchemaError as exc:
         raise _InputError(f"{path}: {exc}") from exc
+    except RecursionError as exc:
+        raise _InputError(f"{path}: not a snapshot: nested too deep") from exc
 
 
 def _cmd_topo(args: argparse.Namespace) -> int:
@@ -177,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         result: int = args.handler(args)
         return result
-    except _InputError as exc:
+    except (_InputError, OutputError) as exc:
         print(f"topolink: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:  # `topolink discover | head`

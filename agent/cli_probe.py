@@ -8,6 +8,7 @@ Exit status of ``selftest``: 0 no test failed and at least one passed; 1 a test 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -18,7 +19,9 @@ from ._output import write_output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
 _PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
-                 "its reason); 2 usage; 3 unreadable --from file.")
+                 "its reason); 2 usage (also: a --sysfs-root or --nvml-library other than the live machine's, "
+                 "whose devices this machine's numbers must not be put on); 3 unreadable --from file or "
+                 "unwritable -o (checked before any measuring).")
 _SELFTEST_EPILOG = "Exit status: 0 no test failed and one passed; 1 a test failed; 4 none could run here."
 
 
@@ -77,7 +80,23 @@ def _snapshot(args: argparse.Namespace) -> topology.Snapshot:
     return load_snapshot(args.from_file) if getattr(args, "from_file", None) else discover_from_args(args)
 
 
+def _refuse_fixture(args: argparse.Namespace) -> str | None:
+    """Probes measure this machine: a tree from another one (``--sysfs-root``, a machine profile's test
+    NVML) would put this machine's numbers on that machine's NUMA nodes and GPUs."""
+    root = getattr(args, "sysfs_root", "/")
+    if getattr(args, "from_file", None):
+        return None
+    if os.path.realpath(root) != "/" or getattr(args, "nvml_library", None):
+        return (f"refusing to measure: discovery reads a tree from elsewhere (--sysfs-root {root}"
+                f"{', --nvml-library ' + args.nvml_library if args.nvml_library else ''}), and the numbers "
+                "would be this machine's put on that tree's devices. Run probe with the live root (/).")
+    return None
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
+    from ._output import check_output
+
+    check_output(args.output)
     if args.list:
         import probes
 
@@ -85,10 +104,16 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             for spec in probes.specs_for(backend):
                 print(f"{backend:<5} {spec.name:<48} {spec.description}")
         return EXIT_OK
+    if (why := _refuse_fixture(args)) is not None:
+        print(f"topolink probe: {why}", file=sys.stderr)
+        return EXIT_USAGE
     return run_probe(args, _snapshot(args))
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
+    if (why := _refuse_fixture(args)) is not None:
+        print(f"topolink selftest: {why}", file=sys.stderr)
+        return EXIT_USAGE
     snap = _snapshot(args)
     return run_selftest(args, snap)
 

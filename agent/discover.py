@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from collections.abc import Iterable
 
-from topology import Problem, Snapshot
+from topology import Problem, Snapshot, SourceStatus, facts_of
 
 from ._assemble import assemble
-from ._assemble_nvml import merge_nvml
+from ._assemble_nvml import NVML_ONLY, merge_nvml
 from ._context import DiscoveryContext
 from .sources import Gathered, run_sources, source_table
 from .sources.nvml import NvmlFacts
@@ -34,7 +35,28 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
                             problems=(*gathered.problems, problem))
     snap = assemble(gathered, node=node, taken_at=taken_at)
     nvml = gathered.get("nvml", NvmlFacts)
-    return snap if nvml is None else merge_nvml(snap, nvml)
+    snap = _without_nvml(snap) if nvml is None else merge_nvml(snap, nvml)
+    return settle(snap)
+
+
+def _without_nvml(snap: Snapshot) -> Snapshot:
+    """NVML failed or was turned off while GPUs are on the bus: what only NVML tells of them is unknown.
+    (NVML absent, no driver, is different: those facts do not exist, nothing is missing.)"""
+    status = next((o.status for o in snap.sources if o.name == "nvml"), None)
+    if status not in (SourceStatus.FAILED, SourceStatus.DISABLED) or not snap.gpus:
+        return snap
+    unknown = tuple(f for g in snap.gpus for f in facts_of(g.id, *NVML_ONLY))
+    note = Problem(source="nvml", subject="nvml", message=f"NVML not read ({status.value}): identity, NVLinks, "
+                   "P2P, fabric and MIG of the GPUs found on the PCI bus are unknown", unknown=unknown)
+    return dataclasses.replace(snap, problems=(*snap.problems, note))
+
+
+def settle(snap: Snapshot) -> Snapshot:
+    """A source that read its subsystem but left some facts unknown is ``partial``, not ``ok``."""
+    partial = {p.source for p in snap.problems if p.unknown}
+    outcomes = tuple(dataclasses.replace(o, status=SourceStatus.PARTIAL)
+                     if o.status is SourceStatus.OK and o.name in partial else o for o in snap.sources)
+    return dataclasses.replace(snap, sources=outcomes)
 
 
 def _node_name(ctx: DiscoveryContext) -> tuple[str, Problem | None]:
@@ -44,8 +66,11 @@ def _node_name(ctx: DiscoveryContext) -> tuple[str, Problem | None]:
         name = ctx.root.attr("/proc/sys/kernel/hostname")
     except OSError:
         name = None
-    if name:
+    if name and len(name) <= 253 and name.isprintable() and " " not in name:
         return name, None
+    if name:
+        return "unknown", Problem(source="discover", subject="node",
+                                  message=f"/proc/sys/kernel/hostname is not a host name: {name[:40]!r}")
     if ctx.live:
         return socket.gethostname(), None
     return "unknown", Problem(source="discover", subject="node", message="no /proc/sys/kernel/hostname in the tree")

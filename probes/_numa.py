@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
+from topology import format_cpulist
+
 from ._errors import ProbeError
 
 MPOL_BIND = 2
@@ -132,7 +134,7 @@ def on_cpus(cpus: tuple[int, ...]) -> Iterator[str]:
     try:
         os.sched_setaffinity(0, cpus)
     except OSError as exc:
-        yield f"could not run on CPUs {list(cpus)}: {exc.strerror}"
+        yield f"could not run on CPUs {format_cpulist(cpus)}: {exc.strerror}"
         return
     try:
         yield ""

@@ -88,7 +88,9 @@ def test_discover_dot(tmp_path: Path) -> None:
 def test_disabled_source_is_not_run() -> None:
     out = topolink("discover", "--format", "json", "--no-source.nvml")
     snap = t.loads(out.stdout)
-    assert "nvml" not in {o.name for o in snap.sources}
+    assert {o.name: o.status for o in snap.sources}["nvml"] is t.SourceStatus.DISABLED
+    assert t.node_fact(t.Aspect.NVLINKS) in snap.unknown  # turned off: NVLinks were not looked at
+    assert out.returncode == 1 and "nvml disabled" in out.stderr
 
 
 def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:

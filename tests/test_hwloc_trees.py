@@ -153,24 +153,22 @@ def test_pci_tree(case: Case) -> None:
 
 
 def test_pci_numa_locality(case: Case) -> None:
-    """A function's NUMA node is the one whose CPUs hwloc attached its host bridge near. Where hwloc
-    attached it above several nodes, ours is unknown unless the kernel's numa_node names one of them."""
+    """A function's NUMA node is the kernel's ``numa_node`` (-1: none; never inferred from local CPUs, as
+    nvidia-smi does not). Where it names a node, hwloc attached the function near that node's CPUs; and
+    (hwloc's own placement of a -1 function by its local CPUs is a view topolink does not take.)"""
     ours = {f.id: f for f in case.snap.pci}
-    if case.env_set(FORCED_LOCALITY):
-        # hwloc's output shows the forced setting, not sysfs; this tree's kernel gives every function all
-        # CPUs and numa_node -1 but one. Ours must say what the kernel says: unknown, except that one.
-        for bdf in case.expected.pci:
-            raw = case.root.joinpath("sys/bus/pci/devices", bdf, "numa_node").read_text().strip()
-            assert ours[bdf].numa_node == (None if raw == "-1" else int(raw)), bdf
-        return
     cpu_nodes = {n.os_index: set(n.cpus) for n in case.snap.numa_nodes if n.cpus}
+    for bdf in case.expected.pci:
+        attr = case.root.joinpath("sys/bus/pci/devices", bdf, "numa_node")
+        raw = attr.read_text().strip() if attr.exists() else "-1"
+        assert ours[bdf].numa_node == (None if raw == "-1" else int(raw)), bdf
+    if case.env_set(FORCED_LOCALITY):
+        return  # hwloc's output shows the forced setting, not sysfs
     for bdf, exp in case.expected.pci.items():
-        near = {i for i, cpus in cpu_nodes.items() if cpus & exp.locality}
         got = ours[bdf].numa_node
-        if len(near) == 1:
-            assert got == next(iter(near)), bdf
-        else:
-            assert got is None or got in near, bdf
+        if got is not None:
+            near = {i for i, cpus in cpu_nodes.items() if cpus & exp.locality}
+            assert got in near, bdf
 
 
 def test_pci_link_rates(case: Case) -> None:

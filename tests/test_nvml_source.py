@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import topology as t
 from agent._assemble_nvml import merge_nvml
 from agent._context import DiscoveryContext
 from agent._fsroot import FsRoot
@@ -176,10 +177,13 @@ def test_unknown_nvlink_version_is_a_problem_and_no_rate(fake_machine: MakeMachi
 
 def test_ends_that_disagree_on_a_bond_are_a_problem(fake_machine: MakeMachine) -> None:
     snap = snapshot(fake_machine("dgx1-v100", _nvlink("dgx1-v100", down={0: [2]})))  # GPU0's link 2 goes to GPU3
-    assert nv(snap, 0, 3) == "NV2"  # the larger count: GPU3 still sees both links up
+    assert nv(snap, 0, 3) == "N/A"  # which end is right is not known: no guess
     assert [p for p in nvml_problems(snap) if "differs between the ends" in p] == [
         "0000:1a:00.0--0000:3e:00.0: NVLink count differs between the ends: 1 seen from 0000:1a:00.0, "
-        "2 from 0000:3e:00.0; the larger is used"]
+        "2 from 0000:3e:00.0"]
+    knows = snap.knowledge()
+    assert not knows.knows("0000:1a:00.0", t.Aspect.NVLINKS) and not knows.knows("0000:3e:00.0", t.Aspect.NVLINKS)
+    assert nv(snap, 1, 2) == "NV2" and not snap.complete
 
 
 @pytest.mark.parametrize(("fabric", "problem"), [({"state": 9}, "unknown fabric state 9"),
@@ -202,7 +206,8 @@ def test_link_and_mig_call_failures_are_problems(fake_machine: MakeMachine) -> N
     assert "0000:32:00.0: nvmlDeviceGetNvLinkState: NVML_ERROR_NOT_SUPPORTED (link 2)" in problems
     assert "0000:32:00.0: nvmlDeviceGetNvLinkState: NVML_ERROR_UNKNOWN (link 3)" in problems
     assert sum("nvmlDeviceGetMigDeviceHandleByIndex" in p for p in problems) == 4  # one per slot
-    assert nv(snap, 0, 1) == "NV4"  # GPU0 still sees its four links to GPU1
+    assert nv(snap, 0, 1) == "N/A"  # GPU1's links 2 and 3 are unknown: NV4 would be a guess
+    assert not snap.knowledge().knows("0000:32:00.0", t.Aspect.NVLINKS)
     assert snap.gpus[0].mig_enabled is True and snap.gpus[0].mig_instances == ()
 
 
@@ -217,7 +222,11 @@ def test_a_failed_call_is_a_problem_and_the_rest_is_read(fake_machine: MakeMachi
     assert sum("nvmlDeviceGetP2PStatus" in p for p in problems) == 7 * 5
     assert f"0000:db:00.0: nvmlDeviceGetNvLinkVersion: NVML_ERROR_{error}" in problems
     assert snap.gpus[1].uuid is None and snap.gpus[1].name == "NVIDIA H100 80GB HBM3"
-    assert {nv(snap, a, b) for a in range(8) for b in range(8) if a != b} == {"NV18"}
+    assert {nv(snap, a, b) for a in range(7) for b in range(7) if a != b} == {"NV18"}
+    assert {nv(snap, 7, b) for b in range(7)} == {"N/A"}  # GPU7's link 4 version: its NVLinks are unknown
+    knows = snap.knowledge()
+    assert not knows.knows("0000:2a:00.0", t.Aspect.IDENTITY) and knows.knows("0000:2a:00.0", t.Aspect.NVLINKS)
+    assert not knows.knows(snap.gpus[6].id, t.Aspect.P2P) and not snap.complete
     assert not any(g.lost for g in snap.gpus)
 
 
@@ -288,8 +297,10 @@ def test_no_driver_loaded_is_absent(fake_machine: MakeMachine) -> None:
 def test_init_failure_is_one_clear_problem_and_sysfs_only(fake_machine: MakeMachine) -> None:
     node = fake_machine("dgx-a100", {"inject": [{"call": "nvmlInitWithFlags", "error": "LIB_RM_VERSION_MISMATCH"}]})
     snap = snapshot(node)
-    assert nvml_problems(snap) == \
-        ["nvml: NVML did not initialise: nvmlInitWithFlags: NVML_ERROR_LIB_RM_VERSION_MISMATCH"]
+    assert nvml_problems(snap) == [
+        "nvml: NVML did not initialise: nvmlInitWithFlags: NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+        "nvml: NVML not read (failed): identity, NVLinks, P2P, fabric and MIG of the GPUs found on the PCI bus "
+        "are unknown"]
     assert not snap.complete
     assert len(snap.gpus) == 8 and {g.index for g in snap.gpus} == {None}
 

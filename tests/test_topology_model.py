@@ -16,8 +16,8 @@ from .strategies import snapshots
 @settings(max_examples=150, deadline=None)
 @given(snapshots)
 def test_json_round_trips_losslessly(snap: t.Snapshot) -> None:
-    assert t.loads(t.dumps(snap)) == snap
-    assert t.loads(t.dumps(snap, indent=None)) == snap
+    assert t.loads(t.dumps(snap), validate=False) == snap
+    assert t.loads(t.dumps(snap, indent=None), validate=False) == snap
 
 
 @settings(max_examples=60, deadline=None)
@@ -43,7 +43,7 @@ def test_structure_hash_changes_with_wiring() -> None:
 
 
 @pytest.mark.parametrize("doc, fragment", [
-    ({"schema": "other/v9", "node": "n"}, "not a topolink.topology/v1"),
+    ({"schema": "other/v9", "node": "n"}, "not a topolink.topology/v2"),
     ({"schema": t.SCHEMA, "node": "n", "surprise": 1}, "unknown keys"),
     ({"schema": t.SCHEMA, "node": 3}, "expected str"),
     ({"schema": t.SCHEMA, "node": "n", "gpus": [{"id": "x", "index": "0"}]}, "snapshot.gpus[0].index"),

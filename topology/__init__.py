@@ -3,7 +3,7 @@
 Pure: no I/O, no clock, nothing imported from outside the standard library.
 """
 
-from ._codec import SCHEMA, SCHEMA_V1, dumps, from_dict, loads, structure_hash, to_dict
+from ._codec import MAX_DOCUMENT_BYTES, SCHEMA, SCHEMA_V1, dumps, from_dict, loads, parse_json, structure_hash, to_dict
 from ._dot import to_dot
 from ._errors import SchemaError, TopolinkError
 from ._estimate import AllReduceEstimate, all_reduce_estimate
@@ -53,6 +53,7 @@ from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nic
 
 __all__ = [
     "LEGEND",
+    "MAX_DOCUMENT_BYTES",
     "NODE",
     "NVML_TOPOLOGY_LEVEL",
     "SCHEMA",
@@ -121,6 +122,7 @@ __all__ = [
     "ordered_rdma_nics",
     "parse_cpulist",
     "parse_cpumask",
+    "parse_json",
     "path",
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",

@@ -16,6 +16,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -25,7 +26,11 @@ from typing import Any
 from ._errors import SchemaError
 from ._facts import NODE, Aspect, Fact
 from ._model import Matrix, MatrixKind, Problem, Snapshot
+from ._validate import check
 
+MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
+_MAX_INT = 1 << 63
+_MAX_STRING = 4096
 SCHEMA = "topolink.topology/v2"
 SCHEMA_V1 = "topolink.topology/v1"
 READABLE = (SCHEMA, SCHEMA_V1)
@@ -83,23 +88,29 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         for name in value:
             try:
                 flags |= MatrixKind[name]
-            except KeyError as exc:
+            except (KeyError, TypeError) as exc:
                 raise SchemaError(f"{where}: unknown flag {name!r}") from exc
         return flags
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
             return tp(value)
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise SchemaError(f"{where}: {value!r} is not a {tp.__name__}") from exc
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_record(tp, value, where)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SchemaError(f"{where}: expected a number")
+        if (isinstance(value, int) and abs(value) >= _MAX_INT) or not math.isfinite(value):
+            raise SchemaError(f"{where}: number out of range")
         return float(value)
     if tp in (int, str, bool):
         if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
             raise SchemaError(f"{where}: expected {tp.__name__}")
+        if tp is int and abs(value) >= _MAX_INT:
+            raise SchemaError(f"{where}: integer out of range")
+        if tp is str and len(value) > _MAX_STRING:
+            raise SchemaError(f"{where}: string longer than {_MAX_STRING} characters")
         return value
     raise SchemaError(f"{where}: cannot decode type {tp!r}")  # pragma: no cover - a model bug
 
@@ -119,7 +130,9 @@ def _decode_record(cls: type, value: Any, where: str) -> Any:
         raise SchemaError(f"{where}: {exc}") from exc
 
 
-def from_dict(doc: Mapping[str, Any]) -> Snapshot:
+def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
+    """The snapshot a document holds. ``validate`` (default) also refuses one that decodes but does not
+    describe a machine (duplicate ids, ragged matrices, impossible counts): see ``topology._validate``."""
     schema = doc.get("schema") if isinstance(doc, Mapping) else None
     if schema not in READABLE:
         raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")
@@ -127,7 +140,7 @@ def from_dict(doc: Mapping[str, Any]) -> Snapshot:
     snap: Snapshot = _decode_record(Snapshot, body, "snapshot")
     if schema == SCHEMA_V1:
         snap = _from_v1(snap)
-    return snap
+    return check(snap) if validate else snap
 
 
 def _from_v1(snap: Snapshot) -> Snapshot:
@@ -140,12 +153,36 @@ def _from_v1(snap: Snapshot) -> Snapshot:
     return dataclasses.replace(snap, problems=problems)
 
 
-def loads(text: str) -> Snapshot:
+def parse_json(data: str | bytes) -> Any:
+    """JSON from untrusted input, every failure a :class:`SchemaError`: too big, not UTF-8, not JSON,
+    nested too deep, a number with thousands of digits, ``NaN`` or ``Infinity``."""
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise SchemaError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
     try:
-        doc = json.loads(text)
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text, parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise SchemaError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
         raise SchemaError(f"not JSON: {exc}") from exc
-    return from_dict(doc)
+    except RecursionError as exc:
+        raise SchemaError("not a snapshot: nested too deep") from exc
+    except SchemaError:
+        raise
+    except ValueError as exc:  # an integer too long to convert
+        raise SchemaError(f"not JSON: {str(exc)[:100]}") from exc
+
+
+def _no_constant(name: str) -> Any:
+    raise SchemaError(f"not JSON: {name} is not a number JSON allows")
+
+
+def loads(data: str | bytes, *, validate: bool = True) -> Snapshot:
+    doc = parse_json(data)
+    try:
+        return from_dict(doc, validate=validate)
+    except RecursionError as exc:
+        raise SchemaError("not a snapshot: nested too deep") from exc
 
 
 def structure_hash(snap: Snapshot) -> str:

@@ -45,16 +45,27 @@ def numa_id(index: int) -> str:
     return f"numa{index}"
 
 
-def parse_cpulist(text: str) -> tuple[int, ...]:
-    """Kernel cpulist (``0-47,96-143``) to a sorted tuple. Raises ValueError on garbage."""
+# CONFIG_NR_CPUS is at most 8192 on every architecture Linux runs GPUs on; a CPU id at or above this is
+# garbage, and refusing it before expanding a range keeps ``0-4294967295`` from allocating 4 billion ints.
+MAX_CPUS = 8192
+_CPULIST_PART = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")
+_CPUMASK = re.compile(r"^[0-9a-fA-F]{1,8}(?:,[0-9a-fA-F]{1,8})*$")
+
+
+def parse_cpulist(text: str, *, max_cpus: int = MAX_CPUS) -> tuple[int, ...]:
+    """Kernel cpulist (``0-47,96-143``) to a sorted tuple. Raises ValueError on garbage or a CPU id at or
+    above ``max_cpus``."""
     cpus: set[int] = set()
     for part in text.strip().split(","):
         if not part:
             continue
-        lo, sep, hi = part.partition("-")
-        first, last = int(lo), int(hi) if sep else int(lo)
-        if first < 0 or last < first:
-            raise ValueError(f"bad cpu range {part!r}")
+        m = _CPULIST_PART.match(part)
+        if m is None:
+            raise ValueError(f"bad cpu range {part[:40]!r}")
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) is not None else first
+        if last < first or last >= max_cpus:
+            raise ValueError(f"bad cpu range {part[:40]!r}")
         cpus.update(range(first, last + 1))
     return tuple(sorted(cpus))
 
@@ -73,7 +84,14 @@ def format_cpulist(cpus: tuple[int, ...] | list[int]) -> str:
     return ",".join(out)
 
 
-def parse_cpumask(text: str) -> tuple[int, ...]:
-    """Kernel hex cpumask (``00000000,0000ffff``) to a sorted tuple of cpus. Raises ValueError."""
-    value = int(text.strip().replace(",", ""), 16)
-    return tuple(i for i in range(value.bit_length()) if value >> i & 1)
+def parse_cpumask(text: str, *, max_cpus: int = MAX_CPUS) -> tuple[int, ...]:
+    """Kernel hex cpumask (``00000000,0000ffff``) to a sorted tuple of cpus. Raises ValueError on garbage
+    or a set bit at or above ``max_cpus``."""
+    text = text.strip()
+    if not _CPUMASK.match(text) or len(text) > max_cpus // 4 + max_cpus // 32 + 9:
+        raise ValueError(f"bad cpumask {text[:40]!r}")
+    value = int(text.replace(",", ""), 16)
+    if value.bit_length() > max_cpus:
+        raise ValueError(f"cpumask names a CPU at or above {max_cpus}")
+    bits = bin(value)[:1:-1]  # least significant first
+    return tuple(i for i, bit in enumerate(bits) if bit == "1")

@@ -11,8 +11,11 @@ downstream ports alternate, so the switch of a downstream port is its parent.
 - ``PIX``: at most one switch (or one root port) between them.
 - ``PXB``: several switches, below a common bridge.
 - ``PHB``: the same host bridge, no common bridge below it.
-- ``NODE``: different host bridges in one NUMA node. ``SYS``: across NUMA nodes, or where either NUMA
-  node is unknown (as nvidia-smi).
+- ``NODE``: different host bridges in one NUMA node. ``SYS``: across NUMA nodes, or where either device
+  has no NUMA node (the kernel's ``numa_node`` is -1), as nvidia-smi prints it.
+- ``N/A``: a fact the class depends on is unknown (the snapshot's problems say which): the PCIe path or
+  NUMA node of either device, or for two GPUs the NVLinks of either. ``LOST``: either GPU fell off the bus.
+  A guess never stands in: an NVLink whose far end could not be read is not "no NVLink".
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import enum
 from collections import defaultdict
 from dataclasses import dataclass
 
+from ._facts import Aspect
 from ._model import LinkKind, Snapshot
 
 
@@ -32,6 +36,8 @@ class PathClass(enum.StrEnum):
     PHB = "PHB"
     NODE = "NODE"
     SYS = "SYS"
+    UNKNOWN = "N/A"
+    LOST = "LOST"
 
 
 # NVML's nvmlGpuTopologyLevel_t for each PCIe class (INTERNAL 0 is reported as PIX by nvidia-smi).
@@ -65,6 +71,8 @@ class PathIndex:
     """Lookups built once per snapshot; ``path`` over a whole matrix is then cheap."""
 
     def __init__(self, snap: Snapshot) -> None:
+        self._knowledge = snap.knowledge()
+        self._lost = {g.id for g in snap.gpus if g.lost}
         self._pci = {f.id: f for f in snap.pci}
         self._roots = {h.id: h for h in snap.host_bridges}
         self._nic_pci = {n.id: n.pci_bus_id for n in snap.nics}
@@ -130,9 +138,19 @@ class PathIndex:
         self._places[dev] = place
         return place
 
+    def knows(self, dev: str, aspect: Aspect) -> bool:
+        return self._knowledge.knows(dev, aspect)
+
     def pcie_class(self, a: str, b: str) -> PathClass:
+        if a in self._lost or b in self._lost:
+            return PathClass.LOST
+        k = self._knowledge
+        if not (k.knows(a, Aspect.PCIE_PATH) and k.knows(b, Aspect.PCIE_PATH)):
+            return PathClass.UNKNOWN
         pa, pb = self._place(a), self._place(b)
         if pa.root is None or pb.root is None or pa.root != pb.root:
+            if not (k.knows(a, Aspect.NUMA) and k.knows(b, Aspect.NUMA)):
+                return PathClass.UNKNOWN
             # nvidia-smi prints SYS when it cannot place a device in a NUMA node
             same_node = pa.numa is not None and pa.numa == pb.numa
             return PathClass.NODE if same_node else PathClass.SYS
@@ -153,7 +171,11 @@ class PathIndex:
         if a == b:
             return PathInfo(PathClass.SELF)
         pcie = self.pcie_class(a, b)
+        if pcie is PathClass.LOST:
+            return PathInfo(pcie)
         if a in self._gpus and b in self._gpus:
+            if not (self._knowledge.knows(a, Aspect.NVLINKS) and self._knowledge.knows(b, Aspect.NVLINKS)):
+                return PathInfo(PathClass.UNKNOWN)
             count = self.nvlinks(a, b)
             if count:
                 return PathInfo(PathClass.NVLINK, count, pcie)

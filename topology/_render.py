@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._facts import Aspect
 from ._ids import format_cpulist
 from ._model import Gpu, Nic, Snapshot
 from ._paths import PathIndex
@@ -64,8 +65,11 @@ def topo_table(snap: Snapshot) -> TopoTable:
         if gpu is None:
             rows.append(TopoRow(label, cells))
             continue
-        cpus = gpu.cpu_affinity or local_cpus.get(gpu.id) or ()
-        numa = gpu.memory_affinity or ((gpu.numa_node,) if gpu.numa_node is not None else ())
+        # NUMA Affinity: NVML's memory affinity, else the kernel's numa_node; N/A when neither says, as
+        # nvidia-smi prints it for a device whose numa_node is -1. Unknown facts print N/A, never a guess.
+        located = index.knows(gpu.id, Aspect.NUMA) and not gpu.lost
+        cpus = (gpu.cpu_affinity or local_cpus.get(gpu.id) or ()) if located else ()
+        numa = (gpu.memory_affinity or ((gpu.numa_node,) if gpu.numa_node is not None else ())) if located else ()
         rows.append(TopoRow(
             label, cells,
             cpu_affinity=format_cpulist(cpus) if cpus else "N/A",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._facts import describe_unknown
 from ._ids import format_cpulist
 from ._model import PcieLinkState, Snapshot, SourceStatus
 from ._render import matrix, ordered_gpus
@@ -100,6 +101,9 @@ def summary(snap: Snapshot) -> str:
         out += ["", "Topology (nvidia-smi topo -m):", topo.rstrip("\n")]
     out.append("")
     out.append("Sources: " + ", ".join(f"{o.name}={o.status.value}" for o in snap.sources))
+    if not snap.complete:
+        out.append("INCOMPLETE: these facts are unknown (N/A in the matrix, never guessed):")
+        out += [f"  {line}" for line in describe_unknown(snap.unknown)]
     if snap.problems:
         out.append(f"Problems: {len(snap.problems)}")
         out += [f"  [{p.source}] {p.subject}: {p.message}" for p in snap.problems]

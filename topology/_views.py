@@ -66,7 +66,9 @@ def nearest_nics(snap: Snapshot, gpu: str) -> tuple[str, ...]:
     nics = sorted((n for n in snap.nics if n.rdma), key=lambda n: n.name)
     if not nics:
         return ()
-    ranked = [(_CLASS_RANK[index.pcie_class(gpu, n.id)], n.id) for n in nics]
+    ranked = [(_CLASS_RANK[c], n.id) for n in nics if (c := index.pcie_class(gpu, n.id)) in _CLASS_RANK]
+    if not ranked:
+        return ()
     best = min(r for r, _ in ranked)
     return tuple(nid for r, nid in ranked if r == best)
 
@@ -118,14 +120,17 @@ def gdr_readiness(snap: Snapshot, gpu: str, nic: str) -> GdrReadiness:
     if acs:
         reasons.append("ACS request redirect on " + ", ".join(acs) + ": peer traffic goes through the root complex")
         degraded = True
-    if cls in (PathClass.PIX, PathClass.PXB):
+    unknown_path = cls in (PathClass.UNKNOWN, PathClass.LOST)
+    if unknown_path:
+        reasons.append("the PCIe path between them is unknown" if cls is PathClass.UNKNOWN else "the GPU is lost")
+    elif cls in (PathClass.PIX, PathClass.PXB):
         reasons.append(f"PCIe path {cls.value}: NCCL uses GPUDirect RDMA here by default")
     else:
         reasons.append(f"PCIe path {cls.value}: beyond NCCL's default GPUDirect RDMA level (PXB)")
         degraded = True
     if blocking:
         verdict = GdrVerdict.NOT_READY
-    elif not peer and not gdr.dmabuf_supported:
+    elif unknown_path or (not peer and not gdr.dmabuf_supported):
         verdict = GdrVerdict.UNKNOWN
     else:
         verdict = GdrVerdict.DEGRADED if degraded else GdrVerdict.READY

@@ -20,7 +20,19 @@ from dataclasses import replace
 from functools import partial
 from typing import TypeVar
 
-from topology import BadPciAddress, FabricInfo, FabricState, MigInstance, PcieLinkState, Problem, canonical_bdf
+from topology import (
+    NODE,
+    Aspect,
+    BadPciAddress,
+    FabricInfo,
+    FabricState,
+    Fact,
+    MigInstance,
+    PcieLinkState,
+    Problem,
+    canonical_bdf,
+    node_fact,
+)
 
 from .._nvml_port import Handle, NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported, NvmlPort
 from ._nvml_facts import (
@@ -53,11 +65,19 @@ class _Walk:
     def subject(self, gpu: int) -> str:
         return self.subjects.get(gpu, f"nvml:gpu{gpu}")
 
-    def problem(self, subject: str, message: str) -> None:
-        self.problems.append(Problem(source=SOURCE, subject=subject, message=message))
+    def problem(self, subject: str, message: str, unknown: tuple[Fact, ...]) -> None:
+        self.problems.append(Problem(source=SOURCE, subject=subject, message=message, unknown=unknown))
 
-    def ask(self, gpu: int | None, fn: Callable[[], T], *, optional: bool = False) -> T | None:
-        """One call for ``gpu`` (None: a system call). Failures become problems and ``None``."""
+    def gpu_problem(self, gpu: int, message: str, *aspects: Aspect) -> None:
+        subject = self.subject(gpu)
+        unknown = tuple(Fact(subject=subject, aspect=a) for a in aspects)
+        if gpu not in self.subjects:  # no bus id yet: the GPU cannot be named, so the GPU list is not known
+            unknown += (node_fact(Aspect.GPUS),)
+        self.problem(subject, message, unknown)
+
+    def ask(self, gpu: int | None, fn: Callable[[], T], aspect: Aspect, *, optional: bool = False) -> T | None:
+        """One call for ``gpu`` (None: a system call, ``aspect`` then node-wide). Failures become problems
+        naming ``aspect`` as unknown, and ``None``."""
         if gpu is not None and gpu in self.lost:
             return None
         try:
@@ -67,22 +87,28 @@ class _Walk:
                 self.mark_lost(gpu, exc)
         except NvmlNotSupported as exc:
             if not optional:
-                self.problem(self.subject(gpu) if gpu is not None else SOURCE, str(exc))
+                self._failed(gpu, str(exc), aspect)
         except NvmlError as exc:
-            self.problem(self.subject(gpu) if gpu is not None else SOURCE, str(exc))
+            self._failed(gpu, str(exc), aspect)
         return None
+
+    def _failed(self, gpu: int | None, message: str, aspect: Aspect) -> None:
+        if gpu is None:
+            self.problem(SOURCE, message, (Fact(subject=NODE, aspect=aspect),))
+        else:
+            self.gpu_problem(gpu, message, aspect)
 
     def mark_lost(self, gpu: int, exc: NvmlError) -> None:
         self.lost.add(gpu)
-        self.problem(self.subject(gpu), f"{exc}; the GPU is marked lost and asked nothing more")
+        self.gpu_problem(gpu, f"{exc}; the GPU is marked lost and asked nothing more", Aspect.ALL)
 
 
 def collect(port: NvmlPort) -> NvmlFacts:
     w = _Walk(port)
-    driver = w.ask(None, port.driver_version)
-    nvml = w.ask(None, port.nvml_version)
-    cuda = w.ask(None, port.cuda_driver_version)
-    count = w.ask(None, port.device_count) or 0
+    driver = w.ask(None, port.driver_version, Aspect.VERSIONS)
+    nvml = w.ask(None, port.nvml_version, Aspect.VERSIONS)
+    cuda = w.ask(None, port.cuda_driver_version, Aspect.VERSIONS)
+    count = w.ask(None, port.device_count, Aspect.GPUS) or 0
     handles: dict[int, Handle] = {}
     gpus = [_gpu(w, i, handles) for i in range(count)]
     pairs = [_pair(w, handles, a, b) for a in range(count) for b in range(a + 1, count)
@@ -99,11 +125,11 @@ def _with_lost(g: NvmlGpuFacts, lost: bool) -> NvmlGpuFacts:
 
 def _gpu(w: _Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
     port = w.port
-    h = w.ask(i, partial(port.handle, i))
+    h = w.ask(i, partial(port.handle, i), Aspect.ALL)
     if h is None:
         return NvmlGpuFacts(index=i, lost=i in w.lost)
     handles[i] = h
-    pci = w.ask(i, partial(port.pci, h))
+    pci = w.ask(i, partial(port.pci, h), Aspect.ALL)
     bus_id = device_id = None
     if pci is not None:
         device_id = pci[1] >> 16
@@ -111,17 +137,17 @@ def _gpu(w: _Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
             bus_id = canonical_bdf(pci[0])
             w.subjects[i] = bus_id
         except BadPciAddress:
-            w.problem(w.subject(i), f"nvmlDeviceGetPciInfo_v3: bus id {pci[0]!r} does not parse")
-    uuid = w.ask(i, partial(port.uuid, h))
-    name = w.ask(i, partial(port.name, h))
-    memory = w.ask(i, partial(port.memory_total, h))
-    minor = w.ask(i, partial(port.minor, h))
-    gpu_numa_id = w.ask(i, partial(port.numa_node_id, h), optional=True)
-    cpus = w.ask(i, partial(port.cpu_affinity, h))
-    nodes = w.ask(i, partial(port.memory_affinity, h))
+            w.gpu_problem(i, f"nvmlDeviceGetPciInfo_v3: bus id {pci[0]!r} does not parse", Aspect.ALL)
+    uuid = w.ask(i, partial(port.uuid, h), Aspect.IDENTITY)
+    name = w.ask(i, partial(port.name, h), Aspect.IDENTITY)
+    memory = w.ask(i, partial(port.memory_total, h), Aspect.IDENTITY)
+    minor = w.ask(i, partial(port.minor, h), Aspect.IDENTITY)
+    gpu_numa_id = w.ask(i, partial(port.numa_node_id, h), Aspect.NUMA, optional=True)
+    cpus = w.ask(i, partial(port.cpu_affinity, h), Aspect.NUMA)
+    nodes = w.ask(i, partial(port.memory_affinity, h), Aspect.NUMA)
     pcie = _pcie(w, i, h)
-    cc = w.ask(i, partial(port.compute_capability, h))
-    arch = w.ask(i, partial(port.architecture, h))
+    cc = w.ask(i, partial(port.compute_capability, h), Aspect.IDENTITY)
+    arch = w.ask(i, partial(port.architecture, h), Aspect.IDENTITY)
     mig_enabled, migs = _mig(w, i, h)
     fabric = _fabric(w, i, h)
     links, nvlink_count, switch_count = _links_and_fields(w, i, h)
@@ -136,7 +162,7 @@ def _gpu(w: _Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
 
 def _pcie(w: _Walk, i: int, h: Handle) -> PcieLinkState | None:
     port = w.port
-    values = tuple(w.ask(i, partial(fn, h))
+    values = tuple(w.ask(i, partial(fn, h), Aspect.PCIE_LINK)
                    for fn in (port.pcie_current_gen, port.pcie_current_width, port.pcie_max_gen, port.pcie_max_width))
     if all(v is None for v in values):
         return None
@@ -145,10 +171,10 @@ def _pcie(w: _Walk, i: int, h: Handle) -> PcieLinkState | None:
 
 def _mig(w: _Walk, i: int, h: Handle) -> tuple[bool | None, tuple[MigInstance, ...]]:
     port = w.port
-    mode = w.ask(i, partial(port.mig_mode, h), optional=True)
+    mode = w.ask(i, partial(port.mig_mode, h), Aspect.MIG, optional=True)
     if mode is None or not mode[0]:
         return (None if mode is None else False), ()
-    slots = w.ask(i, partial(port.max_mig_devices, h)) or 0
+    slots = w.ask(i, partial(port.max_mig_devices, h), Aspect.MIG) or 0
     out = []
     for slot in range(slots):
         if i in w.lost:
@@ -161,33 +187,34 @@ def _mig(w: _Walk, i: int, h: Handle) -> tuple[bool | None, tuple[MigInstance, .
             w.mark_lost(i, exc)
             break
         except NvmlError as exc:
-            w.problem(w.subject(i), f"{exc} (MIG slot {slot})")
+            w.gpu_problem(i, f"{exc} (MIG slot {slot})", Aspect.MIG)
             continue
-        gi = w.ask(i, partial(port.gpu_instance_id, m))
+        gi = w.ask(i, partial(port.gpu_instance_id, m), Aspect.MIG)
         if gi is None:
             continue
-        ci = w.ask(i, partial(port.compute_instance_id, m))
-        name = w.ask(i, partial(port.name, m))
+        ci = w.ask(i, partial(port.compute_instance_id, m), Aspect.MIG)
+        name = w.ask(i, partial(port.name, m), Aspect.MIG)
         out.append(MigInstance(
             gpu_instance_id=gi,
             compute_instance_id=ci,
             profile=name.rpartition(" MIG ")[2] if name and " MIG " in name else None,
-            uuid=w.ask(i, partial(port.uuid, m)),
-            memory_bytes=w.ask(i, partial(port.memory_total, m)),
+            uuid=w.ask(i, partial(port.uuid, m), Aspect.MIG),
+            memory_bytes=w.ask(i, partial(port.memory_total, m), Aspect.MIG),
         ))
     return True, tuple(out)
 
 
 def _fabric(w: _Walk, i: int, h: Handle) -> FabricInfo | None:
-    raw = w.ask(i, partial(w.port.fabric, h), optional=True)
+    raw = w.ask(i, partial(w.port.fabric, h), Aspect.FABRIC, optional=True)
     if raw is None:
         return None
     state = _FABRIC.get(raw.state)
     if state is None:
-        w.problem(w.subject(i), f"nvmlDeviceGetGpuFabricInfoV: unknown fabric state {raw.state}")
+        w.gpu_problem(i, f"nvmlDeviceGetGpuFabricInfoV: unknown fabric state {raw.state}", Aspect.FABRIC)
         return None
     if raw.status != 0 and state is FabricState.COMPLETED:
-        w.problem(w.subject(i), f"nvmlDeviceGetGpuFabricInfoV: fabric probe status NVML error {raw.status}")
+        w.gpu_problem(i, f"nvmlDeviceGetGpuFabricInfoV: fabric probe status NVML error {raw.status}",
+                      Aspect.FABRIC)
     cluster = None if not any(raw.cluster_uuid) else str(uuidlib.UUID(bytes=raw.cluster_uuid[:16]))
     return FabricInfo(state=state, cluster_uuid=cluster, clique_id=raw.clique_id)
 
@@ -195,13 +222,13 @@ def _fabric(w: _Walk, i: int, h: Handle) -> FabricInfo | None:
 def _links_and_fields(w: _Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ...], int | None, int | None]:
     port = w.port
     wanted = (FIELD_NVLINK_LINK_COUNT, FIELD_NVSWITCH_CONNECTED_LINK_COUNT)
-    fields = w.ask(i, partial(port.field_values, h, wanted), optional=True) or ()
+    fields = w.ask(i, partial(port.field_values, h, wanted), Aspect.NVLINKS, optional=True) or ()
     values: dict[int, int] = {}
     for f in fields:
         if f.code == 0:
             values[f.field_id] = f.value
         elif f.code != 3:  # NOT_SUPPORTED: the field does not apply to this GPU
-            w.problem(w.subject(i), f"nvmlDeviceGetFieldValues: field {f.field_id}: NVML error {f.code}")
+            w.gpu_problem(i, f"nvmlDeviceGetFieldValues: field {f.field_id}: NVML error {f.code}", Aspect.NVLINKS)
     links = []
     for link in range(port.max_links):
         if i in w.lost:
@@ -213,13 +240,13 @@ def _links_and_fields(w: _Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ..
         except NvmlNotSupported as exc:
             if link == 0:
                 break  # no NVLink on this GPU
-            w.problem(w.subject(i), f"{exc} (link {link})")
+            w.gpu_problem(i, f"{exc} (link {link})", Aspect.NVLINKS)
             continue
         except NvmlGpuLost as exc:
             w.mark_lost(i, exc)
             break
         except NvmlError as exc:
-            w.problem(w.subject(i), f"{exc} (link {link})")
+            w.gpu_problem(i, f"{exc} (link {link})", Aspect.NVLINKS)
             continue
         links.append(_link(w, i, h, link) if active else NvLinkFact(link=link, active=False))
     return (tuple(links), values.get(FIELD_NVLINK_LINK_COUNT), values.get(FIELD_NVSWITCH_CONNECTED_LINK_COUNT))
@@ -227,17 +254,17 @@ def _links_and_fields(w: _Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ..
 
 def _link(w: _Walk, i: int, h: Handle, link: int) -> NvLinkFact:
     port = w.port
-    version = w.ask(i, partial(port.nvlink_version, h, link))
-    rtype = w.ask(i, partial(port.nvlink_remote_type, h, link))
-    remote = w.ask(i, partial(port.nvlink_remote_bus_id, h, link))
+    version = w.ask(i, partial(port.nvlink_version, h, link), Aspect.NVLINKS)
+    rtype = w.ask(i, partial(port.nvlink_remote_type, h, link), Aspect.NVLINKS)
+    remote = w.ask(i, partial(port.nvlink_remote_bus_id, h, link), Aspect.NVLINKS)
     sentinel = remote is not None and remote.upper().startswith(SENTINEL_DOMAIN + ":")
     bus_id = None
     if remote is not None and not sentinel:
         try:
             bus_id = canonical_bdf(remote)
         except BadPciAddress:
-            w.problem(w.subject(i), f"nvmlDeviceGetNvLinkRemotePciInfo_v2: link {link}: "
-                                    f"bus id {remote!r} does not parse")
+            w.gpu_problem(i, f"nvmlDeviceGetNvLinkRemotePciInfo_v2: link {link}: bus id {remote!r} does not parse",
+                          Aspect.NVLINKS)
     return NvLinkFact(link=link, active=True, version=version, remote_type=rtype, remote_bus_id=bus_id,
                       remote_sentinel=sentinel)
 
@@ -253,7 +280,8 @@ def _pair(w: _Walk, handles: dict[int, Handle], a: int, b: int) -> NvmlPairFacts
         except NvmlGpuLost as exc:
             _which_lost(w, handles, (a, b), exc)
         except NvmlError as exc:
-            w.problem(f"{w.subject(a)}--{w.subject(b)}", f"{exc}{what}")
+            w.problem(f"{w.subject(a)}--{w.subject(b)}", f"{exc}{what}",
+                      (Fact(subject=w.subject(a), aspect=Aspect.P2P), Fact(subject=w.subject(b), aspect=Aspect.P2P)))
         return None
 
     ha, hb = handles[a], handles[b]
@@ -282,4 +310,5 @@ def _which_lost(w: _Walk, handles: dict[int, Handle], pair: tuple[int, int], exc
         except NvmlError:
             pass
     if not found and not (set(pair) & w.lost):
-        w.problem(f"{w.subject(pair[0])}--{w.subject(pair[1])}", f"{exc}, yet both GPUs still answer")
+        w.problem(f"{w.subject(pair[0])}--{w.subject(pair[1])}", f"{exc}, yet both GPUs still answer",
+                  tuple(Fact(subject=w.subject(g), aspect=Aspect.P2P) for g in pair))

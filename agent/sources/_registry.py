@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from topology import Problem, SourceOutcome, SourceStatus, TopolinkError
+from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
 
 from .._context import DiscoveryContext
 
@@ -33,6 +33,7 @@ class SourceSpec:
     read: Callable[[DiscoveryContext], Any]
     enabled_by_default: bool
     help: str
+    covers: tuple[Aspect, ...]  # node-wide facts left unknown when the source fails or is turned off
 
 
 _SOURCES: dict[str, SourceSpec] = {}
@@ -41,13 +42,15 @@ _SOURCES: dict[str, SourceSpec] = {}
 Reader = Callable[[DiscoveryContext], T]
 
 
-def register(name: str, *, default: bool = True, help: str) -> Callable[[Reader[T]], Reader[T]]:
-    """Add a source to the table under ``name``; ``default`` is whether it runs without a flag."""
+def register(name: str, *, covers: tuple[Aspect, ...], default: bool = True,
+             help: str) -> Callable[[Reader[T]], Reader[T]]:
+    """Add a source to the table under ``name``; ``default`` is whether it runs without a flag, ``covers``
+    the node-wide facts nobody knows when it fails or is turned off."""
 
     def wrap(fn: Reader[T]) -> Reader[T]:
         if name in _SOURCES:
             raise ValueError(f"source {name!r} registered twice")
-        _SOURCES[name] = SourceSpec(name, fn, default, help)
+        _SOURCES[name] = SourceSpec(name, fn, default, help, covers)
         return fn
 
     return wrap
@@ -70,12 +73,27 @@ class Gathered:
         return value if isinstance(value, kind) else None
 
 
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"unreadable: {exc.strerror or exc}{where}"
+    return str(exc)
+
+
 def run_sources(ctx: DiscoveryContext, enabled: Iterable[str]) -> Gathered:
+    """Runs the enabled sources; every other source of the table is recorded as disabled, with the facts
+    it would have read unknown (a sink must not delete NIC labels because NICs were not looked at)."""
+    wanted = set(enabled)
     facts: dict[str, Any] = {}
     outcomes: list[SourceOutcome] = []
     problems: list[Problem] = []
-    for name in sorted(set(enabled)):
-        spec = _SOURCES[name]
+    for name, spec in sorted(_SOURCES.items()):
+        if name not in wanted:
+            outcomes.append(SourceOutcome(name=name, status=SourceStatus.DISABLED, duration_seconds=0.0,
+                                          detail="turned off"))
+            problems.append(Problem(source=name, subject=name, message="source turned off: not read",
+                                    unknown=tuple(node_fact(a) for a in spec.covers)))
+            continue
         t0 = time.perf_counter()
         detail = ""
         try:
@@ -83,9 +101,10 @@ def run_sources(ctx: DiscoveryContext, enabled: Iterable[str]) -> Gathered:
             status = SourceStatus.OK
         except SubsystemAbsent as exc:
             status, detail = SourceStatus.ABSENT, str(exc)
-        except TopolinkError as exc:  # ours only: real bugs propagate and fail tests
-            status, detail = SourceStatus.FAILED, str(exc)
-            problems.append(Problem(source=name, subject=name, message=detail))
+        except (TopolinkError, OSError) as exc:  # ours, or the tree itself (a loop, EACCES): bugs propagate
+            status, detail = SourceStatus.FAILED, _describe(exc)
+            problems.append(Problem(source=name, subject=name, message=detail,
+                                    unknown=tuple(node_fact(a) for a in spec.covers)))
         outcomes.append(SourceOutcome(name=name, status=status, duration_seconds=time.perf_counter() - t0,
                                       detail=detail))
     return Gathered(facts=facts, outcomes=tuple(outcomes), problems=tuple(problems))

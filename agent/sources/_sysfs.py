@@ -11,84 +11,140 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from topology import Problem
+from topology import Aspect, Fact, Problem
 
 from .._fsroot import FsRoot
 from ._registry import SourceError, SubsystemAbsent
 
 T = TypeVar("T")
 
-_LINK_SPEED = re.compile(r"^(\d+(?:\.\d+)?) GT/s(?: PCIe)?$")
+_LINK_SPEED = re.compile(r"^([0-9]{1,3}(?:\.[0-9]{1,3})?) GT/s(?: PCIe)?$")
 # A PCI function's directory name in sysfs: always the full domain, lowercase.
 SYSFS_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 class Reader:
-    """Attributes of one directory below the root, read once each; problems collect in ``problems``."""
+    """Attributes of one directory below the root, read once each; problems collect in ``problems``.
 
-    __slots__ = ("_dir", "_root", "problems", "source", "subject")
+    Every read names the aspects of ``fact_subject`` (default ``subject``) that stay unknown when it
+    fails, so each problem says what it leaves unknown.
+    """
 
-    def __init__(self, root: FsRoot, source: str, subject: str, directory: str) -> None:
+    __slots__ = ("_dir", "_root", "fact_subject", "problems", "source", "subject")
+
+    def __init__(self, root: FsRoot, source: str, subject: str, directory: str, *,
+                 fact_subject: str | None = None) -> None:
         self._root = root
         self._dir = directory
         self.source = source
         self.subject = subject
+        self.fact_subject = subject if fact_subject is None else fact_subject
         self.problems: list[Problem] = []
 
-    def problem(self, message: str) -> None:
-        self.problems.append(Problem(source=self.source, subject=self.subject, message=message))
+    def facts(self, aspects: tuple[Aspect, ...]) -> tuple[Fact, ...]:
+        return tuple(Fact(subject=self.fact_subject, aspect=a) for a in aspects)
 
-    def text(self, name: str, *, required: bool = False) -> str | None:
+    def problem(self, message: str, aspects: tuple[Aspect, ...], *, extra: tuple[Fact, ...] = ()) -> None:
+        self.problems.append(Problem(source=self.source, subject=self.subject, message=message,
+                                     unknown=self.facts(aspects) + extra))
+
+    def text(self, name: str, aspects: tuple[Aspect, ...], *, required: bool = False) -> str | None:
+        """The attribute, stripped; ``None`` when absent (a problem only when ``required``) or unreadable
+        (always a problem: permission denied, a device gone, not a regular file, over the size limit)."""
         try:
             value = self._root.attr(self._dir, name)
-        except OSError as exc:  # permission, or a device that fell off the bus mid-read
-            self.problem(f"{name}: {exc.strerror or exc}")
+        except OSError as exc:
+            self.problem(f"{name}: {describe_os_error(exc)}", aspects)
             return None
         if value is None and required:
-            self.problem(f"{name}: missing")
+            self.problem(f"{name}: missing", aspects)
         return value
 
-    def parsed(self, name: str, parse: Callable[[str], T], *, required: bool = False) -> T | None:
-        raw = self.text(name, required=required)
+    def parsed(self, name: str, parse: Callable[[str], T], aspects: tuple[Aspect, ...], *,
+               required: bool = False) -> T | None:
+        raw = self.text(name, aspects, required=required)
         if raw is None:
             return None
         try:
             return parse(raw)
-        except ValueError:
-            self.problem(f"{name}: cannot parse {raw[:60]!r}")
+        except (ValueError, OverflowError):
+            self.problem(f"{name}: cannot parse {raw[:60]!r}", aspects)
             return None
 
     def link_name(self, name: str) -> str | None:
-        return self._root.readlink_name(self._dir, name)
+        """An optional link's last component (``driver`` -> ``nvidia``); None when absent or unreadable."""
+        try:
+            return self._root.readlink_name(self._dir, name)
+        except OSError:
+            return None
 
-    def listdir(self, name: str = "") -> list[str]:
+    def listdir(self, name: str, aspects: tuple[Aspect, ...]) -> list[str]:
         try:
             return self._root.listdir(self._dir, name)
         except OSError as exc:
-            self.problem(f"{name or '.'}: {exc.strerror or exc}")
+            self.problem(f"{name or '.'}: {describe_os_error(exc)}", aspects)
             return []
 
 
+def describe_os_error(exc: OSError) -> str:
+    return str(exc.strerror or exc)
+
+
+_HEX = re.compile(r"^0[xX][0-9a-fA-F]{1,8}$")
+
+
 def hex_int(text: str) -> int:
-    """``0x10de`` -> 0x10de; ValueError on anything else."""
-    if not text.lower().startswith("0x"):
+    """``0x10de`` -> 0x10de (at most 32 bits); ValueError on anything else."""
+    if not _HEX.match(text):
         raise ValueError(text)
     return int(text, 16)
 
 
+_DECIMAL = re.compile(r"^-?[0-9]{1,19}$")
+MAX_NUMA_NODES = 4096  # the kernel's MAX_NUMNODES is at most 1 << 10; leave room
+MAX_LINK_WIDTH = 32  # PCIe x32 is the widest the specification allows
+
+
+def decimal(text: str) -> int:
+    """A plain ASCII decimal integer of at most 19 digits; ValueError otherwise (no ``٣``, no 400 digits)."""
+    text = text.strip()
+    if not _DECIMAL.match(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def bounded(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = decimal(text)
+        if not lo <= value <= hi:
+            raise ValueError(f"{value} outside {lo}..{hi}")
+        return value
+    return parse
+
+
 def non_negative(text: str) -> int:
-    value = int(text)
+    value = decimal(text)
     if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def link_width(text: str) -> int | None:
+    """``current_link_width``: 0 and 255 are what the kernel shows for a link that is down or unknown."""
+    value = decimal(text)
+    if value in (0, 255):
+        return None
+    if not 1 <= value <= MAX_LINK_WIDTH:
         raise ValueError(text)
     return value
 
 
 def numa_node(text: str) -> int | None:
     """The kernel's ``numa_node``: -1 means it does not know (no ACPI proximity), not an error."""
-    value = int(text)
+    value = decimal(text)
     if value == -1:
         return None
-    if value < 0:
+    if not 0 <= value < MAX_NUMA_NODES:
         raise ValueError(text)
     return value
 
@@ -113,7 +169,8 @@ def bdf_key(bdf: str) -> tuple[int, str]:
 
 
 def resolve_link(root: FsRoot, path: str) -> str | None:
-    """Where a sysfs symlink points, as a normalised path below the root; ``None`` when not a link."""
+    """Where a sysfs symlink points, as a normalised path below the root; ``None`` when not a link.
+    Raises OSError when the link cannot be read (a loop on the way, permission)."""
     target = root.readlink(path)
     if target is None:
         return None
@@ -137,9 +194,9 @@ def pci_function_of(root: FsRoot, entry: str) -> str | None:
 def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None) -> list[str]:
     """The entries of a subsystem's directory. Raises :class:`SubsystemAbsent` (with ``absent``) when
     ``marker`` (default ``path``) does not exist, :class:`SourceError` when it cannot be listed."""
-    if not root.exists(marker or path):
-        raise SubsystemAbsent(absent)
     try:
+        if not root.exists(marker or path):
+            raise SubsystemAbsent(absent)
         return root.listdir(path)
     except OSError as exc:
-        raise SourceError(f"{path}: {exc.strerror or exc}") from exc
+        raise SourceError(f"{path}: {describe_os_error(exc)}") from exc

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topology import Problem
+from topology import NODE, Aspect, Problem
 
 from .._context import DiscoveryContext
 from ._registry import register
@@ -20,7 +20,7 @@ from ._sysfs import Reader
 SOURCE = "gdr"
 _MODULES = "/sys/module"
 _PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
-_RELEASE = re.compile(r"^(\d+)\.(\d+)")
+_RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,18 +38,21 @@ class GdrHostFacts:
         return None if m is None else (int(m.group(1)), int(m.group(2)))
 
 
-@register(SOURCE, help="GPUDirect RDMA readiness: nvidia_peermem, memory_peers, dma-buf")
+_GDR = (Aspect.GDR,)
+
+
+@register(SOURCE, covers=(Aspect.GDR,), help="GPUDirect RDMA readiness: nvidia_peermem, memory_peers, dma-buf")
 def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
     root = ctx.root
     modules_known = root.exists(_MODULES)
-    r = Reader(root, SOURCE, "gdr", "/")
-    peers = tuple(r.listdir("sys/kernel/mm/memory_peers"))
+    r = Reader(root, SOURCE, "gdr", "/", fact_subject=NODE)
+    peers = tuple(p for p in r.listdir("sys/kernel/mm/memory_peers", _GDR) if p.isprintable() and len(p) <= 64)
     return GdrHostFacts(
         peermem_loaded=any(root.exists(_MODULES, m) for m in _PEERMEM_MODULES) if modules_known else None,
         memory_peers=peers,
         nvidia_loaded=root.exists(_MODULES, "nvidia") if modules_known else None,
         nvidia_open_module=_open_module(r),
-        kernel_release=r.text("proc/sys/kernel/osrelease") or None,
+        kernel_release=_release(r.text("proc/sys/kernel/osrelease", _GDR), r),
         problems=tuple(r.problems),
     )
 
@@ -57,11 +60,20 @@ def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
 def _open_module(r: Reader) -> bool | None:
     # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06 ..." for the open modules;
     # the proprietary ones say "NVIDIA UNIX x86_64 Kernel Module".
-    text = r.text("proc/driver/nvidia/version")
+    text = r.text("proc/driver/nvidia/version", _GDR)
     if text is None:
         return None
     first = text.splitlines()[0] if text else ""
     if "Kernel Module" not in first:
-        r.problem(f"/proc/driver/nvidia/version: unexpected {first[:60]!r}")
+        r.problem(f"/proc/driver/nvidia/version: unexpected {first[:60]!r}", _GDR)
         return None
     return "Open Kernel Module" in first
+
+
+def _release(text: str | None, r: Reader) -> str | None:
+    if not text:
+        return None
+    if not _RELEASE.match(text) or len(text) > 128 or not text.isprintable():
+        r.problem(f"osrelease: unexpected {text[:60]!r}", _GDR)
+        return None
+    return text

@@ -9,16 +9,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topology import Problem
+from topology import Aspect, Problem, node_fact
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import Reader, list_subsystem, pci_function_of
+from ._sysfs import Reader, decimal, describe_os_error, device_path, list_subsystem, pci_function_of
 
 SOURCE = "infiniband"
 _CLASS = "/sys/class/infiniband"
-_RATE = re.compile(r"^(\d+(?:\.\d+)?) Gb/sec")
+_RATE = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,3})?) Gb/sec")
+_PORT = re.compile(r"^[0-9]{1,3}$")
+_PORTS = (Aspect.PORTS,)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,41 +46,68 @@ class InfinibandFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@register(SOURCE, help="RDMA devices, their ports and PCI functions (/sys/class/infiniband)")
+@register(SOURCE, covers=(Aspect.NICS,), help="RDMA devices, their ports and PCI functions (/sys/class/infiniband)")
 def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
     root = ctx.root
     names = list_subsystem(root, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)")
     devices = []
+    problems = []
     for name in names:
-        bdf = pci_function_of(root, f"{_CLASS}/{name}")
+        entry = f"{_CLASS}/{name}"
+        try:
+            path = device_path(root, entry)
+            dangling = path is not None and not root.is_dir(path)
+        except OSError as exc:
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
+                                    unknown=(node_fact(Aspect.NICS),)))
+            continue
+        if dangling:
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} points to {path}, which does not "
+                                    "exist: not a device", unknown=(node_fact(Aspect.NICS),)))
+            continue
+        bdf = pci_function_of(root, entry)
         if bdf is not None:
             devices.append(_read_device(root, name, bdf))
-    return InfinibandFacts(devices=tuple(devices))
+    return InfinibandFacts(devices=tuple(devices), problems=tuple(problems))
 
 
 def _read_device(root: FsRoot, name: str, bdf: str) -> IbDeviceFacts:
-    r = Reader(root, SOURCE, name, f"{_CLASS}/{name}")
+    r = Reader(root, SOURCE, name, f"{_CLASS}/{name}", fact_subject=bdf)
     ports = []
-    for entry in sorted(r.listdir("ports"), key=lambda e: (not e.isdigit(), int(e) if e.isdigit() else 0, e)):
-        if not entry.isdigit():
-            r.problem(f"ports/{entry}: not a port number")
+    for entry in sorted(r.listdir("ports", _PORTS), key=lambda e: (not _PORT.match(e), len(e), e)):
+        if not _PORT.match(entry):
+            r.problem(f"ports/{entry[:40]!r}: not a port number", _PORTS)
             continue
         ports.append(IbPortFacts(
             number=int(entry),
-            state=r.parsed(f"ports/{entry}/state", _state),
-            rate_gbps=r.parsed(f"ports/{entry}/rate", _rate),
-            link_layer=r.text(f"ports/{entry}/link_layer") or None,
+            state=r.parsed(f"ports/{entry}/state", _state, _PORTS),
+            rate_gbps=r.parsed(f"ports/{entry}/rate", _rate, _PORTS),
+            link_layer=_link_layer(r.text(f"ports/{entry}/link_layer", _PORTS), r),
         ))
-    netdevs = tuple(r.listdir("device/net"))
+    netdevs = tuple(n for n in r.listdir("device/net", _PORTS) if n.isprintable() and len(n) <= 15)
     return IbDeviceFacts(name=name, pci_bus_id=bdf, netdevs=netdevs, ports=tuple(ports), problems=tuple(r.problems))
+
+
+_STATE = re.compile(r"^[0-9]{1,2}: ([A-Z_]{1,16})$")
+_LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 
 
 def _state(text: str) -> str:
     """``4: ACTIVE`` -> ``ACTIVE``."""
-    number, sep, word = text.partition(":")
-    if not sep or not number.strip().isdigit() or not word.strip():
+    m = _STATE.match(text)
+    if m is None:
         raise ValueError(text)
-    return word.strip()
+    decimal(text.partition(":")[0])
+    return m.group(1)
+
+
+def _link_layer(text: str | None, r: Reader) -> str | None:
+    if not text:
+        return None
+    if text not in _LINK_LAYERS:
+        r.problem(f"link_layer: unexpected {text[:40]!r}", _PORTS)
+        return None
+    return text
 
 
 def _rate(text: str) -> float:

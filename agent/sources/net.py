@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topology import Problem
+from topology import Aspect, Problem, node_fact
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import SYSFS_BDF, Reader, device_path, list_subsystem, non_negative
+from ._sysfs import SYSFS_BDF, Reader, bounded, decimal, describe_os_error, device_path, list_subsystem
 
 SOURCE = "net"
 _CLASS = "/sys/class/net"
@@ -33,22 +33,42 @@ class NetFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@register(SOURCE, help="network interfaces and their PCI functions (/sys/class/net)")
+_PORTS = (Aspect.PORTS,)
+_OPERSTATES = ("up", "down", "unknown", "dormant", "notpresent", "lowerlayerdown", "testing")
+
+
+@register(SOURCE, covers=(Aspect.NICS,), help="network interfaces and their PCI functions (/sys/class/net)")
 def read_net(ctx: DiscoveryContext) -> NetFacts:
     root = ctx.root
     names = list_subsystem(root, _CLASS, absent="no /sys/class/net")
-    return NetFacts(interfaces=tuple(_read_interface(root, name) for name in names))
+    interfaces, problems = [], []
+    for name in names:
+        entry = f"{_CLASS}/{name}"
+        try:
+            path = device_path(root, entry)
+            dangling = path is not None and not root.is_dir(path)
+        except OSError as exc:
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
+                                    unknown=(node_fact(Aspect.NICS),)))
+            continue
+        if dangling:
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} points to {path}, which does not "
+                                    "exist: not an interface", unknown=(node_fact(Aspect.NICS),)))
+            continue
+        interfaces.append(_read_interface(root, name, entry, path))
+    return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))
 
 
-def _read_interface(root: FsRoot, name: str) -> NetIfFacts:
-    entry = f"{_CLASS}/{name}"
-    path = device_path(root, entry)
+def _read_interface(root: FsRoot, name: str, entry: str, path: str | None) -> NetIfFacts:
     if path is None or path.startswith(_VIRTUAL):
         return NetIfFacts(name=name, virtual=True)
     bdf = next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)
-    r = Reader(root, SOURCE, name, entry)
-    operstate = r.text("operstate")
-    arp_type = r.parsed("type", non_negative)
+    r = Reader(root, SOURCE, name, entry, fact_subject=bdf or f"net:{name}")
+    operstate = r.text("operstate", _PORTS)
+    if operstate is not None and operstate not in _OPERSTATES:
+        r.problem(f"operstate: unexpected {operstate[:40]!r}", _PORTS)
+        operstate = None
+    arp_type = r.parsed("type", bounded(0, 0xFFFF), _PORTS)
     speed = _speed(root, entry)
     return NetIfFacts(name=name, pci_bus_id=bdf, operstate=operstate or None, speed_mbps=speed, arp_type=arp_type,
                       problems=tuple(r.problems))
@@ -62,7 +82,7 @@ def _speed(root: FsRoot, entry: str) -> int | None:
     except OSError:
         return None
     try:
-        value = int(text) if text is not None else None
+        value = decimal(text) if text is not None else None
     except ValueError:
         return None
-    return value if value is not None and value > 0 else None
+    return value if value is not None and 0 < value <= 10_000_000 else None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 
+from topology import Aspect
+
 from .._context import DiscoveryContext
 from .._nvml_port import NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
 from ._nvml_facts import (
@@ -29,7 +31,8 @@ from ._nvml_read import SOURCE, collect
 from ._registry import SourceError, SubsystemAbsent, register
 
 
-@register(SOURCE, help="GPUs, NVLinks, P2P, fabric and MIG through NVML (nvidia-ml-py)")
+@register(SOURCE, covers=(Aspect.GPUS, Aspect.NVLINKS, Aspect.VERSIONS),
+          help="GPUs, NVLinks, P2P, fabric and MIG through NVML (nvidia-ml-py)")
 def read_nvml(ctx: DiscoveryContext) -> NvmlFacts:
     if not ctx.nvml_allowed:
         raise SubsystemAbsent("NVML is off for a sysfs root other than / without its own NVML library")

@@ -13,7 +13,17 @@ import re
 import struct
 from dataclasses import dataclass
 
-from topology import BadPciAddress, Problem, canonical_bdf, host_bridge_id, parse_cpulist, parse_cpumask
+from topology import (
+    Aspect,
+    BadPciAddress,
+    Problem,
+    canonical_bdf,
+    facts_of,
+    host_bridge_id,
+    node_fact,
+    parse_cpulist,
+    parse_cpumask,
+)
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
@@ -22,10 +32,11 @@ from ._sysfs import (
     SYSFS_BDF,
     Reader,
     bdf_key,
+    describe_os_error,
     hex_int,
     link_speed_gts,
+    link_width,
     list_subsystem,
-    non_negative,
     numa_node,
     resolve_link,
 )
@@ -78,7 +89,15 @@ class _Place:
     problems: tuple[Problem, ...]
 
 
-@register(SOURCE, help="PCI functions and the PCIe tree (/sys/bus/pci)")
+_IDENTITY = (Aspect.IDENTITY,)
+_LINK = (Aspect.PCIE_LINK,)
+_NUMA = (Aspect.NUMA,)
+_PATH = (Aspect.PCIE_PATH,)
+# A function whose class or vendor cannot be read might be a GPU or a NIC: the inventory is not known either.
+_INVENTORY = (node_fact(Aspect.GPUS), node_fact(Aspect.NICS))
+
+
+@register(SOURCE, covers=(Aspect.PCI, Aspect.GPUS), help="PCI functions and the PCIe tree (/sys/bus/pci)")
 def read_pci(ctx: DiscoveryContext) -> PciFacts:
     root = ctx.root
     names = list_subsystem(root, _DEVICES, absent="no /sys/bus/pci", marker="/sys/bus/pci")
@@ -89,7 +108,8 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
         try:
             bdf = canonical_bdf(name)
         except BadPciAddress:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{_DEVICES}/{name}: not a PCI address"))
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{_DEVICES}/{name}: not a PCI address",
+                                    unknown=(node_fact(Aspect.PCI), *_INVENTORY)))
             continue
         places[bdf] = _place(root, name, bdf, gaps)
     for bdf in gaps.keys() - places.keys():
@@ -101,11 +121,15 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
 def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place:
     """Where the function sits: its directory, upstream bridge and root complex, from its sysfs path."""
     entry = f"{_DEVICES}/{name}"
-    path = resolve_link(root, entry) or entry  # a link in real sysfs; a plain directory in some copies
     fallback_hb = host_bridge_id(*_domain_bus(bdf))
+    try:
+        path = resolve_link(root, entry) or entry  # a link in real sysfs; a plain directory in some copies
+    except OSError as exc:
+        why = f"{entry}: {describe_os_error(exc)}: its place in the PCIe tree is unknown"
+        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),))
     if not path.startswith(_SYS_DEVICES):
-        why = f"{entry} is not linked into /sys/devices: PCIe tree unknown, placed on a root bus"
-        return _Place(entry, fallback_hb, fallback_hb, (Problem(source=SOURCE, subject=bdf, message=why),))
+        why = f"{entry} is not linked into /sys/devices: its place in the PCIe tree is unknown"
+        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),))
     parts = path[len(_SYS_DEVICES):].split("/")
     host_bridge: str | None = None
     chain: list[tuple[str, str]] = []  # (bus id, directory) of every function on the path, root side first
@@ -119,15 +143,19 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
     found: list[Problem] = []
     if host_bridge is None:
         host_bridge = fallback_hb
-        found.append(Problem(source=SOURCE, subject=bdf, message=f"no root complex in {path}"))
+        found.append(_path_problem(bdf, f"no root complex in {path}"))
     if not chain or chain[-1][0] != bdf:
-        found.append(Problem(source=SOURCE, subject=bdf, message=f"{path} does not end in the function"))
+        found.append(_path_problem(bdf, f"{path} does not end in the function"))
         return _Place(path, host_bridge, host_bridge, tuple(found))
     parent = host_bridge
     for up_bdf, up_path in chain[:-1]:
         gaps.setdefault(up_bdf, _Place(up_path, parent, host_bridge, ()))
         parent = up_bdf
     return _Place(path, parent, host_bridge, tuple(found))
+
+
+def _path_problem(bdf: str, message: str) -> Problem:
+    return Problem(source=SOURCE, subject=bdf, message=message, unknown=facts_of(bdf, *_PATH, *_NUMA))
 
 
 def _domain_bus(bdf: str) -> tuple[int, int]:
@@ -138,40 +166,46 @@ def _domain_bus(bdf: str) -> tuple[int, int]:
 def _read_device(root: FsRoot, bdf: str, place: _Place) -> PciDeviceFacts:
     r = Reader(root, SOURCE, bdf, place.path)
     r.problems.extend(place.problems)
-    class_code = r.parsed("class", hex_int, required=True)
+    before = len(r.problems)
+    class_code = r.parsed("class", hex_int, _IDENTITY, required=True)
+    vendor = r.parsed("vendor", hex_int, _IDENTITY, required=True)
+    if len(r.problems) > before:  # not knowing what a function is hides whether it is a GPU or a NIC
+        r.problems[before:] = [Problem(source=p.source, subject=p.subject, message=p.message,
+                                       unknown=p.unknown + _INVENTORY) for p in r.problems[before:]]
     is_bridge = class_code is not None and class_code >> 8 == 0x0604
     return PciDeviceFacts(
         bus_id=bdf,
         parent=place.parent,
         host_bridge=place.host_bridge,
-        vendor_id=r.parsed("vendor", hex_int, required=True),
-        device_id=r.parsed("device", hex_int, required=True),
+        vendor_id=vendor,
+        device_id=r.parsed("device", hex_int, _IDENTITY, required=True),
         class_code=class_code,
-        numa_node=r.parsed("numa_node", numa_node),
+        numa_node=r.parsed("numa_node", numa_node, _NUMA),
         local_cpus=_local_cpus(r),
-        current_link_gts=r.parsed("current_link_speed", link_speed_gts),
-        current_link_width=r.parsed("current_link_width", non_negative),
-        max_link_gts=r.parsed("max_link_speed", link_speed_gts),
-        max_link_width=r.parsed("max_link_width", non_negative),
+        current_link_gts=r.parsed("current_link_speed", link_speed_gts, _LINK),
+        current_link_width=r.parsed("current_link_width", link_width, _LINK),
+        max_link_gts=r.parsed("max_link_speed", link_speed_gts, _LINK),
+        max_link_width=r.parsed("max_link_width", link_width, _LINK),
         driver=r.link_name("driver"),
-        acs_redirect=_acs(root, place.path, r) if is_bridge else None,
+        acs_redirect=_acs(root, place.path) if is_bridge else None,
         problems=tuple(r.problems),
     )
 
 
 def _local_cpus(r: Reader) -> tuple[int, ...] | None:
     # The mask first, as hwloc reads it; both files print the same kernel cpumask.
-    mask = r.parsed("local_cpus", parse_cpumask)
+    mask = r.parsed("local_cpus", parse_cpumask, _NUMA)
     if mask is not None:
         return mask
-    return r.parsed("local_cpulist", parse_cpulist)
+    return r.parsed("local_cpulist", parse_cpulist, _NUMA)
 
 
-def _acs(root: FsRoot, path: str, r: Reader) -> bool | None:
+def _acs(root: FsRoot, path: str) -> bool | None:
+    """Optional: the extended config space needs root. Unreadable for any reason is "not known" (None),
+    never a problem: nothing a class, label or metric needs depends on it."""
     try:
         config = root.read_bytes(path, "config", limit=_EXTENDED_CONFIG)
-    except OSError as exc:
-        r.problem(f"config: {exc.strerror or exc}")
+    except OSError:
         return None
     return None if config is None else acs_request_redirect(config)
 

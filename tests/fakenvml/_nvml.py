@@ -80,7 +80,9 @@ def _gpu_lines(machine: Machine, i: int, gpu: Function, plan: list[tuple[int, in
     if "memory_affinity" in s:
         nodes = str(s["memory_affinity"])
     else:
-        nodes = str(node) if node >= 0 else format_cpulist([n.node for n in machine.numa if n.cpus])
+        # NVML's memory affinity follows the device's NUMA node; a device the kernel gives no node (-1)
+        # has none, and nvidia-smi prints N/A in its NUMA Affinity column.
+        nodes = str(node) if node >= 0 else ""
     yield f"gpu {i} memnodes {nodes}"
     major, minor = (int(x) for x in s["compute_capability"])
     yield f"gpu {i} cc {major} {minor}"
