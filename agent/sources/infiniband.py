@@ -56,14 +56,14 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
         entry = f"{_CLASS}/{name}"
         try:
             path = device_path(root, entry)
-            dangling = path is not None and not root.is_dir(path)
+            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path))
         except OSError as exc:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
                                     unknown=(node_fact(Aspect.NICS),)))
             continue
         if dangling:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} points to {path}, which does not "
-                                    "exist: not a device", unknown=(node_fact(Aspect.NICS),)))
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} is not a directory (or points to {path}, "
+                                    "which does not exist): not a device", unknown=(node_fact(Aspect.NICS),)))
             continue
         bdf = pci_function_of(root, entry)
         if bdf is not None:

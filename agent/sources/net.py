@@ -46,14 +46,14 @@ def read_net(ctx: DiscoveryContext) -> NetFacts:
         entry = f"{_CLASS}/{name}"
         try:
             path = device_path(root, entry)
-            dangling = path is not None and not root.is_dir(path)
+            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path))
         except OSError as exc:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
                                     unknown=(node_fact(Aspect.NICS),)))
             continue
         if dangling:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} points to {path}, which does not "
-                                    "exist: not an interface", unknown=(node_fact(Aspect.NICS),)))
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} is not a directory (or points to {path}, "
+                                    "which does not exist): not an interface", unknown=(node_fact(Aspect.NICS),)))
             continue
         interfaces.append(_read_interface(root, name, entry, path))
     return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))
