@@ -116,18 +116,21 @@ def node_ratio(kind: BwKind, found: Iterable[tuple[Measurement, float]]) -> floa
     return min(r for _, r in items)
 
 
+_RANK = {c: i for i, c in enumerate(CLASSES)}
+_UP = tuple(e * (1 + HYSTERESIS) for e in EDGES)
+_DOWN = tuple(e * (1 - HYSTERESIS) for e in EDGES)
+
+
 def classify(ratio: float, previous: str | None) -> str:
     """The class for ``ratio``, moving away from ``previous`` only past an edge by the hysteresis margin."""
-    up = max(i for i in range(len(CLASSES)) if i == 0 or ratio >= EDGES[i - 1] * (1 + HYSTERESIS))
-    down = min(i for i in range(len(CLASSES)) if i == len(CLASSES) - 1 or ratio < EDGES[i] * (1 - HYSTERESIS))
-    if previous not in CLASSES:
+    prev = _RANK.get(previous) if previous is not None else None
+    if prev is None:
         return CLASSES[sum(ratio >= e for e in EDGES)]
-    prev = CLASSES.index(previous)
+    up = sum(ratio >= e for e in _UP)  # the highest class the ratio clears with the margin
     if prev < up:
         return CLASSES[up]
-    if prev > down:
-        return CLASSES[down]
-    return previous
+    down = sum(ratio >= e for e in _DOWN)  # the lowest class the ratio has not fallen out of
+    return CLASSES[down] if prev > down else CLASSES[prev]
 
 
 def nvlink_counts(snap: Snapshot) -> dict[str, int]:
