@@ -150,3 +150,10 @@ def test_readme_reference_is_generated_from_the_code() -> None:
     section = README.read_text().split("<!-- kube-reference:start -->\n", 1)[1].split("<!-- kube-reference:end -->")[0]
     assert section == reference_markdown()
     assert re.search(r"\| `gpu.topology/nvlink-domain` \|", section)
+
+
+def test_public_surface_is_exactly_all() -> None:
+    import exporter.kube as kube
+
+    public = {n for n in vars(kube) if not n.startswith("_")}
+    assert public == set(kube.__all__)
