@@ -153,7 +153,7 @@ def test_readme_reference_is_generated_from_the_code() -> None:
 
 
 def test_public_surface_is_exactly_all() -> None:
-    import exporter.kube as kube
+    from exporter import kube
 
     public = {n for n in vars(kube) if not n.startswith("_")}
     assert public == set(kube.__all__)
