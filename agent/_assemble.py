@@ -53,18 +53,19 @@ def assemble(gathered: Gathered, *, node: str, taken_at: float | None) -> Snapsh
     places = NumaPlaces(frozenset(n.os_index for n in numa_nodes) if numa else None)
     devices = sorted(pci.devices, key=lambda d: bdf_key(d.bus_id))
     funcs = _assemble_pci.functions(devices, places, problems)
-    _assemble_pci.unrooted(funcs, {d.host_bridge for d in devices}, problems)
+    _assemble_pci.unrooted(funcs, {d.host_bridge for d in devices if d.placed}, problems)
     driver_gpus = {g.bus_id: g.memory_node for g in numa.driver_gpus} if numa else {}
     gpus = _assemble_pci.gpus(funcs, driver_gpus)
     nics = _assemble_nic.nics(ib.devices, net.interfaces, funcs, problems)
 
-    links = [*_numa_links(matrices), *_pcie_links([g.id for g in gpus], funcs)]
-    links += _pcie_links([n.pci_bus_id for n in nics if n.pci_bus_id], funcs)
+    roots = {h.id for h in _assemble_pci.host_bridges(devices, funcs)}
+    links = [*_numa_links(matrices), *_pcie_links([g.id for g in gpus], funcs, roots)]
+    links += _pcie_links([n.pci_bus_id for n in nics if n.pci_bus_id], funcs, roots)
     gdr_facts = _gdr(gdr, problems)
     return Snapshot(
         node=node,
         taken_at=taken_at,
-        host_bridges=_assemble_pci.host_bridges(devices, funcs),
+        host_bridges=tuple(h for h in _assemble_pci.host_bridges(devices, funcs)),
         pci=tuple(funcs.values()),
         numa_nodes=numa_nodes,
         gpus=gpus,
@@ -125,12 +126,13 @@ def _numa_links(matrices: Iterable[Matrix]) -> list[Link]:
     return out
 
 
-def _pcie_links(bdfs: Iterable[str], funcs: dict[str, PciFunction]) -> list[Link]:
-    """Each GPU's and NIC's link to its upstream bridge or root complex, at its current gen and width."""
+def _pcie_links(bdfs: Iterable[str], funcs: dict[str, PciFunction], roots: set[str]) -> list[Link]:
+    """Each GPU's and NIC's link to its upstream bridge or root complex, at its current gen and width
+    (none for a device whose upstream end is not known)."""
     out = []
     for bdf in bdfs:
         f = funcs.get(bdf)
-        if f is None:
+        if f is None or (f.parent not in funcs and f.parent not in roots):
             continue
         rate = pcie_bytes_per_second(f.link.current_gen, f.link.current_width) if f.link else None
         out.append(Link(a=bdf, b=f.parent, kind=LinkKind.PCIE, pcie=f.link, bytes_per_second=rate))

@@ -42,7 +42,7 @@ from .sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, N
 T = TypeVar("T")
 SOURCE = "nvml"
 # What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).
-NVML_ONLY = (Aspect.IDENTITY, Aspect.NVLINKS, Aspect.P2P, Aspect.FABRIC, Aspect.MIG)
+NVML_ONLY = (Aspect.IDENTITY, Aspect.NVLINKS, Aspect.P2P, Aspect.FABRIC, Aspect.MIG, Aspect.NUMA)
 _NVML_ONLY = NVML_ONLY
 SYNTHETIC_SWITCH = "nvswitch0"
 ANCESTOR_MATRIX = "nvml_common_ancestor"
@@ -73,6 +73,12 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
                                     message="NVML lists this GPU but the PCI source does not: its PCIe path and "
                                             "NUMA node are unknown",
                                     unknown=facts_of(gpu.id, Aspect.PCIE_PATH, Aspect.NUMA)))
+    lost = sorted(g.bus_id or f"nvml:gpu{g.index}" for g in facts.gpus if g.lost)
+    if lost:
+        peers = tuple(f for gid in sorted(placed.values()) if gid not in lost for f in facts_of(gid, Aspect.P2P))
+        problems.append(Problem(source=SOURCE, subject=",".join(lost),
+                                message="P2P status and common ancestor of every GPU with the lost GPU(s) unknown",
+                                unknown=peers))
     switches = {s.id: s for s in snap.nvswitches}
     links = _nvlinks(snap, facts, gpus.keys(), switches, problems)
     versions = dict(snap.versions)
@@ -159,8 +165,13 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, gpu_ids: Iterable[str], switches:
                     versions[frozenset((g.bus_id, SYNTHETIC_SWITCH))].add(link.version)
                 continue
             remote = link.remote_bus_id
-            if remote is None or remote in lost:
-                continue  # unreadable (the GPU's NVLinks are unknown: a problem says so) or a lost GPU
+            if remote is None:
+                continue  # unreadable: the GPU's NVLinks are unknown, a problem says so
+            if remote in lost:
+                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                                        message=f"NVLink {link.link} goes to the lost GPU {remote}",
+                                        unknown=facts_of(g.bus_id, Aspect.NVLINKS)))
+                continue
             to_switch = link.remote_type == REMOTE_SWITCH or (
                 link.remote_type in (REMOTE_UNKNOWN, None) and _is_switch(snap, switches, remote))
             to_gpu = link.remote_type == REMOTE_GPU or remote in gpu_set

@@ -102,13 +102,35 @@ def unrooted(funcs: Mapping[str, PciFunction], roots: set[str], problems: list[P
         problems.append(Problem(source="pci", subject=n, message="its chain of parent bridges never reaches a root "
                                 "complex (a cycle or a missing bridge): PCIe path unknown",
                                 unknown=facts_of(n, Aspect.PCIE_PATH, Aspect.NUMA)))
+    _below_unknown(funcs, problems)
     return bad
+
+
+def _below_unknown(funcs: Mapping[str, PciFunction], problems: list[Problem]) -> None:
+    """A function below a bridge whose place is unknown does not know its own path either."""
+    unknown = {f.subject for p in problems for f in p.unknown if f.aspect is Aspect.PCIE_PATH}
+    if not unknown:
+        return
+    for bdf, f in funcs.items():
+        if bdf in unknown:
+            continue
+        node, seen = f.parent, {bdf}
+        while node in funcs and node not in seen:
+            if node in unknown:
+                problems.append(Problem(source="pci", subject=bdf, message=f"below {node}, whose place in the PCIe "
+                                        "tree is unknown: its own path is unknown too",
+                                        unknown=facts_of(bdf, Aspect.PCIE_PATH)))
+                break
+            seen.add(node)
+            node = funcs[node].parent
 
 
 def host_bridges(devices: Sequence[PciDeviceFacts], funcs: Mapping[str, PciFunction]) -> tuple[HostBridge, ...]:
     """Every root complex, with the NUMA node its functions agree on (None when they don't say or differ)."""
     nodes: dict[str, set[int]] = {}
     for dev in devices:
+        if not dev.placed:
+            continue  # a placeholder root is no root complex of the machine
         seen = nodes.setdefault(dev.host_bridge, set())
         numa = funcs[dev.bus_id].numa_node
         if numa is not None:

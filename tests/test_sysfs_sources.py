@@ -163,8 +163,10 @@ def test_bus_list_entries_that_are_not_links_or_not_addresses_are_problems(tree:
     tree.write("sys/bus/pci/devices/garbage/class", "0x030000")
     snap = snap_of(tree, "pci")
     (f,) = snap.pci
-    assert (f.id, f.parent, [h.id for h in snap.host_bridges]) == ("0004:05:00.0", "pci0004:05", ["pci0004:05"])
+    # its root complex is not known: no host bridge is made up for it, and its path is unknown
+    assert (f.id, f.parent, [h.id for h in snap.host_bridges]) == ("0004:05:00.0", "pci0004:05", [])
     assert any("not linked into /sys/devices" in m for m in problems_of(snap, "0004:05:00.0"))
+    assert not snap.knowledge().knows("0004:05:00.0", t.Aspect.PCIE_PATH)
     assert problems_of(snap, "garbage") == ["/sys/bus/pci/devices/garbage: not a PCI address"]
 
 
@@ -370,6 +372,7 @@ def test_sources_register_on_import_with_defaults() -> None:
 
 
 def test_absent_subsystems_are_absent_not_failed(tree: SysfsTree) -> None:
+    tree.write("sys/devices/system/cpu/online", "0-1")
     tree.node(0, "0-1")
     snap = snap_of(tree, *SYSFS_SOURCES, "nvml")  # NVML: off for a fixture without its own library
     status = {o.name: o.status for o in snap.sources}

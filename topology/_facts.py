@@ -79,7 +79,7 @@ IMPLIED_BY: dict[Aspect, tuple[Aspect, ...]] = {
     Aspect.IDENTITY: (),
     Aspect.FABRIC: (),
     Aspect.MIG: (),
-    Aspect.PORTS: (),
+    Aspect.PORTS: (Aspect.NICS,),
 }
 
 
@@ -98,11 +98,12 @@ def facts_of(subject: str, *aspects: Aspect) -> tuple[Fact, ...]:
 class Knowledge:
     """Answers "is this fact known?" for one set of unknown facts, with the node-wide implications."""
 
-    __slots__ = ("_node_all", "_unknown")
+    __slots__ = ("_nics", "_node_all", "_unknown")
 
-    def __init__(self, unknown: Iterable[Fact]) -> None:
+    def __init__(self, unknown: Iterable[Fact], *, nics: Iterable[str] = ()) -> None:
         self._unknown = frozenset(unknown)
         self._node_all = node_fact(Aspect.ALL) in self._unknown
+        self._nics = frozenset(nics)  # their identity (name, RDMA, netdevs) follows the NIC inventory
 
     @property
     def unknown(self) -> frozenset[Fact]:
@@ -122,7 +123,10 @@ class Knowledge:
             return False
         if subject == NODE:
             return True
-        return not any(Fact(subject=NODE, aspect=a) in u for a in IMPLIED_BY.get(aspect, ()))
+        implied = IMPLIED_BY.get(aspect, ())
+        if aspect is Aspect.IDENTITY and subject in self._nics:
+            implied = (Aspect.NICS,)
+        return not any(Fact(subject=NODE, aspect=a) in u for a in implied)
 
     def knows_all(self, subject: str, *aspects: Aspect) -> bool:
         return all(self.knows(subject, a) for a in aspects)

@@ -56,9 +56,10 @@ def parse_cpulist(text: str, *, max_cpus: int = MAX_CPUS) -> tuple[int, ...]:
     """Kernel cpulist (``0-47,96-143``) to a sorted tuple. Raises ValueError on garbage or a CPU id at or
     above ``max_cpus``."""
     cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
+    text = text.strip()
+    if not text:
+        return ()  # the kernel's empty list (a memory-only node)
+    for part in text.split(","):
         m = _CPULIST_PART.match(part)
         if m is None:
             raise ValueError(f"bad cpu range {part[:40]!r}")

@@ -310,7 +310,7 @@ class Snapshot:
 
     def knowledge(self) -> Knowledge:
         """``knowledge().knows(subject, aspect)``: build once, ask many times."""
-        return Knowledge(self.unknown)
+        return Knowledge(self.unknown, nics=(n.id for n in self.nics))
 
     @property
     def complete(self) -> bool:

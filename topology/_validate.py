@@ -17,6 +17,7 @@ from ._ids import MAX_CPUS
 from ._model import LinkKind, PcieLinkState, Snapshot
 
 UNITS = ("bytes_per_second", "seconds")
+MATRIX_UNITS = (*UNITS, "slit", "hops", "nvml_topology_level", "nvml_p2p_status")
 _MAX_NVLINKS = 64  # per GPU pair or GPU-switch bundle; NVML_NVLINK_MAX_LINKS is 36 today
 _MAX_NUMA = 4096
 
@@ -76,8 +77,13 @@ def check(snap: Snapshot) -> Snapshot:
     for i, nic in enumerate(snap.nics):
         for j, p in enumerate(nic.ports):
             _in(f"snapshot.nics[{i}].ports[{j}].rate_gbps", p.rate_gbps, 0, 1e6)
+    entities = ({g.id for g in snap.gpus} | {f.id for f in snap.pci} | {n.id for n in snap.nics}
+                | {s.id for s in snap.nvswitches} | {n.id for n in snap.numa_nodes} | {h.id for h in snap.host_bridges})
     for i, link in enumerate(snap.links):
         where = f"snapshot.links[{i}]"
+        for end in (link.a, link.b):
+            if end not in entities:
+                raise SchemaError(f"{where}: {end!r} is not a device, bridge or NUMA node of the snapshot")
         if link.a == link.b:
             raise SchemaError(f"{where}: a link from {link.a!r} to itself")
         _in(f"{where}.count", link.count, 1, _MAX_NVLINKS if link.kind is LinkKind.NVLINK else 1 << 16)
@@ -88,6 +94,8 @@ def check(snap: Snapshot) -> Snapshot:
     for i, m in enumerate(snap.matrices):
         where = f"snapshot.matrices[{i}] ({m.name})"
         _unique(f"{where}.ids", m.ids)
+        if m.unit not in MATRIX_UNITS:
+            raise SchemaError(f"{where}.unit: {m.unit!r} is not one of {', '.join(MATRIX_UNITS)}")
         if len(m.values) != len(m.ids) or any(len(row) != len(m.ids) for row in m.values):
             raise SchemaError(f"{where}: values are not a {len(m.ids)}x{len(m.ids)} matrix")
         if any(not math.isfinite(v) for row in m.values for v in row):

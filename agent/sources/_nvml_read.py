@@ -85,6 +85,8 @@ class _Walk:
         except NvmlGpuLost as exc:
             if gpu is not None:
                 self.mark_lost(gpu, exc)
+            else:
+                self._failed(gpu, str(exc), aspect)
         except NvmlNotSupported as exc:
             if not optional:
                 self._failed(gpu, str(exc), aspect)

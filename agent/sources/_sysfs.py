@@ -30,12 +30,13 @@ class Reader:
     fails, so each problem says what it leaves unknown.
     """
 
-    __slots__ = ("_dir", "_root", "fact_subject", "problems", "source", "subject")
+    __slots__ = ("_dir", "_dir_ok", "_root", "fact_subject", "problems", "source", "subject")
 
     def __init__(self, root: FsRoot, source: str, subject: str, directory: str, *,
                  fact_subject: str | None = None) -> None:
         self._root = root
         self._dir = directory
+        self._dir_ok: bool | None = None
         self.source = source
         self.subject = subject
         self.fact_subject = subject if fact_subject is None else fact_subject
@@ -53,12 +54,26 @@ class Reader:
         (always a problem: permission denied, a device gone, not a regular file, over the size limit)."""
         try:
             value = self._root.attr(self._dir, name)
+            if value is None and (why := self._why_absent(name)):
+                self.problem(f"{name}: {why}", aspects)
+                return None
         except OSError as exc:
             self.problem(f"{name}: {describe_os_error(exc)}", aspects)
             return None
         if value is None and required:
             self.problem(f"{name}: missing", aspects)
         return value
+
+    def _why_absent(self, name: str) -> str | None:
+        """An attribute that is absent because its directory is gone, or that is a dangling link, was not
+        read: that is a problem, not an optional attribute's absence. Asked only when one is absent."""
+        if self._dir_ok is None:
+            self._dir_ok = self._root.is_dir(self._dir)
+        if not self._dir_ok:
+            return f"{self._dir} is not a readable directory"
+        if self._root.exists(self._dir, name):
+            return "a link to nothing"
+        return None
 
     def parsed(self, name: str, parse: Callable[[str], T], aspects: tuple[Aspect, ...], *,
                required: bool = False) -> T | None:

@@ -62,8 +62,9 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
                                     unknown=(node_fact(Aspect.NICS),)))
             continue
         if dangling:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} is not a directory (or points to {path}, "
-                                    "which does not exist): not a device", unknown=(node_fact(Aspect.NICS),)))
+            problems.append(Problem(source=SOURCE, subject=name,
+                                    message=f"{entry} is not a directory (or points to {path}, which does not exist)"
+                                            ": not a device", unknown=(node_fact(Aspect.NICS),)))
             continue
         bdf = pci_function_of(root, entry)
         if bdf is not None:
@@ -74,16 +75,22 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
 def _read_device(root: FsRoot, name: str, bdf: str) -> IbDeviceFacts:
     r = Reader(root, SOURCE, name, f"{_CLASS}/{name}", fact_subject=bdf)
     ports = []
-    for entry in sorted(r.listdir("ports", _PORTS), key=lambda e: (not _PORT.match(e), len(e), e)):
+    entries = r.listdir("ports", _PORTS)
+    if not entries and not root.is_dir(f"{_CLASS}/{name}/ports"):
+        r.problem("ports: missing (every RDMA device has one)", _PORTS)
+    for entry in sorted(entries, key=lambda e: (not _PORT.match(e), len(e), e)):
         if not _PORT.match(entry):
             r.problem(f"ports/{entry[:40]!r}: not a port number", _PORTS)
             continue
         ports.append(IbPortFacts(
             number=int(entry),
-            state=r.parsed(f"ports/{entry}/state", _state, _PORTS),
-            rate_gbps=r.parsed(f"ports/{entry}/rate", _rate, _PORTS),
-            link_layer=_link_layer(r.text(f"ports/{entry}/link_layer", _PORTS), r),
+            state=r.parsed(f"ports/{entry}/state", _state, _PORTS, required=True),
+            rate_gbps=r.parsed(f"ports/{entry}/rate", _rate, _PORTS, required=True),
+            link_layer=_link_layer(r.text(f"ports/{entry}/link_layer", _PORTS, required=True), r),
         ))
+    if not root.is_dir(f"{_CLASS}/{name}/device"):
+        r.problem("device: not a link to the device's directory: its network interfaces are unknown",
+                  (Aspect.IDENTITY,))
     netdevs = tuple(n for n in r.listdir("device/net", _PORTS) if n.isprintable() and len(n) <= 15)
     return IbDeviceFacts(name=name, pci_bus_id=bdf, netdevs=netdevs, ports=tuple(ports), problems=tuple(r.problems))
 

@@ -52,8 +52,9 @@ def read_net(ctx: DiscoveryContext) -> NetFacts:
                                     unknown=(node_fact(Aspect.NICS),)))
             continue
         if dangling:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} is not a directory (or points to {path}, "
-                                    "which does not exist): not an interface", unknown=(node_fact(Aspect.NICS),)))
+            problems.append(Problem(source=SOURCE, subject=name,
+                                    message=f"{entry} is not a directory (or points to {path}, which does not exist)"
+                                            ": not an interface", unknown=(node_fact(Aspect.NICS),)))
             continue
         interfaces.append(_read_interface(root, name, entry, path))
     return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))

@@ -52,7 +52,9 @@ class NumaFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@register(SOURCE, covers=(Aspect.NUMA,), help="NUMA nodes, their CPUs, memory and distances (/sys/devices/system/node)")
+# The NVIDIA driver's GPU list under /proc names GPUs too (one whose vendor file is unreadable).
+@register(SOURCE, covers=(Aspect.NUMA, Aspect.GPUS),
+          help="NUMA nodes, their CPUs, memory and distances (/sys/devices/system/node)")
 def read_numa(ctx: DiscoveryContext) -> NumaFacts:
     root = ctx.root
     problems: list[Problem] = []
@@ -87,8 +89,8 @@ def _read_node(root: FsRoot, index: int) -> NumaNodeFacts:
     return NumaNodeFacts(
         os_index=index,
         cpus=cpus or (),
-        memory_bytes=r.parsed("meminfo", _mem_total, _NUMA),
-        distances=r.parsed("distance", _distances, _NUMA),
+        memory_bytes=r.parsed("meminfo", _mem_total, _NUMA, required=True),
+        distances=r.parsed("distance", _distances, _NUMA, required=True),
         problems=tuple(r.problems),
     )
 
@@ -128,7 +130,7 @@ def _driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts,
             problems.append(Problem(source=SOURCE, subject=name, message=f"{_DRIVER_GPUS}/{name}: not a PCI address",
                                     unknown=(node_fact(Aspect.NUMA),)))
             continue
-        r = Reader(root, SOURCE, bdf, f"{_DRIVER_GPUS}/{name}")
+        r = Reader(root, SOURCE, bdf, f"{_DRIVER_GPUS}/{name}", fact_subject=NODE)  # which nodes are GPU memory
         node = r.parsed("numa_status", _numa_status_node, _NUMA)
         problems.extend(r.problems)
         out.append(DriverGpuFacts(bus_id=bdf, memory_node=node))
@@ -143,4 +145,4 @@ def _numa_status_node(text: str) -> int | None:
             if node < -1 or node >= MAX_NUMA_NODES:
                 raise ValueError(value)
             return None if node < 0 else node
-    return None
+    raise ValueError("no Node line")

@@ -68,6 +68,7 @@ class PciDeviceFacts:
     max_link_width: int | None = None
     driver: str | None = None
     acs_redirect: bool | None = None  # bridges: ACS P2P request redirect; None = could not read config space
+    placed: bool = True  # False: its place in the tree is unknown (a problem says so)
     problems: tuple[Problem, ...] = ()
 
     @property
@@ -87,6 +88,7 @@ class _Place:
     parent: str
     host_bridge: str
     problems: tuple[Problem, ...]
+    placed: bool = True  # False: the tree does not say where it sits (parent and root are placeholders)
 
 
 _IDENTITY = (Aspect.IDENTITY,)
@@ -126,10 +128,19 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
         path = resolve_link(root, entry) or entry  # a link in real sysfs; a plain directory in some copies
     except OSError as exc:
         why = f"{entry}: {describe_os_error(exc)}: its place in the PCIe tree is unknown"
-        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),))
+        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),), placed=False)
     if not path.startswith(_SYS_DEVICES):
         why = f"{entry} is not linked into /sys/devices: its place in the PCIe tree is unknown"
-        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),))
+        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),), placed=False)
+    try:
+        real_dir = root.is_dir(path) and root.readlink(path) is None  # sysfs device directories are no links
+    except OSError:
+        real_dir = False
+    if not real_dir:
+        why = f"{path} is not the function's directory (missing, a file or a link): what it says is unknown"
+        problem = Problem(source=SOURCE, subject=bdf, message=why,
+                          unknown=(*facts_of(bdf, *_PATH, *_NUMA, *_IDENTITY, *_LINK), *_INVENTORY))
+        return _Place(path, fallback_hb, fallback_hb, (problem,), placed=False)
     parts = path[len(_SYS_DEVICES):].split("/")
     host_bridge: str | None = None
     chain: list[tuple[str, str]] = []  # (bus id, directory) of every function on the path, root side first
@@ -141,17 +152,18 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
         if SYSFS_BDF.match(part):  # else a non-PCI hop: a VMD domain's pciDDDD:BB below its controller
             chain.append((part, _SYS_DEVICES + "/".join(parts[: i + 1])))
     found: list[Problem] = []
+    placed = host_bridge is not None
     if host_bridge is None:
         host_bridge = fallback_hb
         found.append(_path_problem(bdf, f"no root complex in {path}"))
     if not chain or chain[-1][0] != bdf:
         found.append(_path_problem(bdf, f"{path} does not end in the function"))
-        return _Place(path, host_bridge, host_bridge, tuple(found))
+        return _Place(path, host_bridge, host_bridge, tuple(found), placed=False)
     parent = host_bridge
     for up_bdf, up_path in chain[:-1]:
         gaps.setdefault(up_bdf, _Place(up_path, parent, host_bridge, ()))
         parent = up_bdf
-    return _Place(path, parent, host_bridge, tuple(found))
+    return _Place(path, parent, host_bridge, tuple(found), placed=placed)
 
 
 def _path_problem(bdf: str, message: str) -> Problem:
@@ -188,6 +200,7 @@ def _read_device(root: FsRoot, bdf: str, place: _Place) -> PciDeviceFacts:
         max_link_width=r.parsed("max_link_width", link_width, _LINK),
         driver=r.link_name("driver"),
         acs_redirect=_acs(root, place.path) if is_bridge else None,
+        placed=place.placed,
         problems=tuple(r.problems),
     )
 

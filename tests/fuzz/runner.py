@@ -314,7 +314,8 @@ def _check_snapshot(base: Baseline, case: Case, run: _exec.Run, snap: Snapshot, 
         facts = [f"complete snapshot differs from the clean one: {e}" for e in facts]
     errors += facts
     lost = case.fault.lost_gpu if case.fault else None
-    gone = [g.id for g in base.snap.gpus if g.index == lost and g.id not in {x.id for x in snap.gpus}]
+    gone = [g.id for g in base.snap.gpus
+            if lost is not None and g.index == lost and g.id not in {x.id for x in snap.gpus}]
     if gone:
         errors.append(f"the lost GPU {gone[0]} vanished from the snapshot (it must stay, marked lost)")
     return errors
