@@ -73,14 +73,19 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
                                     message="NVML lists this GPU but the PCI source does not: its PCIe path and "
                                             "NUMA node are unknown",
                                     unknown=facts_of(gpu.id, Aspect.PCIE_PATH, Aspect.NUMA)))
-    lost = sorted(g.bus_id or f"nvml:gpu{g.index}" for g in facts.gpus if g.lost)
-    if lost:
-        peers = tuple(f for gid in sorted(placed.values()) if gid not in lost for f in facts_of(gid, Aspect.P2P))
-        problems.append(Problem(source=SOURCE, subject=",".join(lost),
-                                message="P2P status and common ancestor of every GPU with the lost GPU(s) unknown",
+    # A GPU lost, or one NVML cannot place (no bus id), leaves every other GPU's P2P row with it unknown.
+    absent = sorted(g.bus_id or f"nvml:gpu{g.index}" for g in facts.gpus if g.lost or g.bus_id is None)
+    if absent:
+        peers = tuple(f for gid in sorted(placed.values()) if gid not in absent for f in facts_of(gid, Aspect.P2P))
+        problems.append(Problem(source=SOURCE, subject=",".join(absent),
+                                message="P2P status and common ancestor of every GPU with these GPU(s) unknown",
                                 unknown=peers))
     switches = {s.id: s for s in snap.nvswitches}
     links = _nvlinks(snap, facts, gpus.keys(), switches, problems)
+    if absent and SYNTHETIC_SWITCH not in switches:  # it is known only through GPUs' links: maybe theirs
+        problems.append(Problem(source=SOURCE, subject=SYNTHETIC_SWITCH, message="NVSwitches off the PCI bus are "
+                                "seen only through GPUs' NVLinks, and some GPUs were not read",
+                                unknown=facts_of(SYNTHETIC_SWITCH, Aspect.ALL)))
     versions = dict(snap.versions)
     for key, value in (("nvidia_driver", facts.driver_version), ("nvml", facts.nvml_version),
                        ("cuda_driver", facts.cuda_driver_version)):
@@ -89,8 +94,12 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
     kept = [link for link in snap.links if link.kind is not LinkKind.NVLINK]
     ordered = sorted(gpus.values(), key=lambda g: (g.index is None, g.index or 0, g.id))
     matrices = [m for m in snap.matrices if not m.name.startswith("nvml_")] + _matrices(facts, placed)
+    gpu_memory = {g.gpu_numa_id for g in ordered if g.gpu_numa_id is not None}
+    numa_nodes = tuple(replace(n, gpu_memory=True) if n.os_index in gpu_memory and not n.gpu_memory else n
+                       for n in snap.numa_nodes)
     return replace(
         snap,
+        numa_nodes=numa_nodes,
         gpus=tuple(ordered),
         nvswitches=tuple(sorted(switches.values(), key=lambda s: s.id)),
         links=tuple(sorted([*kept, *links], key=lambda link: link.id)),

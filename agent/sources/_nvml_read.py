@@ -116,9 +116,22 @@ def collect(port: NvmlPort) -> NvmlFacts:
     pairs = [_pair(w, handles, a, b) for a in range(count) for b in range(a + 1, count)
              if a in handles and b in handles]
     gpus = [_with_lost(g, g.index in w.lost) for g in gpus]
+    _same_model_disagrees(w, gpus)
     cuda_text = None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}"
     return NvmlFacts(gpus=tuple(gpus), pairs=tuple(p for p in pairs if p is not None), driver_version=driver,
                      nvml_version=nvml, cuda_driver_version=cuda_text, calls=port.calls, problems=tuple(w.problems))
+
+
+def _same_model_disagrees(w: _Walk, gpus: list[NvmlGpuFacts]) -> None:
+    """NOT_SUPPORTED from an optional call means the hardware lacks the feature, unless a GPU of the same
+    model answered it: then this GPU's answer is a fault, and the feature's state on it is unknown."""
+    optional = ((Aspect.MIG, "mig_enabled"), (Aspect.FABRIC, "fabric"), (Aspect.NUMA, "gpu_numa_id"))
+    for aspect, field in optional:
+        answered = {g.name for g in gpus if g.name is not None and getattr(g, field) is not None}
+        for g in gpus:
+            if not g.lost and g.name in answered and getattr(g, field) is None:
+                w.gpu_problem(g.index, f"{field.replace('_', ' ')}: not supported here, yet another {g.name} "
+                                       "answers it", aspect)
 
 
 def _with_lost(g: NvmlGpuFacts, lost: bool) -> NvmlGpuFacts:

@@ -57,6 +57,10 @@ class Reader:
             if value is None and (why := self._why_absent(name)):
                 self.problem(f"{name}: {why}", aspects)
                 return None
+            if value == "" and self._root.read_bytes(self._dir, name, limit=1) == b"":
+                # the kernel ends every attribute with a newline, an empty one too: zero bytes is a truncation
+                self.problem(f"{name}: empty file", aspects)
+                return None
         except OSError as exc:
             self.problem(f"{name}: {describe_os_error(exc)}", aspects)
             return None

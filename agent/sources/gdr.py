@@ -44,8 +44,10 @@ _GDR = (Aspect.GDR,)
 @register(SOURCE, covers=(Aspect.GDR,), help="GPUDirect RDMA readiness: nvidia_peermem, memory_peers, dma-buf")
 def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
     root = ctx.root
-    modules_known = root.exists(_MODULES)
     r = Reader(root, SOURCE, "gdr", "/", fact_subject=NODE)
+    modules_known = root.is_dir(_MODULES)
+    if not modules_known and root.exists(_MODULES):
+        r.problem(f"{_MODULES} is not a directory: which modules are loaded is unknown", _GDR)
     peers = tuple(p for p in r.listdir("sys/kernel/mm/memory_peers", _GDR) if p.isprintable() and len(p) <= 64)
     return GdrHostFacts(
         peermem_loaded=any(root.exists(_MODULES, m) for m in _PEERMEM_MODULES) if modules_known else None,

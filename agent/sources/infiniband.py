@@ -14,9 +14,11 @@ from topology import Aspect, Problem, node_fact
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import Reader, decimal, describe_os_error, device_path, list_subsystem, pci_function_of
+from ._sysfs import SYSFS_BDF, Reader, decimal, describe_os_error, device_path, list_subsystem, pci_function_of
 
 SOURCE = "infiniband"
+_DEVICES = "/sys/devices/"  # where every class entry's device lives, virtual ones too
+_VIRTUAL = "/sys/devices/virtual/"
 _CLASS = "/sys/class/infiniband"
 _RATE = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,3})?) Gb/sec")
 _PORT = re.compile(r"^[0-9]{1,3}$")
@@ -56,7 +58,8 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
         entry = f"{_CLASS}/{name}"
         try:
             path = device_path(root, entry)
-            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path))
+            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path)) or (
+                path is not None and not path.startswith(_DEVICES))
         except OSError as exc:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
                                     unknown=(node_fact(Aspect.NICS),)))
@@ -69,6 +72,9 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
         bdf = pci_function_of(root, entry)
         if bdf is not None:
             devices.append(_read_device(root, name, bdf))
+        elif path is not None and not path.startswith(_VIRTUAL):
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry} points to {path}: neither a PCI "
+                                    "function nor a virtual device (soft RoCE)", unknown=(node_fact(Aspect.NICS),)))
     return InfinibandFacts(devices=tuple(devices), problems=tuple(problems))
 
 
@@ -88,7 +94,7 @@ def _read_device(root: FsRoot, name: str, bdf: str) -> IbDeviceFacts:
             rate_gbps=r.parsed(f"ports/{entry}/rate", _rate, _PORTS, required=True),
             link_layer=_link_layer(r.text(f"ports/{entry}/link_layer", _PORTS, required=True), r),
         ))
-    if not root.is_dir(f"{_CLASS}/{name}/device"):
+    if not SYSFS_BDF.match(root.realpath(f"{_CLASS}/{name}/device").rsplit("/", 1)[-1]):
         r.problem("device: not a link to the device's directory: its network interfaces are unknown",
                   (Aspect.IDENTITY,))
     netdevs = tuple(n for n in r.listdir("device/net", _PORTS) if n.isprintable() and len(n) <= 15)

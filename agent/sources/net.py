@@ -12,6 +12,7 @@ from ._registry import register
 from ._sysfs import SYSFS_BDF, Reader, bounded, decimal, describe_os_error, device_path, list_subsystem
 
 SOURCE = "net"
+_DEVICES = "/sys/devices/"  # where every class entry's device lives, virtual ones too
 _CLASS = "/sys/class/net"
 _VIRTUAL = "/sys/devices/virtual/"
 
@@ -46,7 +47,8 @@ def read_net(ctx: DiscoveryContext) -> NetFacts:
         entry = f"{_CLASS}/{name}"
         try:
             path = device_path(root, entry)
-            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path))
+            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path)) or (
+                path is not None and not path.startswith(_DEVICES))
         except OSError as exc:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
                                     unknown=(node_fact(Aspect.NICS),)))
@@ -65,7 +67,7 @@ def _read_interface(root: FsRoot, name: str, entry: str, path: str | None) -> Ne
         return NetIfFacts(name=name, virtual=True)
     bdf = next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)
     r = Reader(root, SOURCE, name, entry, fact_subject=bdf or f"net:{name}")
-    operstate = r.text("operstate", _PORTS)
+    operstate = r.text("operstate", _PORTS, required=True)
     if operstate is not None and operstate not in _OPERSTATES:
         r.problem(f"operstate: unexpected {operstate[:40]!r}", _PORTS)
         operstate = None

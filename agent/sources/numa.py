@@ -130,8 +130,17 @@ def _driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts,
             problems.append(Problem(source=SOURCE, subject=name, message=f"{_DRIVER_GPUS}/{name}: not a PCI address",
                                     unknown=(node_fact(Aspect.NUMA),)))
             continue
-        r = Reader(root, SOURCE, bdf, f"{_DRIVER_GPUS}/{name}", fact_subject=NODE)  # which nodes are GPU memory
-        node = r.parsed("numa_status", _numa_status_node, _NUMA)
+        directory = f"{_DRIVER_GPUS}/{name}"
+        r = Reader(root, SOURCE, bdf, directory, fact_subject=NODE)  # which nodes are GPU memory
+        try:
+            real = root.is_dir(directory) and root.readlink(directory) is None
+        except OSError:
+            real = False
+        if not real:
+            r.problem(f"{directory} is not the driver's directory for the GPU", _NUMA)
+            node = None
+        else:
+            node = r.parsed("numa_status", _numa_status_node, _NUMA)
         problems.extend(r.problems)
         out.append(DriverGpuFacts(bus_id=bdf, memory_node=node))
     return tuple(out)

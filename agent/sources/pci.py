@@ -127,20 +127,17 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
     try:
         path = resolve_link(root, entry) or entry  # a link in real sysfs; a plain directory in some copies
     except OSError as exc:
-        why = f"{entry}: {describe_os_error(exc)}: its place in the PCIe tree is unknown"
-        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),), placed=False)
+        return _unplaced(bdf, entry, f"{entry}: {describe_os_error(exc)}: what it says is unknown")
     if not path.startswith(_SYS_DEVICES):
-        why = f"{entry} is not linked into /sys/devices: its place in the PCIe tree is unknown"
-        return _Place(entry, fallback_hb, fallback_hb, (_path_problem(bdf, why),), placed=False)
+        return _unplaced(bdf, entry, f"{entry} is not linked into /sys/devices: its place in the PCIe tree is "
+                                     "unknown")
     try:
         real_dir = root.is_dir(path) and root.readlink(path) is None  # sysfs device directories are no links
     except OSError:
         real_dir = False
     if not real_dir:
-        why = f"{path} is not the function's directory (missing, a file or a link): what it says is unknown"
-        problem = Problem(source=SOURCE, subject=bdf, message=why,
-                          unknown=(*facts_of(bdf, *_PATH, *_NUMA, *_IDENTITY, *_LINK), *_INVENTORY))
-        return _Place(path, fallback_hb, fallback_hb, (problem,), placed=False)
+        return _unplaced(bdf, path, f"{path} is not the function's directory (missing, a file or a link): what "
+                                    "it says is unknown")
     parts = path[len(_SYS_DEVICES):].split("/")
     host_bridge: str | None = None
     chain: list[tuple[str, str]] = []  # (bus id, directory) of every function on the path, root side first
@@ -157,13 +154,22 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
         host_bridge = fallback_hb
         found.append(_path_problem(bdf, f"no root complex in {path}"))
     if not chain or chain[-1][0] != bdf:
-        found.append(_path_problem(bdf, f"{path} does not end in the function"))
-        return _Place(path, host_bridge, host_bridge, tuple(found), placed=False)
+        return _unplaced(bdf, path, f"{path} does not end in the function: what it says is unknown")
     parent = host_bridge
     for up_bdf, up_path in chain[:-1]:
         gaps.setdefault(up_bdf, _Place(up_path, parent, host_bridge, ()))
         parent = up_bdf
     return _Place(path, parent, host_bridge, tuple(found), placed=placed)
+
+
+def _unplaced(bdf: str, path: str, why: str) -> _Place:
+    """A function whose directory cannot be trusted: where it sits and everything read there is unknown."""
+    hb = host_bridge_id(*_domain_bus(bdf))
+    # Bridges seen only on its path are unknown too, so the tree as a whole is not known.
+    problem = Problem(source=SOURCE, subject=bdf, message=why,
+                      unknown=(*facts_of(bdf, *_PATH, *_NUMA, *_IDENTITY, *_LINK), *_INVENTORY,
+                               node_fact(Aspect.PCI)))
+    return _Place(path, hb, hb, (problem,), placed=False)
 
 
 def _path_problem(bdf: str, message: str) -> Problem:
@@ -207,9 +213,10 @@ def _read_device(root: FsRoot, bdf: str, place: _Place) -> PciDeviceFacts:
 
 def _local_cpus(r: Reader) -> tuple[int, ...] | None:
     # The mask first, as hwloc reads it; both files print the same kernel cpumask.
+    before = len(r.problems)
     mask = r.parsed("local_cpus", parse_cpumask, _NUMA)
-    if mask is not None:
-        return mask
+    if mask is not None or len(r.problems) > before:
+        return mask  # a mask that is there but unreadable is a problem, not a reason to look elsewhere
     return r.parsed("local_cpulist", parse_cpulist, _NUMA)
 
 

@@ -174,8 +174,9 @@ def _cell_diff(base: Snapshot, mutated: Snapshot, know: Knowledge) -> list[str]:
 def leaked(base: Snapshot, mutated: Snapshot, leak: Snapshot) -> list[str]:
     """Facts whose mutated value is what reading outside the tree gives (``leak``) and not the clean value."""
     b, m, x = fact_values(base), fact_values(mutated), fact_values(leak)
+    know = mutated.knowledge()  # a fact marked unknown carries no value anybody may use, outside or not
     return [f"{f}: took the value from outside the tree: {_short(m[f])} (clean: {_short(b.get(f))})"
-            for f in sorted(m) if f in x and m[f] == x[f] != b.get(f)]
+            for f in sorted(m) if f in x and m[f] == x[f] != b.get(f) and know.knows(f.subject, f.aspect)]
 
 
 def unknown_not_listed(stderr: str, unknown: Iterable[Fact]) -> list[str]:
