@@ -19,6 +19,7 @@ from ._sysfs import Reader
 
 SOURCE = "gdr"
 _MODULES = "/sys/module"
+_MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 _PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 _RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
 
@@ -49,6 +50,9 @@ def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
     if not modules_known and root.exists(_MODULES):
         r.problem(f"{_MODULES} is not a directory: which modules are loaded is unknown", _GDR)
     peers = tuple(p for p in r.listdir("sys/kernel/mm/memory_peers", _GDR) if p.isprintable() and len(p) <= 64)
+    if root.readlink(_MEMORY_PEERS) is not None:  # a real directory in sysfs, never a link
+        r.problem(f"{_MEMORY_PEERS} is a link: its peer-memory clients are unknown", _GDR)
+        peers = ()
     return GdrHostFacts(
         peermem_loaded=any(root.exists(_MODULES, m) for m in _PEERMEM_MODULES) if modules_known else None,
         memory_peers=peers,
