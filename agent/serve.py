@@ -20,8 +20,7 @@ from typing import Any
 import probes
 from exporter import ProbeStats, PublishResult, Sink, SinkStats, View
 from probes._report import theoretical
-from topology import Fact, Measurement, Snapshot, structure_hash, with_measurements
-from topology._carry import carry_forward
+from topology import Fact, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._serve_log import event
 from ._serve_probe import BUSY, Busy, Item, run_pass

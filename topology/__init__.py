@@ -3,6 +3,7 @@
 Pure: no I/O, no clock, nothing imported from outside the standard library.
 """
 
+from ._carry import carry_forward
 from ._codec import MAX_DOCUMENT_BYTES, SCHEMA, SCHEMA_V1, dumps, from_dict, loads, parse_json, structure_hash, to_dict
 from ._dot import to_dot
 from ._errors import SchemaError, TopolinkError
@@ -98,6 +99,7 @@ __all__ = [
     "TopolinkError",
     "all_reduce_estimate",
     "canonical_bdf",
+    "carry_forward",
     "describe_unknown",
     "dumps",
     "facts_of",
