@@ -77,12 +77,10 @@ def _gpu_lines(machine: Machine, i: int, gpu: Function, plan: list[tuple[int, in
     node = int(s.get("affinity_node", gpu.numa))
     cpus = str(s["cpu_affinity"]) if "cpu_affinity" in s else format_cpulist(machine.numa_cpus(node))
     yield f"gpu {i} cpus {cpus}"
-    if "memory_affinity" in s:
-        nodes = str(s["memory_affinity"])
-    else:
-        # NVML's memory affinity follows the device's NUMA node; a device the kernel gives no node (-1)
-        # has none, and nvidia-smi prints N/A in its NUMA Affinity column.
-        nodes = str(node) if node >= 0 else ""
+    # NVML's memory affinity follows the device's NUMA node; a device the kernel gives no node (-1) has
+    # none, and nvidia-smi prints N/A in its NUMA Affinity column.
+    default_nodes = str(node) if node >= 0 else ""
+    nodes = str(s["memory_affinity"]) if "memory_affinity" in s else default_nodes
     yield f"gpu {i} memnodes {nodes}"
     major, minor = (int(x) for x in s["compute_capability"])
     yield f"gpu {i} cc {major} {minor}"
