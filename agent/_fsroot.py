@@ -74,6 +74,9 @@ class FsRoot:
     # thousands of attributes from a few hundred directories, so each directory is walked once. A fixture
     # tree does not change under a root; the live root does and is never cached.
     _dirs: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The same for whole directory paths as callers spell them (``("/sys/bus/pci/devices/0000:00:01.0",)``):
+    # a reader reads a dozen attributes of one directory, and each would walk the path's components again.
+    _paths: dict[tuple[str, ...], str] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_live", os.path.realpath(self.base) == "/")
@@ -174,12 +177,26 @@ class FsRoot:
         """The host path of ``parts`` with every symlink followed inside the root."""
         if self._live:
             return self._join(parts)
-        return self._prefix + self._walk("", _components(parts), _LinkBudget(), strict=True)[0]
+        return self._prefix + self._resolved_below(parts)
+
+    def _resolved_below(self, parts: tuple[str, ...]) -> str:
+        """``parts`` resolved strictly below the root; directories are remembered by how they were spelt."""
+        cached = self._paths.get(parts)
+        if cached is not None:
+            return cached
+        resolved, is_dir = self._walk("", _components(parts), _LinkBudget(), strict=True)
+        if is_dir:
+            self._paths[parts] = resolved
+        return resolved
 
     def _unfollowed(self, parts: tuple[str, ...]) -> str:
         """The host path of ``parts`` with the last component left as it is (a symlink stays a symlink)."""
         if self._live:
             return self._join(parts)
+        last = parts[-1] if parts else ""
+        if len(parts) > 1 and last not in ("", ".", "..") and "/" not in last:
+            # (directory, attribute name): the usual read; the directory's resolution is remembered
+            return f"{self._prefix}{self._resolved_below(parts[:-1])}/{last}"
         names = _components(parts)
         if not names or names[-1] == "..":
             return self._resolved(parts)

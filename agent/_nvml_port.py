@@ -14,6 +14,7 @@ cache is emptied whenever the library changes; one process can then discover sev
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -279,12 +280,37 @@ class NvmlPort:
 
 
 def _bits(words: Any) -> tuple[int, ...]:
-    return tuple(64 * i + bit for i, word in enumerate(words) for bit in range(64) if int(word) >> bit & 1)
+    """Set bits of a mask of 64-bit words, lowest first; only the set bits are visited."""
+    out: list[int] = []
+    for i, word in enumerate(words):
+        w = int(word) & 0xFFFFFFFFFFFFFFFF
+        while w:
+            low = w & -w
+            out.append(64 * i + low.bit_length() - 1)
+            w ^= low
+    return tuple(out)
+
+
+_DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no library is given
+
+
+def _default_library_loadable() -> bool:
+    """Whether pynvml's own lookup would find a library: a dlopen, without importing pynvml (about 20 ms)."""
+    if "pynvml" in sys.modules:
+        return True  # already paid for; let pynvml decide as before
+    try:
+        ctypes.CDLL(_DEFAULT_LIBRARY)
+    except OSError:
+        return False
+    return True
 
 
 def open_nvml(library: str | None) -> NvmlPort:
     """Loads NVML (``library`` or the system's) and initialises it. Raises :class:`NvmlLibraryNotFound`
     when there is no library, another :class:`NvmlError` when ``nvmlInit`` fails."""
+    if library is None and not _default_library_loadable():
+        # The same error pynvml's nvmlInit raises when it cannot load the library.
+        raise NvmlLibraryNotFound("nvmlInitWithFlags", 12)
     try:
         import pynvml
     except ImportError as exc:

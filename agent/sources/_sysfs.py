@@ -30,13 +30,17 @@ class Reader:
     fails, so each problem says what it leaves unknown.
     """
 
-    __slots__ = ("_dir", "_dir_ok", "_root", "fact_subject", "problems", "source", "subject")
+    __slots__ = ("_dir", "_dir_ok", "_listed", "_names", "_root", "fact_subject", "problems", "source", "subject")
 
     def __init__(self, root: FsRoot, source: str, subject: str, directory: str, *,
                  fact_subject: str | None = None) -> None:
         self._root = root
         self._dir = directory
         self._dir_ok: bool | None = None
+        # The directory's entries, listed once: an attribute that is not among them is absent without an
+        # open and the checks of _why_absent (in hwloc's gathered trees nearly half the reads are such).
+        self._names: frozenset[str] | None = None
+        self._listed = False
         self.source = source
         self.subject = subject
         self.fact_subject = subject if fact_subject is None else fact_subject
@@ -53,8 +57,9 @@ class Reader:
         """The attribute, stripped; ``None`` when absent (a problem only when ``required``) or unreadable
         (always a problem: permission denied, a device gone, not a regular file, over the size limit)."""
         try:
-            value = self._root.attr(self._dir, name)
-            if value is None and (why := self._why_absent(name)):
+            listed_absent = self._absent(name)
+            value = None if listed_absent else self._root.attr(self._dir, name)
+            if value is None and not listed_absent and (why := self._why_absent(name)):
                 self.problem(f"{name}: {why}", aspects)
                 return None
             if value == "" and self._root.read_bytes(self._dir, name, limit=1) == b"":
@@ -67,6 +72,21 @@ class Reader:
         if value is None and required:
             self.problem(f"{name}: missing", aspects)
         return value
+
+    def _absent(self, name: str) -> bool:
+        """Whether ``name`` is certainly not in the directory (no entry, not even a dangling link)."""
+        if "/" in name:  # a path below the directory (``ports/1/state``): not in the listing
+            return False
+        if not self._listed:
+            self._listed = True
+            try:
+                if self._dir_ok is None:
+                    self._dir_ok = self._root.is_dir(self._dir)
+                if self._dir_ok:  # else the read fails and _why_absent says why
+                    self._names = frozenset(self._root.listdir(self._dir))
+            except OSError:
+                pass  # unlistable (search permission only, a loop): read each attribute as before
+        return self._names is not None and name not in self._names
 
     def _why_absent(self, name: str) -> str | None:
         """An attribute that is absent because its directory is gone, or that is a dangling link, was not
