@@ -6,6 +6,7 @@ Exit status: 0 stopped by SIGTERM or SIGINT; 1 the HTTP server could not start (
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ _EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM stops probes (their process
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None],
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
+    from exporter.kube import add_kube_args
     env = os.environ if environ is None else environ
 
     def default(name: str, value: str | None) -> str | None:
@@ -69,13 +71,25 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
     s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
     add_discovery_args(s)
+    add_kube_args(s, node_name=False)  # discovery's --node-name ($NODE_NAME here) names the node we publish for
     s.set_defaults(handler=_cmd_serve, node_name=env.get("NODE_NAME"))
 
 
-def build_sinks(args: argparse.Namespace) -> list[Sink]:
-    """The sinks fed after every pass besides metrics and HTTP (labels and ResourceSlices plug in here)."""
-    del args
-    return []
+def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> list[Sink]:
+    """The Kubernetes sinks the flags ask for. Outside a cluster (no service account environment, no
+    kubeconfig) nothing is published through the API: serve then runs as a local agent, and says so."""
+    from exporter.kube import config_from_args, sinks_from_config
+
+    cfg = config_from_args(args, env)
+    reachable = bool(env.get("KUBERNETES_SERVICE_HOST") or cfg.kubeconfig or env.get("KUBECONFIG"))
+    if cfg.needs_api and not reachable:
+        print("topolink serve: no Kubernetes API (not in a cluster, no --kubeconfig): labels and ResourceSlices "
+              "are not published", file=sys.stderr)
+        cfg = dataclasses.replace(cfg, labels_via="none" if cfg.labels_via != "file" else "file",
+                                  resource_slices=False, device_taint_rules=False)
+    if cfg.labels_via == "none" and not cfg.needs_api:
+        return []
+    return sinks_from_config(cfg)
 
 
 def _version() -> str:

@@ -4,17 +4,19 @@
 ``topolink serve`` may import.
 """
 
+from __future__ import annotations
+
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._families import FAMILIES, Family, metrics_markdown, series_bound
-from ._metrics import Exposition, MetricsCache, SnapshotCollector, families
-from ._page import page
-from ._picture import Svg, picture_dot, render_svg
-from ._sink import PublishResult, Sink
-from ._view import ProbeStats, SinkStats, View
-
 if TYPE_CHECKING:
+    from ._families import FAMILIES, Family, metrics_markdown, series_bound
     from ._http import HttpConfig, ProbeControl, create_app
+    from ._metrics import Exposition, MetricsCache, SnapshotCollector, families
+    from ._page import page
+    from ._picture import Svg, picture_dot, render_svg
+    from ._sink import PublishResult, Sink
+    from ._view import ProbeStats, SinkStats, View
 
 __all__ = [
     "FAMILIES",
@@ -39,12 +41,40 @@ __all__ = [
     "series_bound",
 ]
 
-_LAZY = ("HttpConfig", "ProbeControl", "create_app")
+# Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
+# prometheus_client, FastAPI or a Kubernetes client (only ``topolink serve`` needs them).
+_WHERE = {
+    'Exposition': '_metrics',
+    'FAMILIES': '_families',
+    'Family': '_families',
+    'HttpConfig': '_http',
+    'MetricsCache': '_metrics',
+    'ProbeControl': '_http',
+    'ProbeStats': '_view',
+    'PublishResult': '_sink',
+    'Sink': '_sink',
+    'SinkStats': '_view',
+    'SnapshotCollector': '_metrics',
+    'Svg': '_picture',
+    'View': '_view',
+    'create_app': '_http',
+    'families': '_metrics',
+    'metrics_markdown': '_families',
+    'page': '_page',
+    'picture_dot': '_picture',
+    'render_svg': '_picture',
+    'series_bound': '_families',
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from . import _http
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
 
-        return getattr(_http, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -3,20 +3,29 @@
 Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port.
 """
 
-from ._api import Kind, KubeApi, NodeView
-from ._client import LightkubeApi
-from ._config import KubePublishConfig, add_kube_args, config_from_args, sinks_from_config
-from ._errors import Conflict, Forbidden, InvalidObject, PublishError, Unavailable
-from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
-from ._labels import LabelConfig, catalogue, desired_labels
-from ._prune import PruneResult, prune
-from ._reference import reference_markdown
-from ._retry import Backoff
-from ._slice_sink import DeviceTaintRuleSink, ResourceSliceSink, plan_slices
-from ._slices import SliceConfig, build_slices, desired_devices
-from ._taints import desired_rules
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._api import Kind, KubeApi, NodeView
+    from ._client import LightkubeApi
+    from ._config import KubePublishConfig, config_from_args, sinks_from_config
+    from ._errors import Conflict, Forbidden, InvalidObject, PublishError, Unavailable
+    from ._flags import add_kube_args
+    from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
+    from ._labels import LabelConfig, catalogue, desired_labels
+    from ._prune import PruneResult, prune
+    from ._rbac import PERMISSIONS, Permission, policy_rules
+    from ._reference import reference_markdown
+    from ._retry import Backoff
+    from ._slice_sink import DeviceTaintRuleSink, ResourceSliceSink, plan_slices
+    from ._slices import SliceConfig, build_slices, desired_devices
+    from ._taints import desired_rules
 
 __all__ = [
+    "PERMISSIONS",
     "Backoff",
     "Conflict",
     "DeviceTaintRuleSink",
@@ -31,6 +40,7 @@ __all__ = [
     "NodeFeatureSink",
     "NodeLabelSink",
     "NodeView",
+    "Permission",
     "PruneResult",
     "PublishError",
     "ResourceSliceSink",
@@ -45,7 +55,59 @@ __all__ = [
     "desired_rules",
     "plan_node_labels",
     "plan_slices",
+    "policy_rules",
     "prune",
     "reference_markdown",
     "sinks_from_config",
 ]
+
+# Names load on first use, so the serve command's flags cost nothing until serve runs.
+_WHERE = {
+    'Backoff': '_retry',
+    'Conflict': '_errors',
+    'DeviceTaintRuleSink': '_slice_sink',
+    'FeatureFileSink': '_label_sinks',
+    'Forbidden': '_errors',
+    'InvalidObject': '_errors',
+    'Kind': '_api',
+    'KubeApi': '_api',
+    'KubePublishConfig': '_config',
+    'LabelConfig': '_labels',
+    'LightkubeApi': '_client',
+    'NodeFeatureSink': '_label_sinks',
+    'NodeLabelSink': '_label_sinks',
+    'NodeView': '_api',
+    'PERMISSIONS': '_rbac',
+    'Permission': '_rbac',
+    'PruneResult': '_prune',
+    'PublishError': '_errors',
+    'ResourceSliceSink': '_slice_sink',
+    'SliceConfig': '_slices',
+    'Unavailable': '_errors',
+    'add_kube_args': '_flags',
+    'build_slices': '_slices',
+    'catalogue': '_labels',
+    'config_from_args': '_config',
+    'desired_devices': '_slices',
+    'desired_labels': '_labels',
+    'desired_rules': '_taints',
+    'plan_node_labels': '_label_sinks',
+    'plan_slices': '_slice_sink',
+    'policy_rules': '_rbac',
+    'prune': '_prune',
+    'reference_markdown': '_reference',
+    'sinks_from_config': '_config',
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from .._sink import Sink
     from ._api import KubeApi
 
-LABELS_VIA = ("node", "nodefeature", "file", "none")
-DEFAULT_FEATURES_FILE = Path("/etc/kubernetes/node-feature-discovery/features.d/topolink")
+from ._flags import DEFAULT_FEATURES_FILE, LABELS_VIA, add_kube_args
+
+__all__ = ["DEFAULT_FEATURES_FILE", "LABELS_VIA", "KubePublishConfig", "add_kube_args", "config_from_args",
+           "connect", "sinks_from_config"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,31 +57,6 @@ class KubePublishConfig:
     @property
     def needs_api(self) -> bool:
         return self.labels_via in ("node", "nodefeature") or self.resource_slices or self.device_taint_rules
-
-
-def add_kube_args(parser: argparse.ArgumentParser) -> None:
-    g = parser.add_argument_group("Kubernetes publishing")
-    g.add_argument("--node-name", help="this node's name (default: $NODE_NAME)")
-    g.add_argument("--label-prefix", default="gpu.topology", help="label prefix (default: %(default)s)")
-    g.add_argument("--labels-via", choices=LABELS_VIA, default="node",
-                   help="node: server-side apply on the Node; nodefeature: an NFD NodeFeature; file: an NFD "
-                        "features.d file (default: %(default)s)")
-    g.add_argument("--compat-labels", action="store_true",
-                   help="also nvidia.com/nvswitch.present, nvidia.com/nvlink.version, nvidia.com/gpu.clique "
-                        "(node mode only; never where another component owns them)")
-    g.add_argument("--no-resource-slices", dest="resource_slices", action="store_false",
-                   help="do not publish DRA ResourceSlices")
-    g.add_argument("--dra-driver-name", default="gpu.topology",
-                   help="DRA driver name and attribute domain of our slices (default: %(default)s)")
-    g.add_argument("--device-taints", choices=("auto", "on", "off"), default="auto",
-                   help="taint our devices NoSchedule: auto = on servers >= 1.36 (default: %(default)s)")
-    g.add_argument("--device-taint-rules", action="store_true",
-                   help="a DeviceTaintRule for each degraded GPU of the NVIDIA GPU DRA driver")
-    g.add_argument("--gpu-dra-driver", default="gpu.nvidia.com", help="that driver's name (default: %(default)s)")
-    g.add_argument("--nfd-namespace", default=os.environ.get("POD_NAMESPACE", "node-feature-discovery"),
-                   help="namespace of the NodeFeature (default: $POD_NAMESPACE or %(default)s)")
-    g.add_argument("--features-file", type=Path, default=DEFAULT_FEATURES_FILE, help="default: %(default)s")
-    g.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
 
 
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> KubePublishConfig:
