@@ -17,13 +17,12 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-import topology
+if TYPE_CHECKING:  # the model, discovery and output load after parsing: --help and usage errors need none
+    import topology
 
-from ._context import DiscoveryContext
-from ._fsroot import FsRoot
-from ._output import OutputError, check_output, write_output
+    from ._context import DiscoveryContext
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
@@ -54,7 +53,7 @@ class _VersionAction(argparse.Action):
 
 
 def _add_discovery_args(p: argparse.ArgumentParser) -> None:
-    from .sources import source_table
+    from .sources._catalog import SOURCE_FLAGS  # names, defaults and help without importing the sources
 
     p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
                    help=f"read /sys and /proc below DIR (a gathered tree); default ${_ENV_SYSFS_ROOT} or /. "
@@ -62,10 +61,10 @@ def _add_discovery_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nvml-library", metavar="PATH", default=os.environ.get(_ENV_NVML_LIBRARY),
                    help=f"load NVML from PATH instead of libnvidia-ml.so.1; default ${_ENV_NVML_LIBRARY}")
     p.add_argument("--node-name", metavar="NAME", help="node name to record (default: the host name)")
-    for spec in source_table().values():
-        p.add_argument(f"--source.{spec.name}", dest=f"source_{spec.name}", action=argparse.BooleanOptionalAction,
-                       default=spec.enabled_by_default,
-                       help=f"{spec.help} (default: {'on' if spec.enabled_by_default else 'off'})")
+    for name, enabled_by_default, help_text in SOURCE_FLAGS:
+        p.add_argument(f"--source.{name}", dest=f"source_{name}", action=argparse.BooleanOptionalAction,
+                       default=enabled_by_default,
+                       help=f"{help_text} (default: {'on' if enabled_by_default else 'off'})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:
+    from pathlib import Path
+
+    from ._context import DiscoveryContext
+    from ._fsroot import FsRoot
+
     root = Path(args.sysfs_root)
     if not root.is_dir():
         raise _InputError(f"--sysfs-root {root}: not a directory")
@@ -115,6 +119,10 @@ def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
 
 
 def _cmd_discover(args: argparse.Namespace) -> int:
+    import topology
+
+    from ._output import check_output, write_output
+
     check_output(args.output)
     snap = discover_from_args(args)
     if args.format == "json":
@@ -130,6 +138,8 @@ def _cmd_discover(args: argparse.Namespace) -> int:
 
 
 def _exit_for(snap: topology.Snapshot) -> int:
+    import topology
+
     if snap.complete:
         return EXIT_OK
     bad = [f"{o.name} {o.status.value}" for o in snap.sources if o.status is not topology.SourceStatus.OK
@@ -143,6 +153,8 @@ def _exit_for(snap: topology.Snapshot) -> int:
 def load_snapshot(path: str) -> topology.Snapshot:
     """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report. Any
     input, however broken, is an :class:`_InputError` with one line saying why."""
+    import topology
+
     try:
         if path == "-":
             data = sys.stdin.buffer.read(topology.MAX_DOCUMENT_BYTES + 1)
@@ -164,6 +176,8 @@ def load_snapshot(path: str) -> topology.Snapshot:
 
 
 def _cmd_topo(args: argparse.Namespace) -> int:
+    import topology
+
     snap = load_snapshot(args.from_file) if args.from_file else discover_from_args(args)
     if args.bandwidth:
         from probes import render_bandwidth_matrix
@@ -181,6 +195,8 @@ def _cmd_topo(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ._output import OutputError
+
     handlers = {"discover": _cmd_discover, "topo": _cmd_topo}
     try:
         if args.command in handlers:

@@ -11,11 +11,10 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import topology
-
-from ._output import write_output
+if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs neither
+    import topology
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
 _PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
@@ -120,6 +119,8 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 def run_probe(args: argparse.Namespace, snapshot: topology.Snapshot) -> int:
     import probes
+
+    from ._output import write_output
 
     bar = ProgressBar()
     try:

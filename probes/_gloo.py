@@ -9,6 +9,7 @@ contributes rank+1, every element must come back as n(n+1)/2.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import multiprocessing as mp
 import os
 import tempfile
@@ -40,12 +41,15 @@ def _rank_main(rank: int, world: int, cpus: tuple[int, ...], store: str, conn: C
         import torch
         import torch.distributed as dist
 
+        if not dist.is_available() or not dist.is_gloo_available():
+            conn.send(("waived", "this torch build has no gloo backend"))
+            return
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=_INIT_TIMEOUT_S))
     except Exception as exc:  # reported to the probe process, which fails the item
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", torch.__version__))
+    conn.send(("ready", str(torch.__version__)))  # a TorchVersion would need torch to unpickle
     buf = torch.zeros(0, dtype=torch.float32)
     while True:
         op, *args = conn.recv()
@@ -113,12 +117,9 @@ class _Sweep:
 
 class GlooSession:
     def __init__(self, item: Item) -> None:
-        try:
-            import torch.distributed as dist
-        except ImportError as exc:
-            raise Waived(f"torch is not installed: {exc}") from exc
-        if not dist.is_available() or not dist.is_gloo_available():
-            raise Waived("this torch build has no gloo backend")
+        # Only the rank processes import torch (seconds and hundreds of MB); a rank says whether gloo is there.
+        if importlib.util.find_spec("torch") is None:
+            raise Waived("torch is not installed: No module named 'torch'")
         os.environ["GLOO_SOCKET_IFNAME"] = "lo"  # ranks talk over loopback only
         self._dir = tempfile.TemporaryDirectory(prefix="topolink-gloo-")
         store = os.path.join(self._dir.name, "store")
@@ -152,6 +153,9 @@ class GlooSession:
             if status == "error":
                 self.close()
                 raise ProbeError(f"gloo rank {rank}: {value}")
+            if status == "waived":
+                self.close()
+                raise Waived(str(value))
             if expect == "ready" and status != "ready":
                 raise ProbeError(f"gloo rank {rank} answered {status!r}")
             out.append(value)

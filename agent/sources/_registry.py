@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
 
 from .._context import DiscoveryContext
+from ._catalog import SOURCE_FLAGS
 
 T = TypeVar("T")
 
@@ -37,6 +38,7 @@ class SourceSpec:
 
 
 _SOURCES: dict[str, SourceSpec] = {}
+_CATALOG = {name: (default, help) for name, default, help in SOURCE_FLAGS}
 
 
 Reader = Callable[[DiscoveryContext], T]
@@ -50,6 +52,9 @@ def register(name: str, *, covers: tuple[Aspect, ...], default: bool = True,
     def wrap(fn: Reader[T]) -> Reader[T]:
         if name in _SOURCES:
             raise ValueError(f"source {name!r} registered twice")
+        if _CATALOG.get(name) != (default, help):
+            raise ValueError(f"source {name!r}: its row in agent/sources/_catalog.py must say the same default "
+                             "and help (the command line reads its flags from there)")
         _SOURCES[name] = SourceSpec(name, fn, default, help, covers)
         return fn
 
