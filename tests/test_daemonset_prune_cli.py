@@ -1,0 +1,44 @@
+"""``topolink prune`` (agent/cli_kube.py), the command the prune overlay's Job runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import agent.cli
+from exporter.kube import PruneResult, PublishError
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
+    if "cli_kube" not in agent.cli._COMMAND_MODULES:
+        monkeypatch.setattr(agent.cli, "_COMMAND_MODULES", (*agent.cli._COMMAND_MODULES, "cli_kube"))
+    return agent.cli
+
+
+def test_prune_whole_cluster_by_default(cli: Any, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[Any] = []
+    monkeypatch.setenv("NODE_NAME", "from-the-shell")
+    monkeypatch.setattr("exporter.kube.prune",
+                        lambda cfg, node: seen.append((cfg, node)) or PruneResult(labels=3, slices=2))
+    assert cli.main(["prune", "--dra-driver-name", "gpu.example", "--labels-via", "nodefeature"]) == 0
+    ((cfg, node),) = seen
+    assert node is None and cfg.driver == "gpu.example" and cfg.labels_via == "nodefeature"
+    assert "every node: labels cleared on 3 node(s)" in capsys.readouterr().out
+
+
+def test_prune_one_node_and_failures(cli: Any, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    def refuse(cfg: Any, node: str | None) -> PruneResult:
+        assert node == "gpu-1"
+        raise PublishError("list nodes: 403 forbidden")
+
+    monkeypatch.setattr("exporter.kube.prune", refuse)
+    assert cli.main(["prune", "--node-name", "gpu-1"]) == 1
+    assert "403 forbidden" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["prune", "--label-prefix"])
+    assert exc.value.code == 2
+    assert cli.main(["prune", "--label-prefix", "Not A Prefix"]) == 2
