@@ -30,11 +30,11 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
 
 
 def _cmd_prune(args: argparse.Namespace) -> int:
-    from exporter.kube import PublishError, config_from_args, prune
+    from exporter.kube import InvalidObject, PublishError, config_from_args, prune
 
     try:
         cfg = config_from_args(args)
-    except ValueError as exc:
+    except (ValueError, InvalidObject) as exc:  # a prefix or driver name the API would refuse
         print(f"topolink prune: {exc}", file=sys.stderr)
         return EXIT_USAGE
     target = args.node_name  # only the flag: $NODE_NAME in a shell must not narrow an uninstall
