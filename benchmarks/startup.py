@@ -1,0 +1,201 @@
+"""Start-up and discovery overhead against lstopo, paired and interleaved: prints tables of ratios. Not a test.
+
+    .venv/bin/python benchmarks/startup.py [--runs N]
+
+Every whole-process row alternates the two commands it compares (A B A B ...), so load from others on the
+machine falls on both; medians and the ratio of medians are printed, with peak RSS (ru_maxrss of the child).
+- ``topolink discover --format json`` against ``lstopo-no-graphics --of xml`` on the live machine and on every
+  hwloc tree in ../shared/reference/hwloc/linux (lstopo reads a tree with ``--input DIR``): target <= 4x.
+- ``topolink --help`` against a bare interpreter of the same venv: target <= 40 ms above it, with the
+  repository's bytecode absent (PYTHONDONTWRITEBYTECODE=1, as here) and compiled (``compileall`` into the
+  repository's ``__pycache__``, removed again afterwards; the venv's site-packages are compiled already).
+- whether ``discover`` imported pynvml where no NVML library loads.
+- the discovery call in-process on the 137-function tree (target <= 8 ms) and the hgx-h100 profile
+  (<= 15 ms, with its cost per GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.discovery import hwloc_trees, pci_count  # noqa: E402
+
+VENV_PY = str(REPO / ".venv/bin/python") if (REPO / ".venv/bin/python").exists() else sys.executable
+TOPOLINK = [VENV_PY, "-m", "agent.cli"]
+_PACKAGES = ("agent", "topology", "probes", "exporter")
+
+
+def _run(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int]:
+    """Wall milliseconds and peak RSS (KiB) of one process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keeps Popen from reaping it again
+    return (time.perf_counter() - t0) * 1e3, usage.ru_maxrss
+
+
+def peak_rss_kib(cmd: Sequence[str]) -> int:
+    """Peak RSS of one run, from GNU time: a child's own ru_maxrss would include the forked interpreter."""
+    out = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, cwd=REPO, check=False).stderr.strip().splitlines()
+    return int(out[-1]) if out and out[-1].isdigit() else 0
+
+
+def paired(a: Sequence[str], b: Sequence[str], runs: int, env: dict[str, str] | None = None
+           ) -> tuple[float, float, int, int]:
+    """Medians (ms) of a and b run alternately, and their peak RSS (KiB)."""
+    _run(a, env), _run(b, env)  # warm the page cache
+    ta, tb = [], []
+    for _ in range(runs):
+        ta.append(_run(a, env)[0])
+        tb.append(_run(b, env)[0])
+    return statistics.median(ta), statistics.median(tb), peak_rss_kib(a), peak_rss_kib(b)
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    print(f"\n{title}\n| " + " | ".join(header) + " |\n|" + "|".join("---" for _ in header) + "|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+def vs_lstopo(runs: int, trees: list[tuple[str, Path]]) -> None:
+    lstopo = shutil.which("lstopo-no-graphics")
+    if lstopo is None:
+        print("\nlstopo-no-graphics not installed (apt-get install hwloc): no lstopo rows")
+        return
+    rows = []
+    inputs: list[tuple[str, list[str], list[str]]] = [("this machine", [], [])]
+    inputs += [(name, ["--sysfs-root", str(root)], ["--input", str(root)]) for name, root in trees]
+    for name, ours_args, theirs_args in inputs:
+        ours, theirs, rss_ours, rss_theirs = paired([*TOPOLINK, "discover", "--format", "json", *ours_args],
+                                                    [lstopo, "--of", "xml", *theirs_args], runs)
+        ratio = ours / theirs
+        rows.append((name, f"{ours:.0f}", f"{theirs:.0f}", f"{ratio:.1f}x", "ok" if ratio <= 4 else "OVER",
+                     f"{rss_ours / 1024:.0f}", f"{rss_theirs / 1024:.0f}"))
+    table(f"discover --format json vs lstopo-no-graphics --of xml (median of {runs} paired runs; target <= 4x)",
+          ("input", "topolink ms", "lstopo ms", "ratio", "", "topolink peak RSS MiB", "lstopo peak RSS MiB"), rows)
+
+
+def _compiled_dirs() -> set[Path]:
+    return {p for pkg in _PACKAGES for p in (REPO / pkg).rglob("__pycache__")}
+
+
+def help_vs_bare(runs: int) -> None:
+    bare = [VENV_PY, "-c", "pass"]
+    helps = [VENV_PY, str(REPO / ".venv/bin/topolink"), "--help"]
+    rows = []
+    before = _compiled_dirs()
+    try:
+        for label in ("absent", "compiled"):
+            if label == "compiled":
+                subprocess.run([VENV_PY, "-m", "compileall", "-q", *(str(REPO / p) for p in _PACKAGES)],
+                               check=True, stdout=subprocess.DEVNULL)
+            ours, base, rss, _ = paired(helps, bare, runs)
+            rows.append((label, f"{base:.0f}", f"{ours:.0f}", f"{ours - base:.0f}",
+                         "ok" if ours - base <= 40 else "OVER", f"{rss / 1024:.0f}"))
+    finally:
+        for d in _compiled_dirs() - before:
+            shutil.rmtree(d, ignore_errors=True)
+    table(f"topolink --help vs a bare interpreter of the same venv (median of {runs} paired runs; target <= +40 ms)",
+          ("repository bytecode", "bare ms", "--help ms", "difference ms", "", "--help peak RSS MiB"), rows)
+
+
+def pynvml_row() -> None:
+    code = ("import sys; from agent.cli import main; "
+            "main(['discover', '--format', 'json', '-o', '/dev/null']); "
+            "print('pynvml' in sys.modules, 'torch' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([VENV_PY, "-c", code], capture_output=True, text=True, cwd=REPO, check=False).stderr
+    last = out.strip().splitlines()[-1] if out.strip() else "?"
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+        loadable = "yes"
+    except OSError:
+        loadable = "no"
+    table("imports of `discover` on this machine",
+          ("libnvidia-ml.so.1 loadable", "pynvml imported, torch imported"), [(loadable, last)])
+
+
+def _median_call(ctx: object, runs: int) -> float:
+    from agent.discover import discover
+
+    discover(ctx)  # type: ignore[arg-type]
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        discover(ctx)  # type: ignore[arg-type]
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def discovery_calls(runs: int, trees: list[tuple[str, Path]]) -> None:
+    from agent._context import DiscoveryContext
+    from agent._fsroot import FsRoot
+
+    rows = []
+    for name, root in trees:
+        n = pci_count(root)
+        ms = _median_call(DiscoveryContext(root=FsRoot(root)), runs)
+        target = 8.0 if n >= 100 else None
+        verdict = "" if target is None else ("ok" if ms <= target else "OVER")
+        rows.append((name, str(n), f"{ms:.1f}", f"<= {target:g}" if target else "", verdict))
+    ms = _median_call(DiscoveryContext(), runs)
+    rows.append(("this machine (live /)", str(pci_count(Path("/"))), f"{ms:.1f}", "", ""))
+    table(f"discovery call in-process (median of {runs})", ("tree", "PCI functions", "ms", "target", ""), rows)
+
+
+def profile_rows(runs: int) -> None:
+    from agent._context import DiscoveryContext
+    from agent._fsroot import FsRoot
+    from tests.fakenvml import ENV_CALLS, ENV_PROFILE, materialize
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        node = materialize("hgx-h100", Path(tmp))
+        os.environ[ENV_PROFILE], os.environ[ENV_CALLS] = str(node.nvml_profile), str(node.calls_file)
+        ctx = DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))
+        ms = _median_call(ctx, runs)
+        calls = node.calls()
+        rows.append(("hgx-h100", "8", f"{ms:.1f}", f"{ms / 8:.2f}", str(sum(calls.values())), "<= 15",
+                     "ok" if ms <= 15 else "OVER"))
+    table(f"discovery call on machine profiles through the test NVML (median of {runs})",
+          ("profile", "GPUs", "ms", "ms per GPU", "NVML calls", "target", ""), rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--only", choices=("lstopo", "help", "calls"), help="one table only")
+    args = ap.parse_args()
+    print(f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
+          f"{os.cpu_count()} CPUs, interpreter {VENV_PY}; peak RSS of this process "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = hwloc_trees(Path(tmp))
+        if args.only in (None, "help"):
+            help_vs_bare(args.runs)
+        if args.only in (None, "lstopo"):
+            vs_lstopo(args.runs, trees)
+            pynvml_row()
+        if args.only in (None, "calls"):
+            discovery_calls(args.runs, trees)
+            profile_rows(args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
