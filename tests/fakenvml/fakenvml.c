@@ -246,8 +246,10 @@ static void set_pci(nvmlPciInfo_t *pci, const char *busid) {
 static int gpu_arg(const char *tok) { return strcmp(tok, "*") == 0 ? -1 : atoi(tok); }
 
 static void reset_profile(void) {
-    memset(g_gpus, 0, sizeof g_gpus);
-    memset(g_migs, 0, sizeof g_migs);
+    /* Only the entries the last profile used (BSS starts zeroed): clearing the whole tables would make every
+     * process that loads this library resident in 15 MB of zeros, which the serve benchmark would count. */
+    memset(g_gpus, 0, (size_t)g_count * sizeof g_gpus[0]);
+    memset(g_migs, 0, (size_t)g_count * sizeof g_migs[0]);
     memset(g_ancestor, 0, sizeof g_ancestor);
     memset(g_p2p, -1, sizeof g_p2p);
     g_count = 0;
