@@ -238,3 +238,11 @@ def test_agent_args_parse(overlay: str, rendered: dict[str, list[dict[str, Any]]
         parser.parse_args(agent["args"])
     except SystemExit as exc:  # pragma: no cover - the message is on standard error
         pytest.fail(f"{overlay}: {agent['args']} rejected ({exc})")
+
+
+def test_readme_installs_each_variant_with_one_command() -> None:
+    section = (REPO / "README.md").read_text().split("## Installing on a cluster", 1)[1]
+    for overlay in OVERLAYS:
+        if overlay != "prune":
+            assert f"| `kubectl apply -k daemonset/overlays/{overlay}` |" in section
+    assert "kubectl apply -k daemonset/overlays/prune" in section.split("**Uninstall.**", 1)[1]
