@@ -28,7 +28,7 @@ EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
 # Modules that add subcommands: each has ``add_parsers(subparsers, add_discovery_args)`` and sets a
 # ``handler`` default; they import their heavy dependencies only inside their handlers.
-_COMMAND_MODULES = ("cli_probe", "cli_serve")
+_COMMAND_MODULES = ("cli_probe", "cli_serve", "cli_kube")
 
 _ENV_SYSFS_ROOT = "TOPOLINK_SYSFS_ROOT"
 _ENV_NVML_LIBRARY = "TOPOLINK_NVML_LIBRARY"

@@ -4,12 +4,11 @@
 ``topolink serve`` may import.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._families import FAMILIES, Family, metrics_markdown, series_bound
     from ._http import HttpConfig, ProbeControl, create_app
     from ._metrics import Exposition, MetricsCache, SnapshotCollector, families
@@ -67,11 +66,11 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value
 

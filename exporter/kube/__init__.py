@@ -3,12 +3,11 @@
 Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._api import Kind, KubeApi, NodeView
     from ._client import LightkubeApi
     from ._config import KubePublishConfig, config_from_args, sinks_from_config
@@ -100,11 +99,11 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # once loaded, a plain attribute
     return value
 
