@@ -4,9 +4,9 @@
 ``topolink serve`` may import.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
+
+from ._lazy import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from ._families import FAMILIES, Family, metrics_markdown, series_bound
@@ -66,14 +66,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent._fsroot import AttributeTooLarge, FsRoot, NotARegularFile
-
-NOBODY = 65534
+from tests.unprivileged import CANNOT_DROP, NOBODY, as_nobody
 
 
 @contextmanager
@@ -221,33 +220,6 @@ def test_the_directory_cache_sees_the_same_tree_as_a_fresh_root(jail: Path) -> N
     assert fs == FsRoot(jail) and not fs.is_live and FsRoot().is_live
 
 
-CANNOT_DROP = 77
-
-
-def as_nobody(check: Callable[[], None], cwd: Path) -> int:
-    """Run ``check`` in ``cwd`` in a forked child that is not root: its exit status, or ``CANNOT_DROP``.
-
-    The child enters ``cwd`` while still root, so it need not traverse the private parents of ``tmp_path``.
-    """
-    pid = os.fork()
-    if pid == 0:
-        status = 1
-        try:
-            os.chdir(cwd)
-            if os.geteuid() == 0:
-                try:
-                    os.setgroups([])
-                    os.setgid(NOBODY)
-                    os.setuid(NOBODY)
-                except OSError:
-                    os._exit(CANNOT_DROP)
-            check()
-            status = 0
-        except BaseException as exc:
-            os.write(2, f"{type(exc).__name__}: {exc}\n".encode())
-        finally:
-            os._exit(status)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def test_permission_denied_propagates(tmp_path: Path) -> None:

@@ -230,6 +230,26 @@ def pci_function_of(root: FsRoot, entry: str) -> str | None:
     return next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)
 
 
+_SYS_DEVICES = "/sys/devices/"
+
+
+def class_entry(root: FsRoot, source: str, entry: str, name: str) -> tuple[str | None, Problem | None]:
+    """Where a class entry (``/sys/class/net/eth0``) lives under ``/sys/devices``, or the problem that says
+    it leads nowhere real (unreadable, not a directory, dangling, outside ``/sys/devices``): such an entry
+    hides a device, so the node's NIC inventory is unknown."""
+    unknown = (Fact(subject="node", aspect=Aspect.NICS),)
+    try:
+        path = device_path(root, entry)
+        real = root.is_dir(entry) and (path is None or (root.is_dir(path) and path.startswith(_SYS_DEVICES)))
+    except OSError as exc:
+        return None, Problem(source=source, subject=name, message=f"{entry}: {describe_os_error(exc)}",
+                             unknown=unknown)
+    if not real:
+        return None, Problem(source=source, subject=name, message=f"{entry} is not a directory under "
+                             f"/sys/devices (it points to {path}): not read", unknown=unknown)
+    return path, None
+
+
 def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None) -> list[str]:
     """The entries of a subsystem's directory. Raises :class:`SubsystemAbsent` (with ``absent``) when
     ``marker`` (default ``path``) does not exist, :class:`SourceError` when it cannot be listed."""

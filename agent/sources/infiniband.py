@@ -14,10 +14,16 @@ from topology import Aspect, Problem, node_fact
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import SYSFS_BDF, Reader, decimal, describe_os_error, device_path, list_subsystem, pci_function_of
+from ._sysfs import (
+    SYSFS_BDF,
+    Reader,
+    class_entry,
+    decimal,
+    list_subsystem,
+    pci_function_of,
+)
 
 SOURCE = "infiniband"
-_DEVICES = "/sys/devices/"  # where every class entry's device lives, virtual ones too
 _VIRTUAL = "/sys/devices/virtual/"
 _CLASS = "/sys/class/infiniband"
 _RATE = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,3})?) Gb/sec")
@@ -56,18 +62,9 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
     problems = []
     for name in names:
         entry = f"{_CLASS}/{name}"
-        try:
-            path = device_path(root, entry)
-            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path)) or (
-                path is not None and not path.startswith(_DEVICES))
-        except OSError as exc:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
-                                    unknown=(node_fact(Aspect.NICS),)))
-            continue
-        if dangling:
-            problems.append(Problem(source=SOURCE, subject=name,
-                                    message=f"{entry} is not a directory (or points to {path}, which does not exist)"
-                                            ": not a device", unknown=(node_fact(Aspect.NICS),)))
+        path, problem = class_entry(root, SOURCE, entry, name)
+        if problem is not None:
+            problems.append(problem)
             continue
         bdf = pci_function_of(root, entry)
         if bdf is not None:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topology import Aspect, Problem, node_fact
+from topology import Aspect, Problem
 
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import SYSFS_BDF, Reader, bounded, decimal, describe_os_error, device_path, list_subsystem
+from ._sysfs import SYSFS_BDF, Reader, bounded, class_entry, decimal, list_subsystem
 
 SOURCE = "net"
-_DEVICES = "/sys/devices/"  # where every class entry's device lives, virtual ones too
 _CLASS = "/sys/class/net"
 _VIRTUAL = "/sys/devices/virtual/"
 
@@ -45,18 +44,9 @@ def read_net(ctx: DiscoveryContext) -> NetFacts:
     interfaces, problems = [], []
     for name in names:
         entry = f"{_CLASS}/{name}"
-        try:
-            path = device_path(root, entry)
-            dangling = not root.is_dir(entry) or (path is not None and not root.is_dir(path)) or (
-                path is not None and not path.startswith(_DEVICES))
-        except OSError as exc:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{entry}: {describe_os_error(exc)}",
-                                    unknown=(node_fact(Aspect.NICS),)))
-            continue
-        if dangling:
-            problems.append(Problem(source=SOURCE, subject=name,
-                                    message=f"{entry} is not a directory (or points to {path}, which does not exist)"
-                                            ": not an interface", unknown=(node_fact(Aspect.NICS),)))
+        path, problem = class_entry(root, SOURCE, entry, name)
+        if problem is not None:
+            problems.append(problem)
             continue
         interfaces.append(_read_interface(root, name, entry, path))
     return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))

@@ -3,9 +3,9 @@
 Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port.
 """
 
-import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
-from typing import Any as _Any
+
+from .._lazy import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from ._api import Kind, KubeApi, NodeView
@@ -99,14 +99,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> _Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)
