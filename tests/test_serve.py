@@ -134,11 +134,15 @@ def test_a_real_prometheus_reads_gpus_nvlinks_and_a_measured_bandwidth(served: S
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def query(q: str) -> list[dict[str, object]]:
-        body = get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q}), timeout=5)[1]
+        status, body = get(f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q}), timeout=5)
+        assert status == 200, f"prometheus answered {status}: {body[:200]!r}"
         result: list[dict[str, object]] = json.loads(body)["data"]["result"]
         return result
 
     try:
+        # Prometheus answers 503 until its TSDB is open; only then are queries meaningful.
+        wait_for("prometheus to be ready", lambda: get(f"http://127.0.0.1:{port}/-/ready", timeout=5)[0] == 200,
+                 timeout=60)
         wait_for("prometheus to scrape topolink", lambda: bool(query('up{job="topolink"} == 1')), timeout=40)
         assert query("count(topolink_gpu_info)")[0]["value"][1] == "8"  # type: ignore[index]
         assert query("sum(topolink_gpu_nvlinks)")[0]["value"][1] == "144"  # type: ignore[index]
