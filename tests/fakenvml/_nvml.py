@@ -24,7 +24,7 @@ from ._catalog import (
     TOPOLOGY_LEVEL,
 )
 from ._profile import Machine
-from ._tree import Function, ProfileError, pcie_level
+from ._tree import Function, PcieTree, ProfileError
 
 _REMOTE_TYPES = {"gpu": REMOTE_GPU, "ibmnpu": REMOTE_IBMNPU, "switch": REMOTE_SWITCH, "unknown": REMOTE_UNKNOWN}
 
@@ -150,13 +150,14 @@ def nvml_lines(machine: Machine) -> list[str]:
         out.append(f"cuda {nv['cuda']}")
     gpus = machine.gpus
     plan = link_plan(machine)
+    tree = PcieTree(machine.functions, machine.host_bridges)
     for i, gpu in enumerate(gpus):
         out += _gpu_lines(machine, i, gpu, plan[i])
     for a in range(len(gpus)):
         for b in range(len(gpus)):
             if a == b:
                 continue
-            level = pcie_level(machine.functions, machine.host_bridges, gpus[a].bdf, gpus[b].bdf)
+            level = tree.level(gpus[a].bdf, gpus[b].bdf)
             out.append(f"pair {a} {b} ancestor {TOPOLOGY_LEVEL[level]}")
             group = "nvlink" if _connected(plan, gpus, a, b) else "pcie"
             for cap, status in nv["p2p"][group].items():

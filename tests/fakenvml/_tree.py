@@ -172,36 +172,38 @@ class TreeBuilder:
         return gen, 16
 
 
-def place(functions: Sequence[Function], host_bridges: Sequence[HostBridge],
-          bdf: str) -> tuple[str, tuple[str, ...], int]:
-    """(host bridge id, bridge chain from the root port down, numa node) of a function."""
-    by_bdf = {f.bdf: f for f in functions}
-    roots = {h.id: h for h in host_bridges}
-    fn = by_bdf[bdf]
-    chain: list[str] = []
-    parent = fn.parent
-    while parent not in roots:
-        chain.append(parent)
-        parent = by_bdf[parent].parent
-    return parent, tuple(reversed(chain)), fn.numa
+class PcieTree:
+    """Where each function of a machine sits, indexed once: a pair's level is asked for every GPU pair."""
 
+    def __init__(self, functions: Sequence[Function], host_bridges: Sequence[HostBridge]) -> None:
+        self._by_bdf = {f.bdf: f for f in functions}
+        self._roots = {h.id for h in host_bridges}
 
-def pcie_level(functions: Sequence[Function], host_bridges: Sequence[HostBridge], a: str, b: str) -> str:
-    """How NVML and nvidia-smi class the PCIe path between two functions: PIX, PXB, PHB, NODE or SYS.
+    def place(self, bdf: str) -> tuple[str, tuple[str, ...], int]:
+        """(host bridge id, bridge chain from the root port down, numa node) of a function."""
+        fn = self._by_bdf[bdf]
+        chain: list[str] = []
+        parent = fn.parent
+        while parent not in self._roots:
+            chain.append(parent)
+            parent = self._by_bdf[parent].parent
+        return parent, tuple(reversed(chain)), fn.numa
 
-    Counts switches by identity (each bridge knows its switch), not by chain parity. Devices on different
-    host bridges are NODE only when both NUMA nodes are known and equal.
-    """
-    root_a, chain_a, numa_a = place(functions, host_bridges, a)
-    root_b, chain_b, numa_b = place(functions, host_bridges, b)
-    if root_a != root_b:
-        return "NODE" if numa_a == numa_b and numa_a >= 0 else "SYS"
-    common = 0
-    while common < min(len(chain_a), len(chain_b)) and chain_a[common] == chain_b[common]:
-        common += 1
-    if common == 0:
-        return "PHB"
-    by_bdf = {f.bdf: f for f in functions}
-    walked = {chain_a[common - 1], *chain_a[common:], *chain_b[common:]}
-    switches = {by_bdf[bdf].switch for bdf in walked}
-    return "PIX" if len(switches) <= 1 else "PXB"
+    def level(self, a: str, b: str) -> str:
+        """How NVML and nvidia-smi class the PCIe path between two functions: PIX, PXB, PHB, NODE or SYS.
+
+        Counts switches by identity (each bridge knows its switch), not by chain parity. Devices on different
+        host bridges are NODE only when both NUMA nodes are known and equal.
+        """
+        root_a, chain_a, numa_a = self.place(a)
+        root_b, chain_b, numa_b = self.place(b)
+        if root_a != root_b:
+            return "NODE" if numa_a == numa_b and numa_a >= 0 else "SYS"
+        common = 0
+        while common < min(len(chain_a), len(chain_b)) and chain_a[common] == chain_b[common]:
+            common += 1
+        if common == 0:
+            return "PHB"
+        walked = {chain_a[common - 1], *chain_a[common:], *chain_b[common:]}
+        switches = {self._by_bdf[bdf].switch for bdf in walked}
+        return "PIX" if len(switches) <= 1 else "PXB"
