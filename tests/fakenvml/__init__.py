@@ -19,6 +19,7 @@ from typing import Any
 from ._build import BuildError, build_library
 from ._nvml import nvml_bus_id, nvml_lines
 from ._profile import Machine, load_machine
+from ._synthetic import scaled_doc, write_scaled
 from ._sysfs import write_sysfs
 from ._tree import ProfileError
 
@@ -107,5 +108,7 @@ __all__ = [
     "nvml_lines",
     "profile_path",
     "read_calls",
+    "scaled_doc",
+    "write_scaled",
     "write_sysfs",
 ]
