@@ -11,7 +11,9 @@ machine falls on both; medians and the ratio of medians are printed, with peak R
   repository's ``__pycache__``, removed again afterwards; the venv's site-packages are compiled already).
 - whether ``discover`` imported pynvml where no NVML library loads.
 - the discovery call in-process on the 137-function tree (target <= 8 ms) and the hgx-h100 profile
-  (<= 15 ms, with its cost per GPU).
+  (<= 15 ms), and on synthetic NVSwitch machines of 16, 32 and 64 GPUs grown from it: cost per GPU, NVML
+  calls and pair calls (P2P status, common ancestor); time may grow no faster than the pair calls.
+- ``topology.dumps`` indented and compact at 8 and 64 GPUs, against indenting with ``json.dumps``.
 """
 
 from __future__ import annotations
@@ -26,12 +28,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.discovery import hwloc_trees, pci_count  # noqa: E402
+
+if TYPE_CHECKING:
+    from topology import Snapshot
 
 VENV_PY = str(REPO / ".venv/bin/python") if (REPO / ".venv/bin/python").exists() else sys.executable
 TOPOLINK = [VENV_PY, "-m", "agent.cli"]
@@ -158,34 +165,96 @@ def discovery_calls(runs: int, trees: list[tuple[str, Path]]) -> None:
     table(f"discovery call in-process (median of {runs})", ("tree", "PCI functions", "ms", "target", ""), rows)
 
 
-def profile_rows(runs: int) -> None:
+SCALED_GPUS = (16, 32, 64)  # synthetic NVSwitch machines grown from hgx-h100 (tests/fakenvml/_synthetic.py)
+
+
+def _pair_calls(calls: dict[str, int]) -> int:
+    """NVML calls that name two GPUs (P2P status, common ancestor): their number grows with the GPU pairs."""
+    from tests.fakenvml import gpus_named
+
+    return sum(n for key, n in calls.items() if len(gpus_named(key)) == 2)
+
+
+def profile_rows(runs: int) -> dict[int, tuple[Snapshot, float]]:
+    """The discovery call on hgx-h100 and on synthetic machines of 16, 32 and 64 GPUs grown from it (its
+    boards repeated in more PCI domains and NUMA nodes, one NVLink fabric). Time may grow no faster than the
+    NVML pair calls. Returns the snapshot and median ms per GPU count, for the ``dumps`` rows."""
     from agent._context import DiscoveryContext
     from agent._fsroot import FsRoot
-    from tests.fakenvml import ENV_CALLS, ENV_PROFILE, materialize
+    from agent.discover import discover
+    from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, materialize, write_scaled
+
+    rows, found = [], {}
+    hgx = MACHINES / "hgx-h100.yaml"
+    base: tuple[float, int] | None = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for gpus in (8, *SCALED_GPUS):
+            profile = hgx if gpus == 8 else write_scaled(hgx, gpus, Path(tmp) / "profiles")
+            node = materialize(profile, Path(tmp) / f"x{gpus}")
+            os.environ[ENV_PROFILE], os.environ[ENV_CALLS] = str(node.nvml_profile), str(node.calls_file)
+            ctx = DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))
+            ms = _median_call(ctx, runs)
+            found[gpus] = (discover(ctx), ms)
+            calls = node.calls()
+            pairs = _pair_calls(calls)
+            base = base or (ms, pairs)
+            time_growth, pair_growth = ms / base[0], pairs / base[1]
+            if gpus == 8:
+                target, verdict = "<= 15 ms", "ok" if ms <= 15 else "OVER"
+            else:
+                target, verdict = "ratio <= 1", "ok" if time_growth <= pair_growth else "OVER"
+            rows.append((node.machine.name, str(gpus), f"{ms:.1f}", f"{ms / gpus:.2f}", str(sum(calls.values())),
+                         str(pairs), f"{time_growth:.2f}x", f"{pair_growth:.1f}x", f"{time_growth / pair_growth:.2f}",
+                         target, verdict))
+    table(f"discovery call on machine profiles through the test NVML (median of {runs}; growth against 8 GPUs)",
+          ("profile", "GPUs", "ms", "ms per GPU", "NVML calls", "NVML pair calls", "time growth", "pair-call growth",
+           "time / pair-call growth", "target", ""), rows)
+    return found
+
+
+def _stdlib_indented(snap: Snapshot) -> str:
+    import json
+
+    from topology import to_dict
+
+    return json.dumps(to_dict(snap), indent=2, allow_nan=False)
+
+
+def dumps_rows(runs: int, found: dict[int, tuple[Snapshot, float]]) -> None:
+    """``topology.dumps`` indented (the default: discover --format json, the state file, the HTTP API) and
+    compact, interleaved, against what indenting with json.dumps costs and against the discovery call."""
+    from topology import dumps
 
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        node = materialize("hgx-h100", Path(tmp))
-        os.environ[ENV_PROFILE], os.environ[ENV_CALLS] = str(node.nvml_profile), str(node.calls_file)
-        ctx = DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))
-        ms = _median_call(ctx, runs)
-        calls = node.calls()
-        rows.append(("hgx-h100", "8", f"{ms:.1f}", f"{ms / 8:.2f}", str(sum(calls.values())), "<= 15",
-                     "ok" if ms <= 15 else "OVER"))
-    table(f"discovery call on machine profiles through the test NVML (median of {runs})",
-          ("profile", "GPUs", "ms", "ms per GPU", "NVML calls", "target", ""), rows)
+    for gpus in (8, 64):
+        snap, discovery_ms = found[gpus]
+        ways = {"indented": partial(dumps, snap), "compact": partial(dumps, snap, indent=None),
+                "stdlib": partial(_stdlib_indented, snap)}
+        samples: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(runs + 1):
+            for name, way in ways.items():
+                t0 = time.perf_counter()
+                way()
+                samples[name].append((time.perf_counter() - t0) * 1e3)
+        ms = {name: statistics.median(times[1:]) for name, times in samples.items()}
+        rows.append((str(gpus), f"{len(dumps(snap)) / 1e6:.2f}", f"{ms['indented']:.1f}", f"{ms['compact']:.1f}",
+                     f"{ms['indented'] / ms['compact']:.2f}", f"{ms['stdlib']:.1f}", f"{discovery_ms:.1f}",
+                     "ok" if ms["indented"] < discovery_ms else "OVER"))
+    table(f"topology.dumps of the discovered snapshot (median of {runs}, interleaved; target: indented below the "
+          "discovery call)", ("GPUs", "indented MB", "indented ms", "compact ms", "indented / compact",
+                              "to_dict + json.dumps(indent=2) ms", "discovery ms", ""), rows)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=11)
-    ap.add_argument("--only", choices=("lstopo", "help", "calls"), help="one table only")
+    ap.add_argument("--only", choices=("lstopo", "help", "calls", "profiles"), help="one group of tables only")
     args = ap.parse_args()
     print(f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
           f"{os.cpu_count()} CPUs, interpreter {VENV_PY}; peak RSS of this process "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     with tempfile.TemporaryDirectory() as tmp:
-        trees = hwloc_trees(Path(tmp))
+        trees = hwloc_trees(Path(tmp)) if args.only in (None, "lstopo", "calls") else []
         if args.only in (None, "help"):
             help_vs_bare(args.runs)
         if args.only in (None, "lstopo"):
@@ -193,7 +262,8 @@ def main() -> int:
             pynvml_row()
         if args.only in (None, "calls"):
             discovery_calls(args.runs, trees)
-            profile_rows(args.runs)
+        if args.only in (None, "calls", "profiles"):
+            dumps_rows(args.runs, profile_rows(args.runs))
     return 0
 
 
