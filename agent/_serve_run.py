@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from exporter import MetricsCache, Sink
+from exporter import MetricsCache, Sink, WatchingSink
 from topology import Snapshot
 
 from ._serve_log import event, setup
@@ -21,14 +21,41 @@ from .serve import Agent, ServeConfig, next_probe_at
 _STOP_GRACE_S = 4.0  # SIGTERM to exit: within the 5 s a DaemonSet's pod is given at the least
 
 
-def discovery_loop(agent: Agent, rediscover: threading.Event) -> None:
+class Wake:
+    """Asks the discovery loop for a pass now, and says why: SIGHUP, or a sink that saw its objects changed."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._why = ""
+
+    def __call__(self, why: str) -> None:
+        with self._lock:
+            self._why = self._why or why  # several wakes before the pass: the first reason is reported
+        self._event.set()
+
+    def wait(self, timeout: float) -> str:
+        """The reason of a wake within ``timeout``, or ``interval``."""
+        woke = self._event.wait(timeout)
+        with self._lock:
+            why, self._why = self._why, ""
+            self._event.clear()
+        return why if woke and why else "interval"
+
+
+def discovery_loop(agent: Agent, wake: Wake) -> None:
     why = "start"
     while not agent.stopping.is_set():
         agent.discover_once(why)
         _return_free_memory()
-        woke = rediscover.wait(agent.config.discovery_interval_s)
-        rediscover.clear()
-        why = "SIGHUP" if woke else "interval"
+        why = wake.wait(agent.config.discovery_interval_s)
+
+
+def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake) -> None:
+    try:
+        sink.watch(agent.stopping, wake)
+    except Exception as exc:  # a bug here must not take the agent down: the sink still publishes every pass
+        event(agent.log, "watch failed", logging.ERROR, sink=sink.name, error=f"{type(exc).__name__}: {exc}")
 
 
 def probe_loop(agent: Agent) -> None:
@@ -121,24 +148,27 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
                                            access_log=False, lifespan="off", timeout_graceful_shutdown=1,
                                            h11_max_incomplete_event_size=32 * 1024))
     stop = threading.Event()
-    rediscover = threading.Event()
+    wake = Wake()
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     def on_hup(signum: int, frame: FrameType | None) -> None:
-        rediscover.set()
+        wake("SIGHUP")
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
     threads = [threading.Thread(target=server.run, name="http", daemon=True),
-               threading.Thread(target=discovery_loop, args=(agent, rediscover), name="discovery", daemon=True),
+               threading.Thread(target=discovery_loop, args=(agent, wake), name="discovery", daemon=True),
                threading.Thread(target=probe_loop, args=(agent,), name="probes", daemon=True)]
+    # Blocked in a read of the API server's stream most of the time: daemon threads, never joined.
+    watchers = [threading.Thread(target=watch_loop, args=(agent, s, wake), name=f"watch-{s.name}", daemon=True)
+                for s in sinks if isinstance(s, WatchingSink)]
     event(log, "agent starting", version=config.version, address=f"{config.host}:{config.port}",
           discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
           state_dir=str(config.state_dir))
-    for t in threads:
+    for t in threads + watchers:
         t.start()
     code = 0
     while not stop.wait(0.25):
@@ -149,7 +179,7 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     deadline = time.monotonic() + _STOP_GRACE_S
     event(log, "agent stopping", signal="SIGTERM" if code == 0 else None)
     agent.stopping.set()
-    rediscover.set()
+    wake("stop")
     server.should_exit = True
     killed = kill_children()
     threads[2].join(max(0.0, deadline - time.monotonic() - 1.0))

@@ -14,7 +14,7 @@ if _TYPE_CHECKING:
     from ._metrics import Exposition, MetricsCache, SnapshotCollector, families
     from ._page import page
     from ._picture import Svg, picture_dot, render_svg
-    from ._sink import PublishResult, Sink
+    from ._sink import PublishResult, Sink, WatchingSink
     from ._view import ProbeStats, SinkStats, View
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "SnapshotCollector",
     "Svg",
     "View",
+    "WatchingSink",
     "create_app",
     "families",
     "metrics_markdown",
@@ -56,6 +57,7 @@ _WHERE = {
     'SnapshotCollector': '_metrics',
     'Svg': '_picture',
     'View': '_view',
+    'WatchingSink': '_sink',
     'create_app': '_http',
     'families': '_metrics',
     'metrics_markdown': '_families',

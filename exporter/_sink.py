@@ -9,8 +9,10 @@ facts (``snapshot.knowledge().knows(subject, aspect)``) and never deletes on par
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from topology import Snapshot
 
@@ -33,3 +35,16 @@ class Sink(Protocol):
     name: str
 
     def publish(self, snapshot: Snapshot) -> PublishResult: ...
+
+
+@runtime_checkable
+class WatchingSink(Protocol):
+    """A sink that also learns of changes made by others to what it wrote (kubelet wiping ResourceSlices):
+    ``watch`` blocks, in a thread of its own, until ``stop`` is set, and calls ``wake`` with a reason when the
+    agent should publish again now rather than at the next interval."""
+
+    name: str
+
+    def publish(self, snapshot: Snapshot) -> PublishResult: ...
+
+    def watch(self, stop: threading.Event, wake: Callable[[str], None]) -> None: ...

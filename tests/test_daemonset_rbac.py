@@ -9,9 +9,11 @@ import asyncio
 import copy
 import dataclasses
 import random
+import threading
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 import topology as t
@@ -122,7 +124,24 @@ async def test_resource_slices(kmock: Any, api: LightkubeApi) -> None:
     stale["metadata"]["name"] += "-stale"  # a slice of our pool the pool no longer counts
     kmock.objects[SLICES, None, stale["metadata"]["name"]] = stale
     seen |= await exercise(kmock, lambda: sink.publish(snap(8)))
+    seen |= await watched(kmock, sink)
     assert seen == allowed("resource-slices")
+
+
+async def watched(kmock: Any, sink: ResourceSliceSink) -> Calls:
+    """The requests of the slice watch as it opens (a list, then the watch), its thread stopped after."""
+    start, stop = len(list(kmock)), threading.Event()
+    task = asyncio.create_task(asyncio.to_thread(sink.watch, stop, lambda why: None))
+    await asyncio.sleep(0.3)
+    seen = calls(kmock, start)
+    stop.set()
+    async with httpx.AsyncClient(base_url=str(kmock.url)) as http:  # one event for the blocked thread to read
+        await http.post("/apis/resource.k8s.io/v1/resourceslices", json={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "poke"},
+            "spec": {"driver": "other.example.com", "nodeName": NODE,
+                     "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}})
+    await asyncio.wait_for(task, timeout=10)
+    return seen
 
 
 async def test_device_taint_rules(kmock: Any, api: LightkubeApi) -> None:

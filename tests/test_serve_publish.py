@@ -83,3 +83,72 @@ def test_a_features_file_needs_no_cluster(tmp_path: Path) -> None:
     sinks = cli_serve.build_sinks(serve_args("--node-name", "n1", "--labels-via", "file", "--features-file",
                                              str(target)), {})
     assert [s.name for s in sinks] == ["feature-file"]
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_slices_kubelet_deletes_are_back_within_seconds_not_an_interval(
+        kmock: Any, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture) -> None:
+    """The agent's own threads (discovery loop, the slice sink's watch) with an hour between passes: a slice
+    deleted through the API comes back because the watch woke the discovery loop."""
+    import threading
+
+    import httpx
+
+    from agent._serve_run import Wake, discovery_loop, watch_loop
+    from exporter import WatchingSink
+
+    snap = discover_profile("hgx-h100", tmp_path_factory.mktemp("hgx"))
+    kmock.objects[NODES, None, snap.node] = {"apiVersion": "v1", "kind": "Node",
+                                             "metadata": {"name": snap.node, "uid": "uid-1", "labels": {}}}
+    kmock.resources[SLICES] = {"kind": "ResourceSlice", "namespaced": False,
+                               "verbs": ["get", "list", "watch", "create", "update", "delete", "patch"]}
+    args = serve_args("--node-name", snap.node, "--kubeconfig", str(kubeconfig(tmp_path, str(kmock.url).rstrip("/"))),
+                      "--device-taints", "off", "--labels-via", "none")
+    sinks = await asyncio.to_thread(cli_serve.build_sinks, args, {})
+    (slices,) = sinks
+    assert isinstance(slices, WatchingSink)
+    agent = Agent(ServeConfig(state_dir=tmp_path / "state", probe_interval_s=0, discovery_interval_s=3600),
+                  lambda: snap, dict, sinks, log=logging.getLogger("test.agent"))
+    wake = Wake()
+    caplog.set_level(logging.INFO, logger="test.agent")
+    threads = [threading.Thread(target=discovery_loop, args=(agent, wake), daemon=True),
+               threading.Thread(target=watch_loop, args=(agent, slices, wake), daemon=True)]
+    for t in threads:
+        t.start()
+
+    async def names() -> list[str]:
+        async with httpx.AsyncClient(base_url=str(kmock.url)) as http:
+            items = (await http.get("/apis/resource.k8s.io/v1/resourceslices")).json()["items"]
+        return sorted(o["metadata"]["name"] for o in items)
+
+    async def until(check: Any, what: str) -> None:
+        for _ in range(200):
+            if await check():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    try:
+        await until(names, "the first pass to create the slices")
+        (name,) = await names()
+        await asyncio.sleep(0.3)  # the watch is open
+        async with httpx.AsyncClient(base_url=str(kmock.url)) as http:
+            assert (await http.delete(f"/apis/resource.k8s.io/v1/resourceslices/{name}")).status_code == 200
+
+        async def back() -> bool:
+            return await names() == [name]
+        await until(back, "the slice to be created again")
+        whys = [r.fields["why"] for r in caplog.records if r.getMessage() == "discovery pass"]  # type: ignore[attr-defined]
+        assert whys == ["start", f"resourceslice {name} deleted"]  # woken by the watch, not the interval
+    finally:
+        agent.stopping.set()
+        wake("stop")
+        async with httpx.AsyncClient(base_url=str(kmock.url)) as http:  # an event for the watch thread to read
+            await http.post("/apis/resource.k8s.io/v1/resourceslices", json={
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "poke"},
+                "spec": {"driver": "other.example.com", "nodeName": snap.node,
+                         "pool": {"name": snap.node, "generation": 1, "resourceSliceCount": 1}}})
+        for t in threads:
+            await asyncio.to_thread(t.join, 10)
+            assert not t.is_alive()

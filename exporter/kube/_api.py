@@ -7,7 +7,7 @@ Pure code and its tests need no server: a fake implements :class:`KubeApi`. The 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,3 +76,9 @@ class KubeApi(Protocol):
         ...
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
+
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> Iterator[tuple[str, Obj]]:
+        """``(type, object)`` for every change of a matching object (``ADDED``, ``MODIFIED``, ``DELETED``),
+        the ones that exist first as ``ADDED``, until the stream fails with a
+        :class:`~._errors.PublishError`; a stream the server closes is opened again where it stopped."""
+        ...

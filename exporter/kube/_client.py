@@ -17,6 +17,8 @@ from ._errors import Conflict, Forbidden, InvalidObject, NotFound, PublishError,
 from ._retry import RETRYABLE, Backoff, Retryable, retry_after
 
 T = TypeVar("T")
+# The API server ends a watch after this; lightkube opens it again from the last resourceVersion seen.
+_WATCH_SERVER_TIMEOUT_S = 300
 
 
 def _error(what: str, code: int, message: str = "") -> PublishError:
@@ -161,6 +163,16 @@ class LightkubeApi:
         kw = {"namespace": meta.get("namespace")} if kind.namespaced else {}
         return dict(self._call(f"apply {kind.kind} {meta['name']}", lambda: self._client.patch(
             res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True, **kw)).to_dict())
+
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> Iterator[tuple[str, Obj]]:
+        res = _resource(kind)
+        try:
+            with _mapped(f"watch {kind.plural}"):
+                for typ, obj in self._client.watch(res, labels=dict(labels), fields=dict(fields),
+                                                   server_timeout=_WATCH_SERVER_TIMEOUT_S):
+                    yield str(typ), dict(obj.to_dict())
+        except Retryable as exc:  # the caller owns the backoff of a long-lived stream
+            raise exc.error from exc
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
         res = _resource(kind)

@@ -17,7 +17,7 @@ from ._api import NODE_FEATURE, RESOURCE_GROUP
 # The RBAC verb each port method needs (apply is a server-side apply: PATCH).
 VERBS: Mapping[str, str] = {
     "get_node": "get", "list_nodes": "list", "apply_node_labels": "patch",
-    "get": "get", "list": "list", "create": "create", "apply": "patch", "delete": "delete",
+    "get": "get", "list": "list", "create": "create", "apply": "patch", "delete": "delete", "watch": "watch",
 }
 
 
@@ -37,9 +37,10 @@ NODE_FEATURES = NODE_FEATURE.plural
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "node-labels": (_p("", "nodes", "get", "patch"),),
     "node-feature": (_p(NODE_FEATURE.group, NODE_FEATURES, "get", "create", "patch", namespaced=True),),
-    # the node is read for the uid of the slices' ownerReference
-    "resource-slices": (_p("", "nodes", "get"), _p(RESOURCE_GROUP, "resourceslices", "list", "create", "patch",
-                                                   "delete")),
+    # the node is read for the uid of the slices' ownerReference; the slices are watched because kubelet
+    # deletes every node-local slice when it starts
+    "resource-slices": (_p("", "nodes", "get"), _p(RESOURCE_GROUP, "resourceslices", "list", "watch", "create",
+                                                   "patch", "delete")),
     "device-taint-rules": (_p(RESOURCE_GROUP, "devicetaintrules", "list", "create", "patch", "delete"),),
     "prune": (_p("", "nodes", "get", "list", "patch"), _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
               _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),

@@ -1,13 +1,15 @@
 """ResourceSlice and DeviceTaintRule appliers: list ours (one read), plan, write the difference.
 
-Kubelet deletes every node-local slice when it starts; each pass lists the pool, so a wiped slice is
-created again on the next pass. Obsolete slices and taint rules go only on complete knowledge.
+Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` wakes the agent when
+that happens, and each pass lists the pool, so a wiped slice is created again at once (on the next pass when
+the watch is not permitted). Obsolete slices and taint rules go only on complete knowledge.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from topology import Snapshot
@@ -15,6 +17,8 @@ from topology import Snapshot
 from .._sink import PublishResult
 from ._api import MANAGED_BY, SLICE_VERSIONS, TAINT_RULE_VERSIONS, KubeApi, Obj, slice_kind, taint_rule_kind
 from ._errors import PublishError, Unavailable
+from ._retry import Backoff
+from ._slice_watch import watch_slices
 from ._slices import SliceConfig, build_slices, desired_devices, devices_of
 from ._taints import desired_rules, rule_spec
 
@@ -80,6 +84,8 @@ class ResourceSliceSink:
     def __init__(self, api: KubeApi, node: str, cfg: SliceConfig, taints: bool | None = None) -> None:
         self._api, self._node, self._cfg = api, node, cfg
         self._d = _Discovered(taints=taints)
+        self._deleting: set[str] = set()  # names this sink deletes, so that the watch does not wake for them
+        self._present: frozenset[str] = frozenset()  # names of the slices after the last publish
 
     def _setup(self) -> tuple[str, SliceConfig]:
         if self._d.version is None:
@@ -100,11 +106,14 @@ class ResourceSliceSink:
             plan = plan_slices(observed, devices, node=self._node, uid=self._d.uid, cfg=cfg, version=version,
                                complete=snapshot.complete)
             if plan.empty:
+                self._present = frozenset(_name(o) for o in observed)
                 return PublishResult(unchanged=len(observed))
+            self._deleting = set(plan.delete)  # the events of earlier deletions have long arrived
             for name in plan.delete:
                 self._api.delete(kind, name)
             stored = [self._api.apply(kind, o) for o in plan.update]
             stored += [self._api.create(kind, o) for o in plan.create]
+            self._present = frozenset(_name(o) for o in [*plan.update, *plan.create])
             if cfg.taints and any(o.get("spec", {}).get("devices") and not devices_of(o)[0].get("taints")
                                   for o in stored):
                 log.warning("%s: the server dropped device taints (DRADeviceTaints off): publishing without", self.name)
@@ -114,6 +123,18 @@ class ResourceSliceSink:
             self._d.uid = None  # a Node created again has a new uid
             log.warning("%s: %s", self.name, exc)
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
+
+
+    def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
+        """Until ``stop``: call ``wake`` with a reason when someone else deletes one of this node's slices."""
+        def ours(name: str) -> bool:
+            if name in self._deleting:
+                self._deleting.discard(name)
+                return True
+            return False
+
+        watch_slices(self._api, lambda: slice_kind(self._setup()[0]), node=self._node, driver=self._cfg.driver,
+                     ours=ours, expected=lambda: self._present, wake=wake, stop=stop, backoff=backoff)
 
 
 class DeviceTaintRuleSink:

@@ -1,0 +1,178 @@
+"""The ResourceSlice watch against kmock as the API server: a slice that someone else deletes (kubelet at its
+start) wakes the agent, the sink's own deletions do not, and a watch that fails is opened again or, when it
+can never be had (RBAC), given up with the pool still re-created on every pass."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+import topology as t
+from exporter.kube import Backoff, LightkubeApi, ResourceSliceSink, SliceConfig
+
+kmock_lib = pytest.importorskip("kmock")
+pytestmark = pytest.mark.asyncio
+
+NODE = "node-a"
+NODES = kmock_lib.resource("", "v1", "nodes")
+SLICES = kmock_lib.resource("resource.k8s.io", "v1", "resourceslices")
+
+
+def snap(gpus: int = 4) -> t.Snapshot:
+    from tests.probe_snapshots import four_gpu_box
+
+    box = four_gpu_box()
+    named = tuple(dataclasses.replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus))
+    return dataclasses.replace(box, node=NODE, gpus=named[:gpus])
+
+
+@pytest.fixture
+def api(kmock: Any) -> LightkubeApi:
+    kmock.objects[NODES, None, NODE] = {"apiVersion": "v1", "kind": "Node",
+                                        "metadata": {"name": NODE, "uid": "uid-a", "labels": {}}}
+    kmock.resources[SLICES] = {"kind": "ResourceSlice", "namespaced": False,
+                               "verbs": ["get", "list", "watch", "create", "update", "delete", "patch"]}
+    return LightkubeApi.connect(server=str(kmock.url).rstrip("/"),
+                                backoff=Backoff(sleep=lambda _: None, rng=random.Random(1)))
+
+
+class Woken:
+    """The agent's side of the watch: reasons, in order, waited for with a bound."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, why: str) -> None:
+        with self._lock:
+            self.reasons.append(why)
+
+    async def until(self, check: Callable[[list[str]], bool], timeout: float = 10.0) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if check(self.reasons):
+                    return list(self.reasons)
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"not woken as expected within {timeout:g} s: {self.reasons}")
+
+
+def delete_as_kubelet(kmock: Any, name: str) -> None:
+    """A DELETE through the API, as kubelet sends it: the server streams a DELETED event to watchers."""
+    with httpx.Client(base_url=str(kmock.url)) as http:
+        assert http.delete(f"/apis/resource.k8s.io/v1/resourceslices/{name}").status_code == 200
+
+
+def our_slices(kmock: Any) -> list[str]:
+    """The slices of our driver the server lists (a deleted object stays in kmock's store, marked deleted)."""
+    with httpx.Client(base_url=str(kmock.url)) as http:
+        items = http.get("/apis/resource.k8s.io/v1/resourceslices").json()["items"]
+    return sorted(o["metadata"]["name"] for o in items if o["spec"]["driver"] == SliceConfig().driver)
+
+
+class Watch:
+    """Runs ``sink.watch`` in a thread for a test; always stopped at teardown, pass or fail."""
+
+    def __init__(self, kmock: Any) -> None:
+        self._kmock, self.woken, self.stop = kmock, Woken(), threading.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, sink: ResourceSliceSink, backoff: Backoff | None = None) -> Woken:
+        self._task = asyncio.create_task(asyncio.to_thread(sink.watch, self.stop, self.woken, backoff))
+        await asyncio.sleep(0.3)  # the stream is open and the existing slices have come as ADDED
+        return self.woken
+
+    async def close(self) -> None:
+        """The thread reads a stream that never ends by itself: stop it, then send it one event to read."""
+        self.stop.set()
+        if self._task is None or self._task.done():
+            return
+        poke = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "poke"},
+                "spec": {"driver": "other.example.com", "nodeName": NODE,
+                         "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}
+        async with httpx.AsyncClient(base_url=str(self._kmock.url)) as http:
+            await http.post("/apis/resource.k8s.io/v1/resourceslices", json=poke)
+        await asyncio.wait_for(self._task, timeout=10)
+
+
+@pytest_asyncio.fixture
+async def watch(kmock: Any) -> AsyncIterator[Watch]:
+    w = Watch(kmock)
+    try:
+        yield w
+    finally:
+        await w.close()
+
+
+async def test_a_slice_deleted_by_kubelet_wakes_the_agent_and_the_next_pass_recreates_it(
+        kmock: Any, api: LightkubeApi, watch: Watch) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    assert (await asyncio.to_thread(sink.publish, snap())).written == 1
+    (name,) = await asyncio.to_thread(our_slices, kmock)
+    woken = await watch.start(sink)
+    assert woken.reasons == []  # the slices that exist arrive as ADDED: nothing to do
+    await asyncio.to_thread(delete_as_kubelet, kmock, name)
+    assert await woken.until(lambda r: len(r) >= 1) == [f"resourceslice {name} deleted"]
+    assert await asyncio.to_thread(our_slices, kmock) == []
+    assert (await asyncio.to_thread(sink.publish, snap())).written == 1  # what the woken agent does
+    assert await asyncio.to_thread(our_slices, kmock) == [name]
+    await watch.close()
+    assert woken.reasons == [f"resourceslice {name} deleted"]  # our own create woke nothing
+
+
+async def test_the_sinks_own_deletions_wake_nothing(kmock: Any, api: LightkubeApi, watch: Watch) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    assert (await asyncio.to_thread(sink.publish, snap())).written == 1
+    (name,) = await asyncio.to_thread(our_slices, kmock)
+    async with httpx.AsyncClient(base_url=str(kmock.url)) as http:
+        stale = (await http.get(f"/apis/resource.k8s.io/v1/resourceslices/{name}")).json()
+    stale["metadata"]["name"] = f"{name}-stale"  # a slice of our pool that the pool no longer counts
+    kmock.objects[SLICES, None, f"{name}-stale"] = stale
+    woken = await watch.start(sink)
+    result = await asyncio.to_thread(sink.publish, snap())  # complete knowledge: the stale slice goes
+    assert result.ok and await asyncio.to_thread(our_slices, kmock) == [name]
+    await asyncio.sleep(0.5)  # its DELETED event has arrived
+    await watch.close()
+    assert woken.reasons == []
+
+
+async def test_a_failed_watch_is_opened_again(kmock: Any, api: LightkubeApi, watch: Watch) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    await asyncio.to_thread(sink.publish, snap())
+    (name,) = await asyncio.to_thread(our_slices, kmock)
+    kmock["watch", SLICES][:2] << 503 << {"kind": "Status", "apiVersion": "v1", "code": 503, "message": "busy"}
+    woken = await watch.start(sink, Backoff(base=0.01, cap=0.05))
+    await asyncio.sleep(0.5)
+    assert woken.reasons == []  # nothing was deleted while it was down
+    await asyncio.to_thread(delete_as_kubelet, kmock, name)
+    assert await woken.until(lambda r: len(r) >= 1) == [f"resourceslice {name} deleted"]
+
+
+async def test_a_slice_deleted_while_not_watching_wakes_the_agent_when_the_watch_opens(
+        kmock: Any, api: LightkubeApi, watch: Watch) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    await asyncio.to_thread(sink.publish, snap())
+    (name,) = await asyncio.to_thread(our_slices, kmock)
+    await asyncio.to_thread(delete_as_kubelet, kmock, name)  # kubelet started before the watch did
+    woken = await watch.start(sink)
+    assert await woken.until(lambda r: len(r) >= 1) == [f"resourceslice {name} missing"]
+
+
+async def test_a_forbidden_watch_is_given_up_and_publishing_goes_on(kmock: Any, api: LightkubeApi,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    kmock["watch", SLICES] << 403 << {"kind": "Status", "apiVersion": "v1", "code": 403, "message": "no watch"}
+    woken, stop = Woken(), threading.Event()
+    await asyncio.wait_for(asyncio.to_thread(sink.watch, stop, woken), timeout=10)  # returns: never retried
+    assert woken.reasons == []
+    assert "not watching" in caplog.text and "403" in caplog.text
+    assert (await asyncio.to_thread(sink.publish, snap())).written == 1
