@@ -19,8 +19,7 @@ from typing import Any
 
 import probes
 from exporter import ProbeStats, PublishResult, Sink, SinkStats, View
-from probes._report import theoretical
-from topology import Fact, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
+from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._serve_log import event
 from ._serve_probe import BUSY, Busy, Item, run_pass
@@ -160,7 +159,7 @@ class Agent:
                            last_reasons=self._reasons)
         self.view = View(snapshot=served, version=self.config.version, structure_hash=structure_hash(served),
                          stale_since=tuple(self._stale.items()),
-                         theoretical=tuple(theoretical(served, m) for m in served.measurements), probes=stats,
+                         theoretical=tuple(map(LinkCapability(served).of, served.measurements)), probes=stats,
                          sinks=tuple(self._sink_totals.values()),
                          state_errors=tuple(sorted(self._state_errors.items())),
                          discovery_passes=self._passes, generation=self._generation)

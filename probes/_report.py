@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from topology import Measurement, PathIndex, Snapshot, Source, pcie_bytes_per_second
+from topology import LinkCapability, Measurement, Snapshot, Source
 
 from ._model import Kind, ProbeReport, Status
 from ._specs import specs_for
@@ -50,45 +50,11 @@ def matrix(snap: Snapshot, title: str, cells: Iterable[Measurement]) -> str:
     return "\n".join(lines)
 
 
-def theoretical(snap: Snapshot, m: Measurement) -> float | None:
-    """What the links allow for this measurement, per direction (bidirectional totals: both)."""
-    gpus = {g.id: g for g in snap.gpus}
-
-    def pcie(gid: str) -> float | None:
-        g = gpus.get(gid)
-        if g is None or g.pcie is None:
-            return None
-        return pcie_bytes_per_second(g.pcie.current_gen or g.pcie.max_gen, g.pcie.current_width or g.pcie.max_width)
-
-    index = PathIndex(snap)
-
-    def between(a: str, b: str) -> float | None:
-        nv = index.nvlink_bandwidth(a, b)
-        if nv:
-            return nv
-        rates = [r for r in (pcie(a), pcie(b)) if r]
-        return min(rates) if rates else None
-
-    if m.test in ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce"):
-        return pcie(m.subjects[1])
-    if m.test.startswith("device_to_device_") and m.unit != "seconds":
-        one = between(*m.subjects[:2])
-        return None if one is None else one * (2 if m.direction == "a<->b" else 1)
-    if m.test == "all_reduce" and m.method == "nccl" and m.direction == "busbw":
-        pairs = [between(a, b) for i, a in enumerate(m.subjects) for b in m.subjects[i + 1:]]
-        known = [r for r in pairs if r]
-        return min(known) if known and len(known) == len(pairs) else None
-    if m.test == "gdr_write_bw":
-        nic = next((n for n in snap.nics if n.id == m.subjects[1]), None)
-        ports = [p.rate_gbps for p in nic.ports if p.rate_gbps is not None] if nic else []
-        return max(ports) * 1e9 / 8 if ports else None
-    return None
-
-
 def versus_theoretical(snap: Snapshot, measurements: Sequence[Measurement]) -> str:
     rows = []
+    cap = LinkCapability(snap)
     for m in measurements:
-        peak = theoretical(snap, m) if m.unit == "bytes_per_second" else None
+        peak = cap.of(m)
         if peak:
             subjects = " ".join(label(snap, s) for s in m.subjects)
             rows.append(f"{m.test:<48} {subjects:<24} {m.direction:>6} {m.value / 1e9:>10.2f} {peak / 1e9:>11.2f} "

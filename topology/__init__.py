@@ -3,6 +3,7 @@
 Pure: no I/O, no clock, nothing imported from outside the standard library.
 """
 
+from ._capability import LinkCapability
 from ._carry import carry_forward
 from ._codec import MAX_DOCUMENT_BYTES, SCHEMA, SCHEMA_V1, dumps, from_dict, loads, parse_json, structure_hash, to_dict
 from ._dot import to_dot
@@ -73,6 +74,7 @@ __all__ = [
     "Island",
     "Knowledge",
     "Link",
+    "LinkCapability",
     "LinkKind",
     "Matrix",
     "MatrixKind",

@@ -3,7 +3,7 @@
 A ring moves ``2(n-1)/n x bytes`` through every edge (nccl-tests' bus bandwidth factor), so the time is
 that over the slowest edge's bandwidth. An edge's bandwidth is the measured unidirectional
 device-to-device copy when the snapshot has one (the faster of read and write), else the theoretical
-NVLink rate, else the slower of the two GPUs' PCIe links.
+rate of ``LinkCapability.between`` (NVLink, else the slower PCIe link at its maximum generation and width).
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._capability import LinkCapability
 from ._model import Snapshot, Source
-from ._paths import PathIndex
-from ._rates import pcie_bytes_per_second
 
 P2P_COPY_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
 
@@ -26,20 +25,14 @@ class AllReduceEstimate:
     source: Source | None  # of the bottleneck's number; a ring mixing sources reports the slowest edge's
 
 
-def _edge(snap: Snapshot, index: PathIndex, a: str, b: str) -> tuple[float, Source] | None:
+def _edge(snap: Snapshot, cap: LinkCapability, a: str, b: str) -> tuple[float, Source] | None:
     measured = [m.value for m in snap.measurements
                 if m.test in P2P_COPY_TESTS and set(m.subjects) == {a, b} and m.unit == "bytes_per_second"
                 and m.source is Source.MEASURED]
     if measured:
         return max(measured), Source.MEASURED
-    nvlink = index.nvlink_bandwidth(a, b)
-    if nvlink:
-        return nvlink, Source.THEORETICAL
-    gpus = {g.id: g for g in snap.gpus}
-    rates = [pcie_bytes_per_second(g.pcie.current_gen, g.pcie.current_width)
-             for g in (gpus.get(a), gpus.get(b)) if g is not None and g.pcie is not None]
-    known = [r for r in rates if r is not None]
-    return (min(known), Source.THEORETICAL) if len(known) == 2 else None
+    rate = cap.between(a, b)
+    return (rate, Source.THEORETICAL) if rate else None
 
 
 def all_reduce_estimate(snap: Snapshot, gpus: Sequence[str], size_bytes: int) -> AllReduceEstimate:
@@ -47,11 +40,11 @@ def all_reduce_estimate(snap: Snapshot, gpus: Sequence[str], size_bytes: int) ->
     n = len(gpus)
     if n < 2:
         return AllReduceEstimate(seconds=0.0, bottleneck=None, bytes_per_second=None, source=None)
-    index = PathIndex(snap)
+    cap = LinkCapability(snap)
     slowest: tuple[float, Source, tuple[str, str]] | None = None
     for i, a in enumerate(gpus):
         b = gpus[(i + 1) % n]
-        edge = _edge(snap, index, a, b)
+        edge = _edge(snap, cap, a, b)
         if edge is None:
             return AllReduceEstimate(seconds=None, bottleneck=(a, b), bytes_per_second=None, source=None)
         if slowest is None or edge[0] < slowest[0]:

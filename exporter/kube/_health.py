@@ -25,13 +25,12 @@ from collections.abc import Iterable
 from topology import (
     Aspect,
     Knowledge,
+    LinkCapability,
     LinkKind,
     Measurement,
-    PathIndex,
     Snapshot,
     Source,
     nvlink_islands,
-    pcie_bytes_per_second,
 )
 
 CLASSES = ("low", "reduced", "full")
@@ -62,44 +61,13 @@ def kind_of(m: Measurement) -> BwKind | None:
     return None
 
 
-class Capability:
-    """What the links allow, per direction, at their maximum PCIe generation and width."""
-
-    def __init__(self, snap: Snapshot) -> None:
-        self._index = PathIndex(snap)
-        self._pcie: dict[str, float | None] = {}
-        for g in snap.gpus:
-            p = g.pcie
-            self._pcie[g.id] = None if p is None else pcie_bytes_per_second(
-                p.max_gen or p.current_gen, p.max_width or p.current_width)
-
-    def pcie(self, gpu: str) -> float | None:
-        return self._pcie.get(gpu)
-
-    def between(self, a: str, b: str) -> float | None:
-        nv = self._index.nvlink_bandwidth(a, b)
-        if nv:
-            return nv
-        rates = [r for r in (self.pcie(a), self.pcie(b)) if r]
-        return min(rates) if rates else None
-
-    def of(self, m: Measurement, kind: BwKind) -> float | None:
-        if kind is BwKind.HOST_GPU:
-            return self.pcie(m.subjects[1])
-        if kind is BwKind.GPU_GPU:
-            return self.between(m.subjects[0], m.subjects[1])
-        pairs = [self.between(a, b) for i, a in enumerate(m.subjects) for b in m.subjects[i + 1:]]
-        known = [r for r in pairs if r]
-        return min(known) if known and len(known) == len(pairs) else None
-
-
 def ratios(snap: Snapshot) -> dict[BwKind, list[tuple[Measurement, float]]]:
     """Every measured rate with its ratio to the capability, by kind."""
-    cap = Capability(snap)
+    cap = LinkCapability(snap)
     out: dict[BwKind, list[tuple[Measurement, float]]] = defaultdict(list)
     for m in snap.measurements:
         kind = kind_of(m)
-        peak = cap.of(m, kind) if kind is not None else None
+        peak = cap.of(m) if kind is not None else None
         if kind is not None and peak:
             out[kind].append((m, m.value / peak))
     return out
