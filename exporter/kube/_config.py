@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from .._sink import Sink
     from ._api import KubeApi
 
-from ._flags import DEFAULT_FEATURES_FILE, LABELS_VIA, add_kube_args
+from ._flags import FEATURES_FILE, LABELS_VIA, add_kube_args
+
+DEFAULT_FEATURES_FILE = Path(FEATURES_FILE)
 
 __all__ = ["DEFAULT_FEATURES_FILE", "LABELS_VIA", "KubePublishConfig", "add_kube_args", "config_from_args",
            "connect", "sinks_from_config"]
