@@ -6,7 +6,6 @@ import contextlib
 import os
 import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from topology import TopolinkError
@@ -48,6 +47,8 @@ def write_output(text: str, output: str | None) -> None:
     if output is None or output == "-":
         sys.stdout.write(text)
         return
+    import tempfile  # with random and math: ~8 ms that printing to standard output need not pay
+
     path = Path(output)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

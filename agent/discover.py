@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
+import os
 import time
 from collections.abc import Iterable
 
@@ -72,5 +72,5 @@ def _node_name(ctx: DiscoveryContext) -> tuple[str, Problem | None]:
         return "unknown", Problem(source="discover", subject="node",
                                   message=f"/proc/sys/kernel/hostname is not a host name: {name[:40]!r}")
     if ctx.live:
-        return socket.gethostname(), None
+        return os.uname().nodename, None  # gethostname(2) is uname's nodename on Linux
     return "unknown", Problem(source="discover", subject="node", message="no /proc/sys/kernel/hostname in the tree")

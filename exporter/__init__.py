@@ -4,7 +4,7 @@
 ``topolink serve`` may import.
 """
 
-from ._lazy import lazy_names as _lazy_names
+from topology._lazy import lazy_names as _lazy_names
 
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 

@@ -1,57 +1,75 @@
 """topolink's model of one node: a frozen snapshot, its derived views and its renderers.
 
 Pure: no I/O, no clock, nothing imported from outside the standard library.
+
+Names load on first use (PEP 562): a command that prints a summary does not pay for the codec, and
+``topolink --help`` pays for none of it.
 """
 
-from ._capability import LinkCapability
-from ._carry import carry_forward
-from ._codec import MAX_DOCUMENT_BYTES, SCHEMA, SCHEMA_V1, dumps, from_dict, loads, parse_json, structure_hash, to_dict
-from ._dot import to_dot
-from ._errors import SchemaError, TopolinkError
-from ._estimate import AllReduceEstimate, all_reduce_estimate
-from ._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
-from ._ids import (
-    BadPciAddress,
-    canonical_bdf,
-    format_cpulist,
-    host_bridge_id,
-    is_bdf,
-    numa_id,
-    parse_cpulist,
-    parse_cpumask,
-)
-from ._measure import measurement_key, with_measurements
-from ._model import (
-    FabricInfo,
-    FabricState,
-    GdrFacts,
-    Gpu,
-    HostBridge,
-    Link,
-    LinkKind,
-    Matrix,
-    MatrixKind,
-    Measurement,
-    MigInstance,
-    Nic,
-    NicPort,
-    NumaNode,
-    NvSwitch,
-    PcieLinkState,
-    PciFunction,
-    Problem,
-    Snapshot,
-    Source,
-    SourceOutcome,
-    SourceStatus,
-    Stats,
-    link_id,
-)
-from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
-from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
-from ._render import LEGEND, TopoRow, TopoTable, matrix, ordered_gpus, ordered_rdma_nics, topo_table
-from ._summary import no_gpu_reason, summary
-from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
+from ._lazy import lazy_names as _lazy_names
+
+_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
+
+if _TYPE_CHECKING:
+    from ._capability import LinkCapability
+    from ._carry import carry_forward
+    from ._codec import (
+        MAX_DOCUMENT_BYTES,
+        SCHEMA,
+        SCHEMA_V1,
+        dumps,
+        from_dict,
+        loads,
+        parse_json,
+        structure_hash,
+        to_dict,
+    )
+    from ._dot import to_dot
+    from ._errors import SchemaError, TopolinkError
+    from ._estimate import AllReduceEstimate, all_reduce_estimate
+    from ._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
+    from ._ids import (
+        BadPciAddress,
+        canonical_bdf,
+        format_cpulist,
+        host_bridge_id,
+        is_bdf,
+        numa_id,
+        parse_cpulist,
+        parse_cpumask,
+    )
+    from ._measure import measurement_key, with_measurements
+    from ._model import (
+        FabricInfo,
+        FabricState,
+        GdrFacts,
+        Gpu,
+        HostBridge,
+        Link,
+        LinkKind,
+        Matrix,
+        MatrixKind,
+        Measurement,
+        MigInstance,
+        Nic,
+        NicPort,
+        NumaNode,
+        NvSwitch,
+        PcieLinkState,
+        PciFunction,
+        Problem,
+        Snapshot,
+        Source,
+        SourceOutcome,
+        SourceStatus,
+        Stats,
+        link_id,
+    )
+    from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
+    from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
+    from ._render import LEGEND, TopoRow, TopoTable, matrix, ordered_gpus, ordered_rdma_nics, topo_table
+    from ._summary import no_gpu_reason, summary
+    from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
 __all__ = [
     "LEGEND",
@@ -137,3 +155,90 @@ __all__ = [
     "topo_table",
     "with_measurements",
 ]
+
+_WHERE = {
+    'all_reduce_estimate': '_estimate',
+    'AllReduceEstimate': '_estimate',
+    'Aspect': '_facts',
+    'BadPciAddress': '_ids',
+    'canonical_bdf': '_ids',
+    'carry_forward': '_carry',
+    'describe_unknown': '_facts',
+    'dumps': '_codec',
+    'FabricInfo': '_model',
+    'FabricState': '_model',
+    'Fact': '_facts',
+    'facts_of': '_facts',
+    'format_cpulist': '_ids',
+    'from_dict': '_codec',
+    'gdr_readiness': '_views',
+    'GdrFacts': '_model',
+    'GdrReadiness': '_views',
+    'GdrVerdict': '_views',
+    'Gpu': '_model',
+    'host_bridge_id': '_ids',
+    'HostBridge': '_model',
+    'is_bdf': '_ids',
+    'Island': '_views',
+    'Knowledge': '_facts',
+    'LEGEND': '_render',
+    'Link': '_model',
+    'link_id': '_model',
+    'LinkCapability': '_capability',
+    'LinkKind': '_model',
+    'loads': '_codec',
+    'Matrix': '_model',
+    'matrix': '_render',
+    'MatrixKind': '_model',
+    'MAX_DOCUMENT_BYTES': '_codec',
+    'Measurement': '_model',
+    'measurement_key': '_measure',
+    'MigInstance': '_model',
+    'nearest_nics': '_views',
+    'Nic': '_model',
+    'NicPort': '_model',
+    'no_gpu_reason': '_summary',
+    'NODE': '_facts',
+    'node_fact': '_facts',
+    'numa_affinity': '_views',
+    'numa_id': '_ids',
+    'NumaNode': '_model',
+    'nvlink_bytes_per_second': '_rates',
+    'nvlink_gen_from_nvml': '_rates',
+    'nvlink_islands': '_views',
+    'NVML_TOPOLOGY_LEVEL': '_paths',
+    'NvSwitch': '_model',
+    'ordered_gpus': '_render',
+    'ordered_rdma_nics': '_render',
+    'parse_cpulist': '_ids',
+    'parse_cpumask': '_ids',
+    'parse_json': '_codec',
+    'path': '_paths',
+    'PathClass': '_paths',
+    'PathIndex': '_paths',
+    'PathInfo': '_paths',
+    'pcie_bytes_per_second': '_rates',
+    'pcie_gen_from_gts': '_rates',
+    'PcieLinkState': '_model',
+    'PciFunction': '_model',
+    'Problem': '_model',
+    'SCHEMA': '_codec',
+    'SCHEMA_V1': '_codec',
+    'SchemaError': '_errors',
+    'Snapshot': '_model',
+    'Source': '_model',
+    'SourceOutcome': '_model',
+    'SourceStatus': '_model',
+    'Stats': '_model',
+    'structure_hash': '_codec',
+    'summary': '_summary',
+    'to_dict': '_codec',
+    'to_dot': '_dot',
+    'topo_table': '_render',
+    'TopolinkError': '_errors',
+    'TopoRow': '_render',
+    'TopoTable': '_render',
+    'with_measurements': '_measure',
+}
+
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

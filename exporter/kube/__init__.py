@@ -3,7 +3,7 @@
 Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port.
 """
 
-from .._lazy import lazy_names as _lazy_names
+from topology._lazy import lazy_names as _lazy_names
 
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 
