@@ -101,12 +101,7 @@ class FsRoot:
         :class:`NotARegularFile` and :class:`AttributeTooLarge`: the caller records them as a problem on
         the device it was reading.
         """
-        data = self._read(parts, _MAX_ATTR_BYTES + 1)
-        if data is None:
-            return None
-        if len(data) > _MAX_ATTR_BYTES:
-            raise AttributeTooLarge(_MAX_ATTR_BYTES, self._join(parts))
-        return data.decode(errors="replace").strip()
+        return self._text(self._read(parts, _MAX_ATTR_BYTES + 1), parts)
 
     def read_bytes(self, *parts: str, limit: int = 4096) -> bytes | None:
         """Up to ``limit`` bytes in one read (PCI ``config``); ``None`` when it does not exist. OSError as ``attr``."""
@@ -117,6 +112,9 @@ class FsRoot:
             fd = os.open(self._join(parts), _OPEN_FLAGS) if self._live else self._open_jailed(parts)
         except _ABSENT:
             return None
+        return self._read_fd(fd, limit, parts)
+
+    def _read_fd(self, fd: int, limit: int, parts: tuple[str, ...]) -> bytes:
         try:
             mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):  # sysfs attributes are regular files, whatever size they report
@@ -125,12 +123,28 @@ class FsRoot:
         finally:
             os.close(fd)
 
+    def _text(self, data: bytes | None, parts: tuple[str, ...]) -> str | None:
+        if data is None:
+            return None
+        if len(data) > _MAX_ATTR_BYTES:
+            raise AttributeTooLarge(_MAX_ATTR_BYTES, self._join(parts))
+        return data.decode(errors="replace").strip()
+
     def listdir(self, *parts: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist or is not a directory."""
         try:
             return sorted(os.listdir(self._resolved(parts)))
         except _ABSENT:
             return []
+
+    def listing(self, *parts: str) -> Listing | None:
+        """The directory resolved and listed once, to read many of its entries; ``None`` where
+        :meth:`is_dir` is false. Other errors (permission, a loop) propagate as OSError."""
+        try:
+            host = self._resolved(parts)
+            return Listing(self, parts, host, frozenset(os.listdir(host)))
+        except _ABSENT:
+            return None
 
     def exists(self, *parts: str) -> bool:
         """Whether the path exists; a symlink counts even when its target does not."""
@@ -144,6 +158,14 @@ class FsRoot:
         """Whether the path, symlinks followed inside the root, is a directory."""
         try:
             return stat.S_ISDIR(os.stat(self._resolved(parts)).st_mode)
+        except _ABSENT:
+            return False
+
+    def is_plain_dir(self, *parts: str) -> bool:
+        """Whether the path is a directory itself, not a link to one (sysfs device directories are never
+        links): ``is_dir`` and no ``readlink`` in one call. Other errors propagate as OSError."""
+        try:
+            return stat.S_ISDIR(os.lstat(self._unfollowed(parts)).st_mode)
         except _ABSENT:
             return False
 
@@ -193,10 +215,11 @@ class FsRoot:
         """The host path of ``parts`` with the last component left as it is (a symlink stays a symlink)."""
         if self._live:
             return self._join(parts)
-        last = parts[-1] if parts else ""
-        if len(parts) > 1 and last not in ("", ".", "..") and "/" not in last:
-            # (directory, attribute name): the usual read; the directory's resolution is remembered
-            return f"{self._prefix}{self._resolved_below(parts[:-1])}/{last}"
+        head, slash, name = (parts[-1] if parts else "").rpartition("/")
+        if name not in ("", ".", ".."):
+            # (directory, attribute name) or a path ending in a name: the usual read; the resolution of
+            # the directory it is in is remembered
+            return f"{self._prefix}{self._resolved_below((*parts[:-1], head) if slash else parts[:-1])}/{name}"
         names = _components(parts)
         if not names or names[-1] == "..":
             return self._resolved(parts)
@@ -253,3 +276,47 @@ class FsRoot:
         if is_dir and strict:  # a lenient walk may have passed through missing components: not cached
             self._dirs[key] = resolved
         return resolved, is_dir
+
+
+class Listing:
+    """A directory below the root, resolved and listed once (:meth:`FsRoot.listing`). An entry that is not
+    in ``names`` is absent without a call; one that is is read without resolving the directory again."""
+
+    __slots__ = ("_flags", "_host", "_parts", "_root", "names")
+
+    def __init__(self, root: FsRoot, parts: tuple[str, ...], host: str, names: frozenset[str]) -> None:
+        self._root, self._parts, self._host, self.names = root, parts, host, names
+        self._flags = _OPEN_FLAGS if root.is_live else _OPEN_FLAGS | os.O_NOFOLLOW
+
+    def attr(self, name: str) -> str | None:
+        """:meth:`FsRoot.attr` of an entry (a plain name, no ``/``)."""
+        try:
+            fd = os.open(f"{self._host}/{name}", self._flags)
+        except _ABSENT:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP or self._root.is_live:
+                raise
+            return self._root.attr(*self._parts, name)  # a jailed root's entry that is a link: followed inside
+        try:  # FsRoot._read_fd and FsRoot._text in one: this is the read of nearly every attribute
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise NotARegularFile(_kind(mode), self._root._join((*self._parts, name)))
+            data = os.read(fd, _MAX_ATTR_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > _MAX_ATTR_BYTES:
+            raise AttributeTooLarge(_MAX_ATTR_BYTES, self._root._join((*self._parts, name)))
+        return data.decode(errors="replace").strip()
+
+    def read_bytes(self, name: str, limit: int) -> bytes | None:
+        """:meth:`FsRoot.read_bytes` of an entry (a plain name, no ``/``)."""
+        try:
+            fd = os.open(f"{self._host}/{name}", self._flags)
+        except _ABSENT:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP or self._root.is_live:
+                raise
+            return self._root.read_bytes(*self._parts, name, limit=limit)  # a link: followed inside the root
+        return self._root._read_fd(fd, limit, (*self._parts, name))

@@ -222,6 +222,76 @@ def test_the_directory_cache_sees_the_same_tree_as_a_fresh_root(jail: Path) -> N
 
 
 
+def _outcome(read: Callable[..., object], *args: object, **kwargs: object) -> object:
+    try:
+        return read(*args, **kwargs)
+    except OSError as exc:
+        return (type(exc), exc.errno, exc.filename)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_listing_reads_each_entry_as_attr_and_read_bytes_do(mode: str, jail: Path) -> None:
+    base = jail / "sys/devices/pci0000:00/0000:00:01.0"
+    write(base, "vendor", "0x10de\n")
+    write(base, "huge", b"x" * 100_000)
+    write(base, "empty", b"")
+    write(jail, "etc/hostname", "fixture-host\n")
+    os.mkfifo(base / "fifo")
+    (base / "subdir").mkdir()
+    link(base, "rel", "vendor")
+    link(base, "abs", "/etc/hostname")  # the tree's own file in a jail, the host's on the live root
+    link(base, "gone", "vendor.gone")
+    link(base, "loop", "loop")
+    link(jail, "sys/bus/pci/devices/0000:00:01.0", "../../../devices/pci0000:00/0000:00:01.0")
+    fs, at = MODES[mode](jail)
+    directory = f"{at}/sys/bus/pci/devices/0000:00:01.0"
+    listing = fs.listing(directory)
+    assert listing is not None
+    assert listing.names == frozenset(fs.listdir(directory))
+    with deadline(5):
+        for name in [*sorted(listing.names), "absent"]:
+            assert _outcome(listing.attr, name) == _outcome(fs.attr, directory, name), name
+            for limit in (1, 4096):
+                assert (_outcome(listing.read_bytes, name, limit)
+                        == _outcome(fs.read_bytes, directory, name, limit=limit)), name
+    assert listing.attr("vendor") == listing.attr("rel") == "0x10de"
+    assert listing.attr("gone") is None
+    if mode == "jail":
+        assert listing.attr("abs") == "fixture-host"
+
+
+def test_a_listing_is_none_where_is_dir_is_false_and_fails_where_it_fails(jail: Path) -> None:
+    link(jail, "sys/a", "b")
+    link(jail, "sys/b", "/sys/a")
+    link(jail, "sys/gone", "nowhere")
+    fs = FsRoot(jail)
+    for path in ("sys/absent", "sys/gone", "sys/devices/virtual/net/eth0/mtu", "sys/absent/below"):
+        assert not fs.is_dir(path) and fs.listing(path) is None, path
+    with pytest.raises(OSError) as caught:
+        fs.listing("sys/a")
+    assert caught.value.errno == errno.ELOOP
+    listing = fs.listing("/sys/bus/net/eth0")  # absolute -> relative links, resolved inside the root
+    assert listing is not None and listing.names == {"mtu"} and listing.attr("mtu") == "1500"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_plain_directory_is_a_directory_and_no_link(mode: str, jail: Path) -> None:
+    link(jail, "sys/loop", "loop")
+    link(jail, "sys/up", "../../../..")
+    fs, at = MODES[mode](jail)
+    for path, plain in (("sys/devices/virtual/net/eth0", True), ("sys/class/net/eth0", False),
+                        ("sys/devices/virtual/net/eth0/mtu", False), ("sys/absent", False),
+                        ("sys/loop", False), ("sys/up", False)):
+        full = f"{at}/{path}"
+        try:  # what the sources asked before, where an error means "not the device's directory"
+            expected = fs.is_dir(full) and fs.readlink(full) is None
+        except OSError:
+            expected = False
+        assert fs.is_plain_dir(full) == expected == plain, path
+    trailing = f"{at}/sys/class/net/eth0/"  # the live kernel follows a link named with a trailing slash
+    assert fs.is_plain_dir(trailing) == (fs.is_dir(trailing) and fs.readlink(trailing) is None)
+
+
 def test_permission_denied_propagates(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)  # nobody may enter the tree, but not read the file
     write(tmp_path, "sys/secret", "root only\n").chmod(0o600)

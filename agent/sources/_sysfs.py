@@ -6,6 +6,7 @@ that does not parse is a :class:`~topology.Problem` on that device, and nothing 
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from typing import TypeVar
 
 from topology import Aspect, Fact, Problem
 
-from .._fsroot import FsRoot
+from .._fsroot import FsRoot, Listing
 from ._registry import SourceError, SubsystemAbsent
 
 T = TypeVar("T")
@@ -30,16 +31,17 @@ class Reader:
     fails, so each problem says what it leaves unknown.
     """
 
-    __slots__ = ("_dir", "_dir_ok", "_listed", "_names", "_root", "fact_subject", "problems", "source", "subject")
+    __slots__ = ("_dir", "_dir_ok", "_listed", "_listing", "_root", "fact_subject", "problems", "source", "subject")
 
     def __init__(self, root: FsRoot, source: str, subject: str, directory: str, *,
                  fact_subject: str | None = None) -> None:
         self._root = root
         self._dir = directory
         self._dir_ok: bool | None = None
-        # The directory's entries, listed once: an attribute that is not among them is absent without an
-        # open and the checks of _why_absent (in hwloc's gathered trees nearly half the reads are such).
-        self._names: frozenset[str] | None = None
+        # The directory resolved and listed once: an attribute that is not listed is absent without an
+        # open and the checks of _why_absent (in hwloc's gathered trees nearly half the reads are such),
+        # and one that is listed is opened without resolving the directory again.
+        self._listing: Listing | None = None
         self._listed = False
         self.source = source
         self.subject = subject
@@ -57,12 +59,17 @@ class Reader:
         """The attribute, stripped; ``None`` when absent (a problem only when ``required``) or unreadable
         (always a problem: permission denied, a device gone, not a regular file, over the size limit)."""
         try:
-            listed_absent = self._absent(name)
-            value = None if listed_absent else self._root.attr(self._dir, name)
+            listing = self._listed_dir(name)
+            if listing is None:
+                listed_absent = False
+                value = self._root.attr(self._dir, name)
+            else:
+                listed_absent = name not in listing.names
+                value = None if listed_absent else listing.attr(name)
             if value is None and not listed_absent and (why := self._why_absent(name)):
                 self.problem(f"{name}: {why}", aspects)
                 return None
-            if value == "" and self._root.read_bytes(self._dir, name, limit=1) == b"":
+            if value == "" and self.read_bytes(name, 1) == b"":
                 # the kernel ends every attribute with a newline, an empty one too: zero bytes is a truncation
                 self.problem(f"{name}: empty file", aspects)
                 return None
@@ -73,20 +80,26 @@ class Reader:
             self.problem(f"{name}: missing", aspects)
         return value
 
-    def _absent(self, name: str) -> bool:
-        """Whether ``name`` is certainly not in the directory (no entry, not even a dangling link)."""
-        if "/" in name:  # a path below the directory (``ports/1/state``): not in the listing
-            return False
+    def read_bytes(self, name: str, limit: int) -> bytes | None:
+        """Up to ``limit`` bytes of the attribute (``FsRoot.read_bytes``); OSError when unreadable."""
+        listing = self._listed_dir(name)
+        if listing is None:
+            return self._root.read_bytes(self._dir, name, limit=limit)
+        return listing.read_bytes(name, limit) if name in listing.names else None
+
+    def _listed_dir(self, name: str) -> Listing | None:
+        """The directory's listing, when it answers for ``name``: not for a path below the directory
+        (``ports/1/state``), nor when the directory could not be listed (then each read is on its own)."""
+        if "/" in name or name in ("", ".", ".."):
+            return None
         if not self._listed:
             self._listed = True
             try:
-                if self._dir_ok is None:
-                    self._dir_ok = self._root.is_dir(self._dir)
-                if self._dir_ok:  # else the read fails and _why_absent says why
-                    self._names = frozenset(self._root.listdir(self._dir))
+                self._listing = self._root.listing(self._dir)
             except OSError:
-                pass  # unlistable (search permission only, a loop): read each attribute as before
-        return self._names is not None and name not in self._names
+                return None  # unlistable (search permission only, a loop): read each attribute as before
+            self._dir_ok = self._listing is not None  # else the read fails and _why_absent says why
+        return self._listing
 
     def _why_absent(self, name: str) -> str | None:
         """An attribute that is absent because its directory is gone, or that is a dangling link, was not
@@ -112,6 +125,9 @@ class Reader:
 
     def link_name(self, name: str) -> str | None:
         """An optional link's last component (``driver`` -> ``nvidia``); None when absent or unreadable."""
+        listing = self._listed_dir(name)
+        if listing is not None and name not in listing.names:
+            return None
         try:
             return self._root.readlink_name(self._dir, name)
         except OSError:
@@ -213,6 +229,12 @@ def resolve_link(root: FsRoot, path: str) -> str | None:
     target = root.readlink(path)
     if target is None:
         return None
+    return _link_target(path, target)
+
+
+@functools.lru_cache(maxsize=1024)
+def _link_target(path: str, target: str) -> str:
+    """Pure, and asked for every PCI function and class entry in every pass: remembered."""
     return posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
 
 

@@ -9,6 +9,7 @@ from their path so the tree keeps every hop.
 
 from __future__ import annotations
 
+import functools
 import re
 import struct
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
     gaps: dict[str, _Place] = {}
     for name in names:
         try:
-            bdf = canonical_bdf(name)
+            bdf = _bdf(name)
         except BadPciAddress:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{_DEVICES}/{name}: not a PCI address",
                                     unknown=(node_fact(Aspect.PCI), *_INVENTORY)))
@@ -116,14 +117,14 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
         places[bdf] = _place(root, name, bdf, gaps)
     for bdf in gaps.keys() - places.keys():
         places[bdf] = gaps[bdf]
-    devices = tuple(_read_device(root, bdf, places[bdf]) for bdf in sorted(places, key=bdf_key))
+    parsers = _CpuParsers()
+    devices = tuple(_read_device(root, bdf, places[bdf], parsers) for bdf in sorted(places, key=bdf_key))
     return PciFacts(devices=devices, problems=tuple(problems))
 
 
 def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place:
     """Where the function sits: its directory, upstream bridge and root complex, from its sysfs path."""
     entry = f"{_DEVICES}/{name}"
-    fallback_hb = host_bridge_id(*_domain_bus(bdf))
     try:
         path = resolve_link(root, entry) or entry  # a link in real sysfs; a plain directory in some copies
     except OSError as exc:
@@ -132,15 +133,35 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
         return _unplaced(bdf, entry, f"{entry} is not linked into /sys/devices: its place in the PCIe tree is "
                                      "unknown")
     try:
-        real_dir = root.is_dir(path) and root.readlink(path) is None  # sysfs device directories are no links
+        real_dir = root.is_plain_dir(path)  # sysfs device directories are no links
     except OSError:
         real_dir = False
     if not real_dir:
         return _unplaced(bdf, path, f"{path} is not the function's directory (missing, a file or a link): what "
                                     "it says is unknown")
+    host_bridge, chain = _tree_path(path)
+    found: list[Problem] = []
+    placed = host_bridge is not None
+    if host_bridge is None:
+        host_bridge = host_bridge_id(*_domain_bus(bdf))
+        found.append(_path_problem(bdf, f"no root complex in {path}"))
+    if not chain or chain[-1][0] != bdf:
+        return _unplaced(bdf, path, f"{path} does not end in the function: what it says is unknown")
+    parent = host_bridge
+    for up_bdf, up_path in chain[:-1]:
+        if up_bdf not in gaps:
+            gaps[up_bdf] = _Place(up_path, parent, host_bridge, ())
+        parent = up_bdf
+    return _Place(path, parent, host_bridge, tuple(found), placed=placed)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tree_path(path: str) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """The root complex (the first ``pciDDDD:BB``) of a ``/sys/devices`` path and the (bus id, directory) of
+    every function on it, root side first. Pure, and asked for every function in every pass: remembered."""
     parts = path[len(_SYS_DEVICES):].split("/")
     host_bridge: str | None = None
-    chain: list[tuple[str, str]] = []  # (bus id, directory) of every function on the path, root side first
+    chain: list[tuple[str, str]] = []
     for i, part in enumerate(parts):
         m = _HOST_BRIDGE.match(part)
         if m is not None and host_bridge is None and not chain:
@@ -148,18 +169,7 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
             continue
         if SYSFS_BDF.match(part):  # else a non-PCI hop: a VMD domain's pciDDDD:BB below its controller
             chain.append((part, _SYS_DEVICES + "/".join(parts[: i + 1])))
-    found: list[Problem] = []
-    placed = host_bridge is not None
-    if host_bridge is None:
-        host_bridge = fallback_hb
-        found.append(_path_problem(bdf, f"no root complex in {path}"))
-    if not chain or chain[-1][0] != bdf:
-        return _unplaced(bdf, path, f"{path} does not end in the function: what it says is unknown")
-    parent = host_bridge
-    for up_bdf, up_path in chain[:-1]:
-        gaps.setdefault(up_bdf, _Place(up_path, parent, host_bridge, ()))
-        parent = up_bdf
-    return _Place(path, parent, host_bridge, tuple(found), placed=placed)
+    return host_bridge, tuple(chain)
 
 
 def _unplaced(bdf: str, path: str, why: str) -> _Place:
@@ -181,7 +191,7 @@ def _domain_bus(bdf: str) -> tuple[int, int]:
     return int(domain, 16), int(bus, 16)
 
 
-def _read_device(root: FsRoot, bdf: str, place: _Place) -> PciDeviceFacts:
+def _read_device(root: FsRoot, bdf: str, place: _Place, parsers: _CpuParsers) -> PciDeviceFacts:
     r = Reader(root, SOURCE, bdf, place.path)
     r.problems.extend(place.problems)
     before = len(r.problems)
@@ -199,32 +209,46 @@ def _read_device(root: FsRoot, bdf: str, place: _Place) -> PciDeviceFacts:
         device_id=r.parsed("device", hex_int, _IDENTITY, required=True),
         class_code=class_code,
         numa_node=r.parsed("numa_node", numa_node, _NUMA),
-        local_cpus=_local_cpus(r),
+        local_cpus=_local_cpus(r, parsers),
         current_link_gts=r.parsed("current_link_speed", link_speed_gts, _LINK),
         current_link_width=r.parsed("current_link_width", link_width, _LINK),
         max_link_gts=r.parsed("max_link_speed", link_speed_gts, _LINK),
         max_link_width=r.parsed("max_link_width", link_width, _LINK),
         driver=r.link_name("driver"),
-        acs_redirect=_acs(root, place.path) if is_bridge else None,
+        acs_redirect=_acs(r) if is_bridge else None,
         placed=place.placed,
         problems=tuple(r.problems),
     )
 
 
-def _local_cpus(r: Reader) -> tuple[int, ...] | None:
+_bdf = functools.lru_cache(maxsize=1024)(canonical_bdf)  # pure; one that raises is not remembered
+
+
+class _CpuParsers:
+    """The CPU mask and list parsers for one pass, remembering what they parsed: every function of a socket
+    prints the same mask, and a 192-CPU mask is 192 bits to walk. One that raises is not remembered."""
+
+    __slots__ = ("cpulist", "cpumask")
+
+    def __init__(self) -> None:
+        self.cpumask = functools.lru_cache(maxsize=None)(parse_cpumask)
+        self.cpulist = functools.lru_cache(maxsize=None)(parse_cpulist)
+
+
+def _local_cpus(r: Reader, parsers: _CpuParsers) -> tuple[int, ...] | None:
     # The mask first, as hwloc reads it; both files print the same kernel cpumask.
     before = len(r.problems)
-    mask = r.parsed("local_cpus", parse_cpumask, _NUMA)
+    mask = r.parsed("local_cpus", parsers.cpumask, _NUMA)
     if mask is not None or len(r.problems) > before:
         return mask  # a mask that is there but unreadable is a problem, not a reason to look elsewhere
-    return r.parsed("local_cpulist", parse_cpulist, _NUMA)
+    return r.parsed("local_cpulist", parsers.cpulist, _NUMA)
 
 
-def _acs(root: FsRoot, path: str) -> bool | None:
+def _acs(r: Reader) -> bool | None:
     """Optional: the extended config space needs root. Unreadable for any reason is "not known" (None),
     never a problem: nothing a class, label or metric needs depends on it."""
     try:
-        config = root.read_bytes(path, "config", limit=_EXTENDED_CONFIG)
+        config = r.read_bytes("config", _EXTENDED_CONFIG)
     except OSError:
         return None
     return None if config is None else acs_request_redirect(config)
