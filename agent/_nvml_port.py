@@ -181,8 +181,8 @@ class NvmlPort:
     def pci(self, h: Handle) -> tuple[str, int]:
         """(bus id as NVML spells it, ``pciDeviceId`` = device << 16 | vendor)."""
         info = self._call("nvmlDeviceGetPciInfo_v3", self._nv.nvmlDeviceGetPciInfo_v3, h)
-        bus_id = info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
-        return bus_id, int(info.pciDeviceId)
+        bus_id = info.busId  # pynvml's structure decodes on every attribute access: once
+        return (bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)), int(info.pciDeviceId)
 
     def numa_node_id(self, h: Handle) -> int:
         return int(self._call("nvmlDeviceGetNumaNodeId", self._nv.nvmlDeviceGetNumaNodeId, h))
@@ -266,8 +266,9 @@ class NvmlPort:
                               h, link))
 
     def nvlink_remote_bus_id(self, h: Handle, link: int) -> str:
-        info = self._call("nvmlDeviceGetNvLinkRemotePciInfo_v2", self._nv.nvmlDeviceGetNvLinkRemotePciInfo, h, link)
-        return info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
+        bus_id = self._call("nvmlDeviceGetNvLinkRemotePciInfo_v2", self._nv.nvmlDeviceGetNvLinkRemotePciInfo, h,
+                            link).busId
+        return bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
 
     # -- pairs -------------------------------------------------------------------------------------
     def common_ancestor(self, a: Handle, b: Handle) -> int:
@@ -280,15 +281,18 @@ class NvmlPort:
 
 
 def _bits(words: Any) -> tuple[int, ...]:
-    """Set bits of a mask of 64-bit words, lowest first; only the set bits are visited."""
-    out: list[int] = []
-    for i, word in enumerate(words):
-        w = int(word) & 0xFFFFFFFFFFFFFFFF
-        while w:
-            low = w & -w
-            out.append(64 * i + low.bit_length() - 1)
-            w ^= low
-    return tuple(out)
+    """Set bits of a mask of 64-bit words, lowest first: the words as one integer, read off its binary
+    digits (a 4096-CPU mask is 64 words, nearly all zero, and a loop per word or per bit is slow)."""
+    if isinstance(words, ctypes.Array) and ctypes.sizeof(words._type_) == 8 and sys.byteorder == "little":
+        value = int.from_bytes(bytes(words), "little")  # what pynvml returns: c_ulonglong words in memory
+    else:
+        value = 0
+        for i, word in enumerate(words):
+            value |= (int(word) & _WORD) << (64 * i)
+    return tuple([i for i, digit in enumerate(bin(value)[:1:-1]) if digit == "1"])
+
+
+_WORD = 0xFFFFFFFFFFFFFFFF
 
 
 _DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no library is given

@@ -17,8 +17,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from topology import (
     NODE,
@@ -61,6 +60,15 @@ class _Walk:
         self.lost: set[int] = set()
         self.probed: set[int] = set()  # GPUs asked nvmlDeviceGetIndex after a pair call said GPU_IS_LOST
         self.subjects: dict[int, str] = {}
+        self._bus_ids: dict[str, str] = {}
+
+    def bus_id(self, text: str) -> str:
+        """``canonical_bdf``, remembered for the walk: the links of every GPU name the same few far ends.
+        Raises BadPciAddress (not remembered) as it does."""
+        bus_id = self._bus_ids.get(text)
+        if bus_id is None:
+            bus_id = self._bus_ids[text] = canonical_bdf(text)
+        return bus_id
 
     def subject(self, gpu: int) -> str:
         return self.subjects.get(gpu, f"nvml:gpu{gpu}")
@@ -75,13 +83,14 @@ class _Walk:
             unknown += (node_fact(Aspect.GPUS),)
         self.problem(subject, message, unknown)
 
-    def ask(self, gpu: int | None, fn: Callable[[], T], aspect: Aspect, *, optional: bool = False) -> T | None:
-        """One call for ``gpu`` (None: a system call, ``aspect`` then node-wide). Failures become problems
-        naming ``aspect`` as unknown, and ``None``."""
+    def ask(self, gpu: int | None, aspect: Aspect, fn: Callable[..., T], *args: Any, optional: bool = False
+            ) -> T | None:
+        """One call ``fn(*args)`` for ``gpu`` (None: a system call, ``aspect`` then node-wide). Failures
+        become problems naming ``aspect`` as unknown, and ``None``."""
         if gpu is not None and gpu in self.lost:
             return None
         try:
-            return fn()
+            return fn(*args)
         except NvmlGpuLost as exc:
             if gpu is not None:
                 self.mark_lost(gpu, exc)
@@ -107,10 +116,10 @@ class _Walk:
 
 def collect(port: NvmlPort) -> NvmlFacts:
     w = _Walk(port)
-    driver = w.ask(None, port.driver_version, Aspect.VERSIONS)
-    nvml = w.ask(None, port.nvml_version, Aspect.VERSIONS)
-    cuda = w.ask(None, port.cuda_driver_version, Aspect.VERSIONS)
-    count = w.ask(None, port.device_count, Aspect.GPUS) or 0
+    driver = w.ask(None, Aspect.VERSIONS, port.driver_version)
+    nvml = w.ask(None, Aspect.VERSIONS, port.nvml_version)
+    cuda = w.ask(None, Aspect.VERSIONS, port.cuda_driver_version)
+    count = w.ask(None, Aspect.GPUS, port.device_count) or 0
     handles: dict[int, Handle] = {}
     gpus = [_gpu(w, i, handles) for i in range(count)]
     pairs = [_pair(w, handles, a, b) for a in range(count) for b in range(a + 1, count)
@@ -140,11 +149,11 @@ def _with_lost(g: NvmlGpuFacts, lost: bool) -> NvmlGpuFacts:
 
 def _gpu(w: _Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
     port = w.port
-    h = w.ask(i, partial(port.handle, i), Aspect.ALL)
+    h = w.ask(i, Aspect.ALL, port.handle, i)
     if h is None:
         return NvmlGpuFacts(index=i, lost=i in w.lost)
     handles[i] = h
-    pci = w.ask(i, partial(port.pci, h), Aspect.ALL)
+    pci = w.ask(i, Aspect.ALL, port.pci, h)
     bus_id = device_id = None
     if pci is not None:
         device_id = pci[1] >> 16
@@ -153,16 +162,16 @@ def _gpu(w: _Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
             w.subjects[i] = bus_id
         except BadPciAddress:
             w.gpu_problem(i, f"nvmlDeviceGetPciInfo_v3: bus id {pci[0]!r} does not parse", Aspect.ALL)
-    uuid = w.ask(i, partial(port.uuid, h), Aspect.IDENTITY)
-    name = w.ask(i, partial(port.name, h), Aspect.IDENTITY)
-    memory = w.ask(i, partial(port.memory_total, h), Aspect.IDENTITY)
-    minor = w.ask(i, partial(port.minor, h), Aspect.IDENTITY)
-    gpu_numa_id = w.ask(i, partial(port.numa_node_id, h), Aspect.NUMA, optional=True)
-    cpus = w.ask(i, partial(port.cpu_affinity, h), Aspect.NUMA)
-    nodes = w.ask(i, partial(port.memory_affinity, h), Aspect.NUMA)
+    uuid = w.ask(i, Aspect.IDENTITY, port.uuid, h)
+    name = w.ask(i, Aspect.IDENTITY, port.name, h)
+    memory = w.ask(i, Aspect.IDENTITY, port.memory_total, h)
+    minor = w.ask(i, Aspect.IDENTITY, port.minor, h)
+    gpu_numa_id = w.ask(i, Aspect.NUMA, port.numa_node_id, h, optional=True)
+    cpus = w.ask(i, Aspect.NUMA, port.cpu_affinity, h)
+    nodes = w.ask(i, Aspect.NUMA, port.memory_affinity, h)
     pcie = _pcie(w, i, h)
-    cc = w.ask(i, partial(port.compute_capability, h), Aspect.IDENTITY)
-    arch = w.ask(i, partial(port.architecture, h), Aspect.IDENTITY)
+    cc = w.ask(i, Aspect.IDENTITY, port.compute_capability, h)
+    arch = w.ask(i, Aspect.IDENTITY, port.architecture, h)
     mig_enabled, migs = _mig(w, i, h)
     fabric = _fabric(w, i, h)
     links, nvlink_count, switch_count = _links_and_fields(w, i, h)
@@ -177,7 +186,7 @@ def _gpu(w: _Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
 
 def _pcie(w: _Walk, i: int, h: Handle) -> PcieLinkState | None:
     port = w.port
-    values = tuple(w.ask(i, partial(fn, h), Aspect.PCIE_LINK)
+    values = tuple(w.ask(i, Aspect.PCIE_LINK, fn, h)
                    for fn in (port.pcie_current_gen, port.pcie_current_width, port.pcie_max_gen, port.pcie_max_width))
     if all(v is None for v in values):
         return None
@@ -186,10 +195,10 @@ def _pcie(w: _Walk, i: int, h: Handle) -> PcieLinkState | None:
 
 def _mig(w: _Walk, i: int, h: Handle) -> tuple[bool | None, tuple[MigInstance, ...]]:
     port = w.port
-    mode = w.ask(i, partial(port.mig_mode, h), Aspect.MIG, optional=True)
+    mode = w.ask(i, Aspect.MIG, port.mig_mode, h, optional=True)
     if mode is None or not mode[0]:
         return (None if mode is None else False), ()
-    slots = w.ask(i, partial(port.max_mig_devices, h), Aspect.MIG) or 0
+    slots = w.ask(i, Aspect.MIG, port.max_mig_devices, h) or 0
     out = []
     for slot in range(slots):
         if i in w.lost:
@@ -204,23 +213,23 @@ def _mig(w: _Walk, i: int, h: Handle) -> tuple[bool | None, tuple[MigInstance, .
         except NvmlError as exc:
             w.gpu_problem(i, f"{exc} (MIG slot {slot})", Aspect.MIG)
             continue
-        gi = w.ask(i, partial(port.gpu_instance_id, m), Aspect.MIG)
+        gi = w.ask(i, Aspect.MIG, port.gpu_instance_id, m)
         if gi is None:
             continue
-        ci = w.ask(i, partial(port.compute_instance_id, m), Aspect.MIG)
-        name = w.ask(i, partial(port.name, m), Aspect.MIG)
+        ci = w.ask(i, Aspect.MIG, port.compute_instance_id, m)
+        name = w.ask(i, Aspect.MIG, port.name, m)
         out.append(MigInstance(
             gpu_instance_id=gi,
             compute_instance_id=ci,
             profile=name.rpartition(" MIG ")[2] if name and " MIG " in name else None,
-            uuid=w.ask(i, partial(port.uuid, m), Aspect.MIG),
-            memory_bytes=w.ask(i, partial(port.memory_total, m), Aspect.MIG),
+            uuid=w.ask(i, Aspect.MIG, port.uuid, m),
+            memory_bytes=w.ask(i, Aspect.MIG, port.memory_total, m),
         ))
     return True, tuple(out)
 
 
 def _fabric(w: _Walk, i: int, h: Handle) -> FabricInfo | None:
-    raw = w.ask(i, partial(w.port.fabric, h), Aspect.FABRIC, optional=True)
+    raw = w.ask(i, Aspect.FABRIC, w.port.fabric, h, optional=True)
     if raw is None:
         return None
     state = _FABRIC.get(raw.state)
@@ -237,7 +246,7 @@ def _fabric(w: _Walk, i: int, h: Handle) -> FabricInfo | None:
 def _links_and_fields(w: _Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ...], int | None, int | None]:
     port = w.port
     wanted = (FIELD_NVLINK_LINK_COUNT, FIELD_NVSWITCH_CONNECTED_LINK_COUNT)
-    fields = w.ask(i, partial(port.field_values, h, wanted), Aspect.NVLINKS, optional=True) or ()
+    fields = w.ask(i, Aspect.NVLINKS, port.field_values, h, wanted, optional=True) or ()
     values: dict[int, int] = {}
     for f in fields:
         if f.code == 0:
@@ -269,14 +278,14 @@ def _links_and_fields(w: _Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ..
 
 def _link(w: _Walk, i: int, h: Handle, link: int) -> NvLinkFact:
     port = w.port
-    version = w.ask(i, partial(port.nvlink_version, h, link), Aspect.NVLINKS)
-    rtype = w.ask(i, partial(port.nvlink_remote_type, h, link), Aspect.NVLINKS)
-    remote = w.ask(i, partial(port.nvlink_remote_bus_id, h, link), Aspect.NVLINKS)
+    version = w.ask(i, Aspect.NVLINKS, port.nvlink_version, h, link)
+    rtype = w.ask(i, Aspect.NVLINKS, port.nvlink_remote_type, h, link)
+    remote = w.ask(i, Aspect.NVLINKS, port.nvlink_remote_bus_id, h, link)
     sentinel = remote is not None and remote.upper().startswith(SENTINEL_DOMAIN + ":")
     bus_id = None
     if remote is not None and not sentinel:
         try:
-            bus_id = canonical_bdf(remote)
+            bus_id = w.bus_id(remote)
         except BadPciAddress:
             w.gpu_problem(i, f"nvmlDeviceGetNvLinkRemotePciInfo_v2: link {link}: bus id {remote!r} does not parse",
                           Aspect.NVLINKS)
@@ -287,11 +296,11 @@ def _link(w: _Walk, i: int, h: Handle, link: int) -> NvLinkFact:
 def _pair(w: _Walk, handles: dict[int, Handle], a: int, b: int) -> NvmlPairFacts | None:
     port = w.port
 
-    def ask(fn: Callable[[], int], what: str = "") -> int | None:
+    def ask(fn: Callable[..., int], *args: Any, what: str = "") -> int | None:
         if a in w.lost or b in w.lost:
             return None
         try:
-            return fn()
+            return fn(*args)
         except NvmlGpuLost as exc:
             _which_lost(w, handles, (a, b), exc)
         except NvmlError as exc:
@@ -300,10 +309,10 @@ def _pair(w: _Walk, handles: dict[int, Handle], a: int, b: int) -> NvmlPairFacts
         return None
 
     ha, hb = handles[a], handles[b]
-    ancestor = ask(partial(port.common_ancestor, ha, hb))
+    ancestor = ask(port.common_ancestor, ha, hb)
     p2p = []
     for name, cap in P2P_CAPS.items():
-        status = ask(partial(port.p2p_status, ha, hb, cap), f" (caps index {cap}, {name})")
+        status = ask(port.p2p_status, ha, hb, cap, what=f" (caps index {cap}, {name})")
         if status is not None:
             p2p.append((cap, status))
     if ancestor is None and not p2p:
