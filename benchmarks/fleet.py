@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 import topology as t  # noqa: E402
 from exporter.kube import LabelConfig, NodeLabelSink, NodeView  # noqa: E402
-from exporter.kube._health import EDGES, BwKind, Capability, classify  # noqa: E402
+from exporter.kube._health import EDGES, BwKind, classify  # noqa: E402
 
 PROFILES = ("hgx-h100", "dgx-a100", "a30-4x-nvlink-pairs", "rtx4090-8x")
 KINDS = tuple(BwKind)
@@ -93,7 +93,7 @@ def fleet(nodes: int, days: int, rng: random.Random) -> dict[str, float]:
 
 
 def noisy(snap: t.Snapshot, rng: random.Random, ratio: float) -> t.Snapshot:
-    cap = Capability(snap)
+    cap = t.LinkCapability(snap)
     gpus = [g.id for g in snap.gpus]
     ms = []
     for g in gpus:
