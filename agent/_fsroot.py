@@ -19,6 +19,7 @@ _MAX_LINKS = 40  # the kernel's MAXSYMLINKS
 # O_NONBLOCK: opening a FIFO planted in the tree returns at once instead of waiting for a writer.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 _ABSENT = (FileNotFoundError, NotADirectoryError)
+_THROUGH_ROOT = -1  # Directory._open: the entry is a link in a jail, to be followed inside the root
 
 
 class NotARegularFile(OSError):
@@ -137,14 +138,9 @@ class FsRoot:
         except _ABSENT:
             return []
 
-    def listing(self, *parts: str) -> Listing | None:
-        """The directory resolved and listed once, to read many of its entries; ``None`` where
-        :meth:`is_dir` is false. Other errors (permission, a loop) propagate as OSError."""
-        try:
-            host = self._resolved(parts)
-            return Listing(self, parts, host, frozenset(os.listdir(host)))
-        except _ABSENT:
-            return None
+    def directory(self, *parts: str) -> Directory:
+        """A directory to read many entries of: resolved once, on its first read (no call until then)."""
+        return Directory(self, parts)
 
     def exists(self, *parts: str) -> bool:
         """Whether the path exists; a symlink counts even when its target does not."""
@@ -278,26 +274,53 @@ class FsRoot:
         return resolved, is_dir
 
 
-class Listing:
-    """A directory below the root, resolved and listed once (:meth:`FsRoot.listing`). An entry that is not
-    in ``names`` is absent without a call; one that is is read without resolving the directory again."""
+class Directory:
+    """A directory below the root (:meth:`FsRoot.directory`) whose entries are read as :meth:`FsRoot.attr`
+    and :meth:`FsRoot.read_bytes` read them, answer for answer, without resolving the directory each time:
+    each opens ``<resolved directory>/<name>`` (``O_NOFOLLOW`` in a jail, where an entry that is a link is
+    followed inside the root as before). ``name`` is one plain name, no ``/``."""
 
-    __slots__ = ("_flags", "_host", "_parts", "_root", "names")
+    __slots__ = ("_flags", "_host", "_parts", "_root")
 
-    def __init__(self, root: FsRoot, parts: tuple[str, ...], host: str, names: frozenset[str]) -> None:
-        self._root, self._parts, self._host, self.names = root, parts, host, names
+    def __init__(self, root: FsRoot, parts: tuple[str, ...]) -> None:
+        self._root, self._parts = root, parts
+        self._host: str | None = None
         self._flags = _OPEN_FLAGS if root.is_live else _OPEN_FLAGS | os.O_NOFOLLOW
 
-    def attr(self, name: str) -> str | None:
-        """:meth:`FsRoot.attr` of an entry (a plain name, no ``/``)."""
+    def names(self) -> frozenset[str] | None:
+        """The entries, listed now; ``None`` where :meth:`FsRoot.is_dir` is false. Other errors
+        (permission, a loop) propagate as OSError."""
         try:
-            fd = os.open(f"{self._host}/{name}", self._flags)
+            return frozenset(os.listdir(self._root._resolved(self._parts)))
+        except _ABSENT:
+            return None
+
+    def _open(self, name: str) -> int | None:
+        """The entry opened for reading, ``None`` when absent, ``_THROUGH_ROOT`` when it is a link in a jail
+        (read through the root, which follows it inside the root); OSError as FsRoot's reads."""
+        host = self._host
+        if host is None:
+            try:
+                host = self._root._resolved(self._parts)
+            except _ABSENT:  # no such directory (not remembered: FsRoot's reads resolve it again too)
+                return None
+            self._host = host
+        try:
+            return os.open(f"{host}/{name}", self._flags)
         except _ABSENT:
             return None
         except OSError as exc:
             if exc.errno != errno.ELOOP or self._root.is_live:
                 raise
-            return self._root.attr(*self._parts, name)  # a jailed root's entry that is a link: followed inside
+            return _THROUGH_ROOT
+
+    def attr(self, name: str) -> str | None:
+        """:meth:`FsRoot.attr` of the entry ``name``."""
+        fd = self._open(name)
+        if fd is None:
+            return None
+        if fd == _THROUGH_ROOT:
+            return self._root.attr(*self._parts, name)
         try:  # FsRoot._read_fd and FsRoot._text in one: this is the read of nearly every attribute
             mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):
@@ -310,13 +333,10 @@ class Listing:
         return data.decode(errors="replace").strip()
 
     def read_bytes(self, name: str, limit: int) -> bytes | None:
-        """:meth:`FsRoot.read_bytes` of an entry (a plain name, no ``/``)."""
-        try:
-            fd = os.open(f"{self._host}/{name}", self._flags)
-        except _ABSENT:
+        """:meth:`FsRoot.read_bytes` of the entry ``name``."""
+        fd = self._open(name)
+        if fd is None:
             return None
-        except OSError as exc:
-            if exc.errno != errno.ELOOP or self._root.is_live:
-                raise
-            return self._root.read_bytes(*self._parts, name, limit=limit)  # a link: followed inside the root
+        if fd == _THROUGH_ROOT:
+            return self._root.read_bytes(*self._parts, name, limit=limit)
         return self._root._read_fd(fd, limit, (*self._parts, name))

@@ -230,7 +230,7 @@ def _outcome(read: Callable[..., object], *args: object, **kwargs: object) -> ob
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_listing_reads_each_entry_as_attr_and_read_bytes_do(mode: str, jail: Path) -> None:
+def test_a_directory_reads_each_entry_as_attr_and_read_bytes_do(mode: str, jail: Path) -> None:
     base = jail / "sys/devices/pci0000:00/0000:00:01.0"
     write(base, "vendor", "0x10de\n")
     write(base, "huge", b"x" * 100_000)
@@ -244,34 +244,36 @@ def test_a_listing_reads_each_entry_as_attr_and_read_bytes_do(mode: str, jail: P
     link(base, "loop", "loop")
     link(jail, "sys/bus/pci/devices/0000:00:01.0", "../../../devices/pci0000:00/0000:00:01.0")
     fs, at = MODES[mode](jail)
-    directory = f"{at}/sys/bus/pci/devices/0000:00:01.0"
-    listing = fs.listing(directory)
-    assert listing is not None
-    assert listing.names == frozenset(fs.listdir(directory))
+    path = f"{at}/sys/bus/pci/devices/0000:00:01.0"
+    directory = fs.directory(path)
+    names = directory.names()
+    assert names == frozenset(fs.listdir(path))
     with deadline(5):
-        for name in [*sorted(listing.names), "absent"]:
-            assert _outcome(listing.attr, name) == _outcome(fs.attr, directory, name), name
+        for name in [*sorted(names), "absent"]:
+            assert _outcome(directory.attr, name) == _outcome(fs.attr, path, name), name
             for limit in (1, 4096):
-                assert (_outcome(listing.read_bytes, name, limit)
-                        == _outcome(fs.read_bytes, directory, name, limit=limit)), name
-    assert listing.attr("vendor") == listing.attr("rel") == "0x10de"
-    assert listing.attr("gone") is None
+                assert (_outcome(directory.read_bytes, name, limit)
+                        == _outcome(fs.read_bytes, path, name, limit=limit)), name
+    assert directory.attr("vendor") == directory.attr("rel") == "0x10de"
+    assert directory.attr("gone") is None
     if mode == "jail":
-        assert listing.attr("abs") == "fixture-host"
+        assert directory.attr("abs") == "fixture-host"
 
 
-def test_a_listing_is_none_where_is_dir_is_false_and_fails_where_it_fails(jail: Path) -> None:
+def test_a_directory_that_is_none_reads_as_the_root_does(jail: Path) -> None:
     link(jail, "sys/a", "b")
     link(jail, "sys/b", "/sys/a")
     link(jail, "sys/gone", "nowhere")
     fs = FsRoot(jail)
     for path in ("sys/absent", "sys/gone", "sys/devices/virtual/net/eth0/mtu", "sys/absent/below"):
-        assert not fs.is_dir(path) and fs.listing(path) is None, path
-    with pytest.raises(OSError) as caught:
-        fs.listing("sys/a")
-    assert caught.value.errno == errno.ELOOP
-    listing = fs.listing("/sys/bus/net/eth0")  # absolute -> relative links, resolved inside the root
-    assert listing is not None and listing.names == {"mtu"} and listing.attr("mtu") == "1500"
+        assert not fs.is_dir(path) and fs.directory(path).names() is None, path
+        assert fs.directory(path).attr("mtu") is None and fs.directory(path).read_bytes("mtu", 1) is None
+    for call in (fs.directory("sys/a").names, lambda: fs.directory("sys/a").attr("mtu")):
+        with pytest.raises(OSError) as caught:
+            call()
+        assert caught.value.errno == errno.ELOOP
+    directory = fs.directory("/sys/bus/net/eth0")  # absolute -> relative links, resolved inside the root
+    assert directory.names() == {"mtu"} and directory.attr("mtu") == "1500"
 
 
 @pytest.mark.parametrize("mode", MODES)

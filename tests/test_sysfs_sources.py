@@ -20,6 +20,7 @@ from agent._context import DiscoveryContext
 from agent._fsroot import FsRoot
 from agent.discover import discover
 from agent.sources import source_table
+from agent.sources._sysfs import Reader
 from agent.sources.pci import acs_request_redirect
 from tests.sysfs_tree import SysfsTree
 
@@ -226,6 +227,38 @@ def test_permission_errors_are_problems_or_a_failed_source_never_an_exception() 
     assert problems_of(snap, "0000:00:01.0") == ["numa_node: Permission denied"]
     assert "distance: Permission denied" in problems_of(snap, "numa1")
     assert snap.matrix("numa_distance") is None
+
+
+@pytest.mark.parametrize("directory", ["x", "file", "none", "loop"])
+@pytest.mark.parametrize("mode", [0o755, 0o444, 0o111, 0o000])
+def test_a_reader_listing_first_or_at_the_first_absent_attribute_answers_the_same(directory: str, mode: int) -> None:
+    names = ("vendor", "absent", "dangling", "empty", "blank", "vendor", "sub/vendor", "config")
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:  # readable by the unprivileged user
+        os.chmod(tmp, 0o755)
+        base = Path(tmp, "sys/devices")
+        (base / "x/sub").mkdir(parents=True)
+        for d in (base / "x", base / "x/sub"):
+            (d / "vendor").write_text("0x10de\n")
+        (base / "x/empty").write_bytes(b"")
+        (base / "x/blank").write_text("\n")
+        (base / "x/dangling").symlink_to("gone")
+        (base / "x/driver").symlink_to("../../bus/pci/drivers/nvidia")
+        (base / "file").write_text("0\n")
+        (base / "loop").symlink_to("loop")
+        (base / "x").chmod(mode)
+        answers = []
+        with unprivileged():
+            for list_first in (False, True):
+                r = Reader(FsRoot(Path(tmp)), "pci", "f", f"/sys/devices/{directory}", list_first=list_first)
+                values: list[object] = [r.text(n, (t.Aspect.IDENTITY,)) for n in names]
+                try:
+                    values.append(r.read_bytes("vendor", 2))
+                except OSError as exc:
+                    values.append(exc.errno)
+                values.append(r.link_name("driver"))
+                answers.append((values, [p.message for p in r.problems]))
+        (base / "x").chmod(0o755)
+    assert answers[0] == answers[1]
 
 
 def test_an_unreadable_attribute_is_a_problem(tree: SysfsTree) -> None:

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from topology import Aspect, Fact, Problem
 
-from .._fsroot import FsRoot, Listing
+from .._fsroot import FsRoot
 from ._registry import SourceError, SubsystemAbsent
 
 T = TypeVar("T")
@@ -22,6 +22,7 @@ T = TypeVar("T")
 _LINK_SPEED = re.compile(r"^([0-9]{1,3}(?:\.[0-9]{1,3})?) GT/s(?: PCIe)?$")
 # A PCI function's directory name in sysfs: always the full domain, lowercase.
 SYSFS_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+_NOT_NAMES = ("", ".", "..")  # not an entry of the directory: read through the root
 
 
 class Reader:
@@ -29,24 +30,36 @@ class Reader:
 
     Every read names the aspects of ``fact_subject`` (default ``subject``) that stay unknown when it
     fails, so each problem says what it leaves unknown.
+
+    Attributes are opened beside the directory, resolved once. The first one that is absent has the
+    directory listed, and from then on an attribute that is not listed is absent without a call and
+    without the checks of _why_absent (in hwloc's gathered trees nearly half the reads are such);
+    ``list_first`` lists it before the first read, where absent attributes are expected.
     """
 
-    __slots__ = ("_dir", "_dir_ok", "_listed", "_listing", "_root", "fact_subject", "problems", "source", "subject")
+    __slots__ = ("_dir", "_dir_ok", "_directory", "_listed", "_missed", "_names", "_root", "fact_subject",
+                 "problems", "source", "subject")
 
     def __init__(self, root: FsRoot, source: str, subject: str, directory: str, *,
-                 fact_subject: str | None = None) -> None:
+                 fact_subject: str | None = None, list_first: bool = False) -> None:
         self._root = root
         self._dir = directory
+        self._directory = root.directory(directory)
         self._dir_ok: bool | None = None
-        # The directory resolved and listed once: an attribute that is not listed is absent without an
-        # open and the checks of _why_absent (in hwloc's gathered trees nearly half the reads are such),
-        # and one that is listed is opened without resolving the directory again.
-        self._listing: Listing | None = None
+        self._names: frozenset[str] | None = None
         self._listed = False
+        self._missed = False
         self.source = source
         self.subject = subject
         self.fact_subject = subject if fact_subject is None else fact_subject
         self.problems: list[Problem] = []
+        if list_first:
+            self._list()
+
+    @property
+    def missed(self) -> bool:
+        """Whether an attribute asked for was not in the directory's listing."""
+        return self._missed
 
     def facts(self, aspects: tuple[Aspect, ...]) -> tuple[Fact, ...]:
         return tuple(Fact(subject=self.fact_subject, aspect=a) for a in aspects)
@@ -59,13 +72,21 @@ class Reader:
         """The attribute, stripped; ``None`` when absent (a problem only when ``required``) or unreadable
         (always a problem: permission denied, a device gone, not a regular file, over the size limit)."""
         try:
-            listing = self._listed_dir(name)
-            if listing is None:
-                listed_absent = False
+            listed_absent = False
+            if "/" in name or name in _NOT_NAMES:  # a path below the directory (``ports/1/state``)
                 value = self._root.attr(self._dir, name)
+            elif self._names is not None and name not in self._names:
+                value, listed_absent = None, True
+                self._missed = True
             else:
-                listed_absent = name not in listing.names
-                value = None if listed_absent else listing.attr(name)
+                try:
+                    value = self._directory.attr(name)
+                except OSError:  # not for an attribute the listing would have shown absent (EACCES)
+                    if self._listed or not self._unlisted(name):
+                        raise
+                    value, listed_absent = None, True
+                if value is None and not listed_absent and not self._listed:
+                    listed_absent = self._unlisted(name)
             if value is None and not listed_absent and (why := self._why_absent(name)):
                 self.problem(f"{name}: {why}", aspects)
                 return None
@@ -82,24 +103,38 @@ class Reader:
 
     def read_bytes(self, name: str, limit: int) -> bytes | None:
         """Up to ``limit`` bytes of the attribute (``FsRoot.read_bytes``); OSError when unreadable."""
-        listing = self._listed_dir(name)
-        if listing is None:
+        if "/" in name or name in _NOT_NAMES:
             return self._root.read_bytes(self._dir, name, limit=limit)
-        return listing.read_bytes(name, limit) if name in listing.names else None
-
-    def _listed_dir(self, name: str) -> Listing | None:
-        """The directory's listing, when it answers for ``name``: not for a path below the directory
-        (``ports/1/state``), nor when the directory could not be listed (then each read is on its own)."""
-        if "/" in name or name in ("", ".", ".."):
+        if self._names is not None and name not in self._names:
+            self._missed = True
             return None
+        try:
+            return self._directory.read_bytes(name, limit)
+        except OSError:
+            if self._listed or not self._unlisted(name):
+                raise
+            return None
+
+    def _unlisted(self, name: str) -> bool:
+        """Whether the directory's listing (made now if not yet) lacks ``name``: no entry at all, not even
+        a dangling link."""
+        names = self._list()
+        if names is None or name in names:
+            return False
+        self._missed = True
+        return True
+
+    def _list(self) -> frozenset[str] | None:
+        """Lists the directory, once; ``None`` when it is no directory or cannot be listed (a directory
+        with search permission only, a loop: then every attribute is read on its own)."""
         if not self._listed:
             self._listed = True
             try:
-                self._listing = self._root.listing(self._dir)
+                self._names = self._directory.names()
             except OSError:
-                return None  # unlistable (search permission only, a loop): read each attribute as before
-            self._dir_ok = self._listing is not None  # else the read fails and _why_absent says why
-        return self._listing
+                return None
+            self._dir_ok = self._names is not None  # else the read fails and _why_absent says why
+        return self._names
 
     def _why_absent(self, name: str) -> str | None:
         """An attribute that is absent because its directory is gone, or that is a dangling link, was not
@@ -125,8 +160,7 @@ class Reader:
 
     def link_name(self, name: str) -> str | None:
         """An optional link's last component (``driver`` -> ``nvidia``); None when absent or unreadable."""
-        listing = self._listed_dir(name)
-        if listing is not None and name not in listing.names:
+        if self._names is not None and name not in self._names:
             return None
         try:
             return self._root.readlink_name(self._dir, name)

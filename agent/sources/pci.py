@@ -117,8 +117,8 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
         places[bdf] = _place(root, name, bdf, gaps)
     for bdf in gaps.keys() - places.keys():
         places[bdf] = gaps[bdf]
-    parsers = _CpuParsers()
-    devices = tuple(_read_device(root, bdf, places[bdf], parsers) for bdf in sorted(places, key=bdf_key))
+    shared = _Pass()
+    devices = tuple(_read_device(root, bdf, places[bdf], shared) for bdf in sorted(places, key=bdf_key))
     return PciFacts(devices=devices, problems=tuple(problems))
 
 
@@ -191,8 +191,8 @@ def _domain_bus(bdf: str) -> tuple[int, int]:
     return int(domain, 16), int(bus, 16)
 
 
-def _read_device(root: FsRoot, bdf: str, place: _Place, parsers: _CpuParsers) -> PciDeviceFacts:
-    r = Reader(root, SOURCE, bdf, place.path)
+def _read_device(root: FsRoot, bdf: str, place: _Place, shared: _Pass) -> PciDeviceFacts:
+    r = Reader(root, SOURCE, bdf, place.path, list_first=shared.list_first)
     r.problems.extend(place.problems)
     before = len(r.problems)
     class_code = r.parsed("class", hex_int, _IDENTITY, required=True)
@@ -201,7 +201,7 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, parsers: _CpuParsers) ->
         r.problems[before:] = [Problem(source=p.source, subject=p.subject, message=p.message,
                                        unknown=p.unknown + _INVENTORY) for p in r.problems[before:]]
     is_bridge = class_code is not None and class_code >> 8 == 0x0604
-    return PciDeviceFacts(
+    facts = PciDeviceFacts(
         bus_id=bdf,
         parent=place.parent,
         host_bridge=place.host_bridge,
@@ -209,7 +209,7 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, parsers: _CpuParsers) ->
         device_id=r.parsed("device", hex_int, _IDENTITY, required=True),
         class_code=class_code,
         numa_node=r.parsed("numa_node", numa_node, _NUMA),
-        local_cpus=_local_cpus(r, parsers),
+        local_cpus=_local_cpus(r, shared),
         current_link_gts=r.parsed("current_link_speed", link_speed_gts, _LINK),
         current_link_width=r.parsed("current_link_width", link_width, _LINK),
         max_link_gts=r.parsed("max_link_speed", link_speed_gts, _LINK),
@@ -219,23 +219,28 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, parsers: _CpuParsers) ->
         placed=place.placed,
         problems=tuple(r.problems),
     )
+    shared.list_first = r.missed
+    return facts
 
 
 _bdf = functools.lru_cache(maxsize=1024)(canonical_bdf)  # pure; one that raises is not remembered
 
 
-class _CpuParsers:
-    """The CPU mask and list parsers for one pass, remembering what they parsed: every function of a socket
-    prints the same mask, and a 192-CPU mask is 192 bits to walk. One that raises is not remembered."""
+class _Pass:
+    """What the functions of one pass share. The CPU mask and list parsers remember what they parsed (every
+    function of a socket prints the same mask, and a 192-CPU mask is 192 bits to walk; one that raises is
+    not remembered). ``list_first``: the last function's directory lacked an attribute, so the next one
+    is listed before it is read (functions of one tree tend to have the same attributes)."""
 
-    __slots__ = ("cpulist", "cpumask")
+    __slots__ = ("cpulist", "cpumask", "list_first")
 
     def __init__(self) -> None:
         self.cpumask = functools.lru_cache(maxsize=None)(parse_cpumask)
         self.cpulist = functools.lru_cache(maxsize=None)(parse_cpulist)
+        self.list_first = False
 
 
-def _local_cpus(r: Reader, parsers: _CpuParsers) -> tuple[int, ...] | None:
+def _local_cpus(r: Reader, parsers: _Pass) -> tuple[int, ...] | None:
     # The mask first, as hwloc reads it; both files print the same kernel cpumask.
     before = len(r.problems)
     mask = r.parsed("local_cpus", parsers.cpumask, _NUMA)
