@@ -278,9 +278,9 @@ def device_path(root: FsRoot, entry: str) -> str | None:
     return resolve_link(root, entry) or resolve_link(root, f"{entry}/device")
 
 
-def pci_function_of(root: FsRoot, entry: str) -> str | None:
-    """The PCI function nearest below a class entry (``0000:82:00.0`` for ``mlx4_0``), else ``None``."""
-    path = device_path(root, entry)
+def pci_function_in(path: str | None) -> str | None:
+    """The PCI function nearest below a class entry, from its device path (:func:`class_entry`):
+    ``0000:82:00.0`` for ``mlx4_0``, else ``None``."""
     if path is None:
         return None
     return next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)

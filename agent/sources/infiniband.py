@@ -20,7 +20,7 @@ from ._sysfs import (
     class_entry,
     decimal,
     list_subsystem,
-    pci_function_of,
+    pci_function_in,
 )
 
 SOURCE = "infiniband"
@@ -66,7 +66,7 @@ def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
         if problem is not None:
             problems.append(problem)
             continue
-        bdf = pci_function_of(root, entry)
+        bdf = pci_function_in(path)  # the entry's link, read once by class_entry
         if bdf is not None:
             devices.append(_read_device(root, name, bdf))
         elif path is not None and not path.startswith(_VIRTUAL):

@@ -9,7 +9,7 @@ from topology import Aspect, Problem
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import SYSFS_BDF, Reader, bounded, class_entry, decimal, list_subsystem
+from ._sysfs import Reader, bounded, class_entry, decimal, list_subsystem, pci_function_in
 
 SOURCE = "net"
 _CLASS = "/sys/class/net"
@@ -55,7 +55,7 @@ def read_net(ctx: DiscoveryContext) -> NetFacts:
 def _read_interface(root: FsRoot, name: str, entry: str, path: str | None) -> NetIfFacts:
     if path is None or path.startswith(_VIRTUAL):
         return NetIfFacts(name=name, virtual=True)
-    bdf = next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)
+    bdf = pci_function_in(path)
     r = Reader(root, SOURCE, name, entry, fact_subject=bdf or f"net:{name}")
     operstate = r.text("operstate", _PORTS, required=True)
     if operstate is not None and operstate not in _OPERSTATES:
