@@ -58,14 +58,15 @@ def assemble(gathered: Gathered, *, node: str, taken_at: float | None) -> Snapsh
     gpus = _assemble_pci.gpus(funcs, driver_gpus)
     nics = _assemble_nic.nics(ib.devices, net.interfaces, funcs, problems)
 
-    roots = {h.id for h in _assemble_pci.host_bridges(devices, funcs)}
+    host_bridges = _assemble_pci.host_bridges(devices, funcs)
+    roots = {h.id for h in host_bridges}
     links = [*_numa_links(matrices), *_pcie_links([g.id for g in gpus], funcs, roots)]
     links += _pcie_links([n.pci_bus_id for n in nics if n.pci_bus_id], funcs, roots)
     gdr_facts = _gdr(gdr, problems)
     return Snapshot(
         node=node,
         taken_at=taken_at,
-        host_bridges=tuple(h for h in _assemble_pci.host_bridges(devices, funcs)),
+        host_bridges=host_bridges,
         pci=tuple(funcs.values()),
         numa_nodes=numa_nodes,
         gpus=gpus,

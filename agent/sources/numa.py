@@ -133,7 +133,7 @@ def _driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts,
         directory = f"{_DRIVER_GPUS}/{name}"
         r = Reader(root, SOURCE, bdf, directory, fact_subject=NODE)  # which nodes are GPU memory
         try:
-            real = root.is_dir(directory) and root.readlink(directory) is None
+            real = root.is_plain_dir(directory)  # a directory, never a link
         except OSError:
             real = False
         if not real:
