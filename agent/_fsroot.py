@@ -291,7 +291,7 @@ class Directory:
         """The entries, listed now; ``None`` where :meth:`FsRoot.is_dir` is false. Other errors
         (permission, a loop) propagate as OSError."""
         try:
-            return frozenset(os.listdir(self._root._resolved(self._parts)))
+            return frozenset(os.listdir(self._host or self._root._resolved(self._parts)))
         except _ABSENT:
             return None
 
