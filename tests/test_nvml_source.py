@@ -362,3 +362,13 @@ def test_every_profile_discovers_without_problems(fake_machine: MakeMachine) -> 
         assert snap.problems == (), profile
         assert all(g.index is not None and g.uuid for g in snap.gpus), profile
 
+
+
+def test_cluster_uuid_text_is_rfc_4122_as_the_uuid_module_writes_it() -> None:
+    import os
+    import uuid
+
+    from agent.sources._nvml_read import _uuid_text
+
+    for raw in (bytes(16), bytes(range(16)), b"\xff" * 16, *(os.urandom(16) for _ in range(200))):
+        assert _uuid_text(raw) == str(uuid.UUID(bytes=raw))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
 import json
 import math
 import types
@@ -211,6 +210,8 @@ def structure_hash(snap: Snapshot) -> str:
     body = {name: _encode(getattr(snap, name)) for name in _STRUCTURE_FIELDS if name != "matrices"}
     body["matrices"] = [_encode(m) for m in snap.matrices if not _is_measured(m)]
     raw = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
+
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from ._facts import describe_unknown
 from ._ids import format_cpulist
 from ._model import PcieLinkState, Snapshot, SourceStatus
-from ._render import matrix, ordered_gpus
-from ._views import nvlink_islands
 
 NVIDIA = 0x10DE
 
@@ -55,6 +53,9 @@ def no_gpu_reason(snap: Snapshot) -> str | None:
 
 
 def summary(snap: Snapshot) -> str:
+    from ._render import matrix, ordered_gpus  # loaded here: ``no_gpu_reason`` (every format) needs neither
+    from ._views import nvlink_islands
+
     out = [f"Node {snap.node}"]
     out.append("")
     out.append(f"NUMA nodes: {len(snap.numa_nodes)}")
