@@ -29,6 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _table import print_rows  # noqa: E402  (beside this script)
+
 import probes  # noqa: E402
 import topology as t  # noqa: E402
 from probes._profiles import MiB  # noqa: E402
@@ -145,9 +147,7 @@ def main() -> int:
     name = torch.cuda.get_device_name(0)
     print(f"topolink vs PyTorch, {len(snap.gpus)} x {name}, {args.mib} MiB, {args.rounds} interleaved rounds "
           "(topolink / PyTorch)")
-    width = max(len(r[0]) for r in rows)
-    for what, value, verdict in rows:
-        print(f"{what:<{width}}  {value:>32}  {verdict}")
+    print_rows(rows, 32)
     return 0
 
 

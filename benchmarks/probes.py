@@ -30,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _table import print_rows  # noqa: E402  (beside this script)
+
 import probes  # noqa: E402
 import topology as t  # noqa: E402
 from probes._profiles import MiB  # noqa: E402
@@ -122,9 +124,7 @@ def main() -> int:
 
     print(f"topolink probe benchmark: {args.mib} MiB buffers, cpu backend, "
           f"{len(snap.numa_nodes)} NUMA node(s), {len(probes.specs_for('cpu'))} cpu tests")
-    width = max(len(r[0]) for r in rows)
-    for name, value, verdict in rows:
-        print(f"{name:<{width}}  {value:>24}  {verdict}")
+    print_rows(rows)
     return 0
 
 
