@@ -279,7 +279,7 @@ def device_path(root: FsRoot, entry: str) -> str | None:
 
 
 def pci_function_in(path: str | None) -> str | None:
-    """The PCI function nearest below a class entry, from its device path (:func:`class_entry`):
+    """The PCI function nearest below a class entry, from its device path (:func:`class_entries`):
     ``0000:82:00.0`` for ``mlx4_0``, else ``None``."""
     if path is None:
         return None
@@ -289,21 +289,30 @@ def pci_function_in(path: str | None) -> str | None:
 _SYS_DEVICES = "/sys/devices/"
 
 
-def class_entry(root: FsRoot, source: str, entry: str, name: str) -> tuple[str | None, Problem | None]:
-    """Where a class entry (``/sys/class/net/eth0``) lives under ``/sys/devices``, or the problem that says
-    it leads nowhere real (unreadable, not a directory, dangling, outside ``/sys/devices``): such an entry
-    hides a device, so the node's NIC inventory is unknown."""
+def class_entries(root: FsRoot, source: str, class_dir: str, *,
+                  absent: str) -> tuple[list[tuple[str, str, str | None]], list[Problem]]:
+    """``(name, entry, device path)`` of each entry of a class directory (``/sys/class/net``), and a problem
+    for each entry that leads nowhere real (unreadable, not a directory, dangling, outside ``/sys/devices``):
+    such an entry hides a device, so the node's NIC inventory is unknown. The directory's absence is
+    :class:`SubsystemAbsent` (with ``absent``), as :func:`list_subsystem` says."""
     unknown = (Fact(subject="node", aspect=Aspect.NICS),)
-    try:
-        path = device_path(root, entry)
-        real = root.is_dir(entry) and (path is None or (root.is_dir(path) and path.startswith(_SYS_DEVICES)))
-    except OSError as exc:
-        return None, Problem(source=source, subject=name, message=f"{entry}: {describe_os_error(exc)}",
-                             unknown=unknown)
-    if not real:
-        return None, Problem(source=source, subject=name, message=f"{entry} is not a directory under "
-                             f"/sys/devices (it points to {path}): not read", unknown=unknown)
-    return path, None
+    found: list[tuple[str, str, str | None]] = []
+    problems: list[Problem] = []
+    for name in list_subsystem(root, class_dir, absent=absent):
+        entry = f"{class_dir}/{name}"
+        try:
+            path = device_path(root, entry)
+            real = root.is_dir(entry) and (path is None or (root.is_dir(path) and path.startswith(_SYS_DEVICES)))
+        except OSError as exc:
+            problems.append(Problem(source=source, subject=name, message=f"{entry}: {describe_os_error(exc)}",
+                                    unknown=unknown))
+            continue
+        if not real:
+            problems.append(Problem(source=source, subject=name, message=f"{entry} is not a directory under "
+                                    f"/sys/devices (it points to {path}): not read", unknown=unknown))
+            continue
+        found.append((name, entry, path))
+    return found, problems
 
 
 def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None) -> list[str]:

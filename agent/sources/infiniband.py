@@ -17,9 +17,8 @@ from ._registry import register
 from ._sysfs import (
     SYSFS_BDF,
     Reader,
-    class_entry,
+    class_entries,
     decimal,
-    list_subsystem,
     pci_function_in,
 )
 
@@ -57,16 +56,10 @@ class InfinibandFacts:
 @register(SOURCE, covers=(Aspect.NICS,), help="RDMA devices, their ports and PCI functions (/sys/class/infiniband)")
 def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
     root = ctx.root
-    names = list_subsystem(root, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)")
+    entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)")
     devices = []
-    problems = []
-    for name in names:
-        entry = f"{_CLASS}/{name}"
-        path, problem = class_entry(root, SOURCE, entry, name)
-        if problem is not None:
-            problems.append(problem)
-            continue
-        bdf = pci_function_in(path)  # the entry's link, read once by class_entry
+    for name, entry, path in entries:
+        bdf = pci_function_in(path)  # the entry's link, read once by class_entries
         if bdf is not None:
             devices.append(_read_device(root, name, bdf))
         elif path is not None and not path.startswith(_VIRTUAL):

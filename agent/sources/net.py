@@ -9,7 +9,7 @@ from topology import Aspect, Problem
 from .._context import DiscoveryContext
 from .._fsroot import FsRoot
 from ._registry import register
-from ._sysfs import Reader, bounded, class_entry, decimal, list_subsystem, pci_function_in
+from ._sysfs import Reader, bounded, class_entries, decimal, pci_function_in
 
 SOURCE = "net"
 _CLASS = "/sys/class/net"
@@ -40,15 +40,8 @@ _OPERSTATES = ("up", "down", "unknown", "dormant", "notpresent", "lowerlayerdown
 @register(SOURCE, covers=(Aspect.NICS,), help="network interfaces and their PCI functions (/sys/class/net)")
 def read_net(ctx: DiscoveryContext) -> NetFacts:
     root = ctx.root
-    names = list_subsystem(root, _CLASS, absent="no /sys/class/net")
-    interfaces, problems = [], []
-    for name in names:
-        entry = f"{_CLASS}/{name}"
-        path, problem = class_entry(root, SOURCE, entry, name)
-        if problem is not None:
-            problems.append(problem)
-            continue
-        interfaces.append(_read_interface(root, name, entry, path))
+    entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/net")
+    interfaces = [_read_interface(root, name, entry, path) for name, entry, path in entries]
     return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))
 
 
