@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import dataclasses
 import random
 import threading
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 
 import topology as t
@@ -30,38 +28,20 @@ from exporter.kube import (
     SliceConfig,
     prune,
 )
+from tests.kmock_support import NODE, RULES, SLICES, a100_node, poke_watchers, start_objects
 
-kmock_lib = pytest.importorskip("kmock")
 pytestmark = pytest.mark.asyncio
 
-NODE = "node-a"
-NODES = kmock_lib.resource("", "v1", "nodes")
-SLICES = kmock_lib.resource("resource.k8s.io", "v1", "resourceslices")
-RULES = kmock_lib.resource("resource.k8s.io", "v1", "devicetaintrules")
-FEATURES = kmock_lib.resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures")
 Calls = set[tuple[str, str, str]]
 
 
 def snap(width: int = 16) -> t.Snapshot:
-    from tests.probe_snapshots import four_gpu_box
-
-    box = four_gpu_box()
-    gpus = tuple(dataclasses.replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus))
-    g = gpus[1]
-    narrow = dataclasses.replace(g.pcie, current_width=width) if g.pcie else None
-    return dataclasses.replace(box, node=NODE, gpus=(gpus[0], dataclasses.replace(g, pcie=narrow), *gpus[2:]))
+    return a100_node(gpu1_width=width)
 
 
 @pytest.fixture
 def api(kmock: Any) -> LightkubeApi:
-    owned = {"manager": "topolink", "operation": "Apply", "fieldsType": "FieldsV1",
-             "fieldsV1": {"f:metadata": {"f:labels": {"f:gpu.topology/gpu.count": {}}}}}
-    kmock.objects[NODES, None, NODE] = {"apiVersion": "v1", "kind": "Node",
-                                        "metadata": {"name": NODE, "uid": "uid-a", "labels": {},
-                                                     "managedFields": [owned]}}
-    for res, kind in ((SLICES, "ResourceSlice"), (RULES, "DeviceTaintRule"), (FEATURES, "NodeFeature")):
-        kmock.resources[res] = {"kind": kind, "namespaced": res is FEATURES,
-                                "verbs": ["get", "list", "create", "update", "delete", "patch"]}
+    start_objects(kmock)
     return LightkubeApi.connect(server=str(kmock.url).rstrip("/"), backoff=Backoff(sleep=lambda _: None,
                                                                                     rng=random.Random(1)))
 
@@ -135,11 +115,7 @@ async def watched(kmock: Any, sink: ResourceSliceSink) -> Calls:
     await asyncio.sleep(0.3)
     seen = calls(kmock, start)
     stop.set()
-    async with httpx.AsyncClient(base_url=str(kmock.url)) as http:  # one event for the blocked thread to read
-        await http.post("/apis/resource.k8s.io/v1/resourceslices", json={
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "poke"},
-            "spec": {"driver": "other.example.com", "nodeName": NODE,
-                     "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}})
+    await poke_watchers(kmock)
     await asyncio.wait_for(task, timeout=10)
     return seen
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 from collections.abc import Callable
 from typing import Any
 
+import kmock as kmock_lib
 import pytest
 
 import topology as t
@@ -24,32 +24,18 @@ from exporter.kube import (
     prune,
     sinks_from_config,
 )
+from tests.kmock_support import NODE, NODES, SLICES, a100_node, start_objects
 from tests.kube_support import validate
 
-kmock_lib = pytest.importorskip("kmock")
 pytestmark = pytest.mark.asyncio
-
-NODE = "node-a"
-OWNED = {"manager": "topolink", "operation": "Apply", "fieldsType": "FieldsV1",
-         "fieldsV1": {"f:metadata": {"f:labels": {"f:gpu.topology/gpu.count": {}}}}}
-NODES = kmock_lib.resource("", "v1", "nodes")
-SLICES = kmock_lib.resource("resource.k8s.io", "v1", "resourceslices")
-RULES = kmock_lib.resource("resource.k8s.io", "v1", "devicetaintrules")
-FEATURES = kmock_lib.resource("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures")
 
 
 def _snap(name: str = NODE) -> t.Snapshot:
-    from tests.probe_snapshots import four_gpu_box
-
-    box = four_gpu_box()
-    gpus = tuple(dataclasses.replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus))
-    return dataclasses.replace(box, node=name, gpus=gpus)
+    return a100_node(name)
 
 
 def _degraded(snap: t.Snapshot) -> t.Snapshot:
-    g = snap.gpus[1]
-    narrow = dataclasses.replace(g.pcie, current_width=8) if g.pcie else None
-    return dataclasses.replace(snap, gpus=(snap.gpus[0], dataclasses.replace(g, pcie=narrow), *snap.gpus[2:]))
+    return a100_node(snap.node, gpu1_width=8)
 
 
 @pytest.fixture
@@ -59,12 +45,7 @@ def sleeps() -> list[float]:
 
 @pytest.fixture
 def api(kmock: Any, sleeps: list[float]) -> LightkubeApi:
-    kmock.objects[NODES, None, NODE] = {"apiVersion": "v1", "kind": "Node",
-                                        "metadata": {"name": NODE, "uid": "uid-a", "labels": {"other/x": "1"},
-                                                     "managedFields": [OWNED]}}
-    for res, kind in ((SLICES, "ResourceSlice"), (RULES, "DeviceTaintRule"), (FEATURES, "NodeFeature")):
-        kmock.resources[res] = {"kind": kind, "namespaced": res is FEATURES,
-                                "verbs": ["get", "list", "create", "update", "delete", "patch"]}
+    start_objects(kmock, labels={"other/x": "1"})
     backoff = Backoff(sleep=sleeps.append, rng=random.Random(1))
     return LightkubeApi.connect(server=str(kmock.url).rstrip("/"), backoff=backoff)
 

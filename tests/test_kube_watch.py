@@ -5,7 +5,6 @@ can never be had (RBAC), given up with the pool still re-created on every pass."
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import threading
 import time
@@ -16,31 +15,15 @@ import httpx
 import pytest
 import pytest_asyncio
 
-import topology as t
 from exporter.kube import Backoff, LightkubeApi, ResourceSliceSink, SliceConfig
+from tests.kmock_support import NODE, SLICES, a100_node, poke_watchers, start_objects
 
-kmock_lib = pytest.importorskip("kmock")
 pytestmark = pytest.mark.asyncio
-
-NODE = "node-a"
-NODES = kmock_lib.resource("", "v1", "nodes")
-SLICES = kmock_lib.resource("resource.k8s.io", "v1", "resourceslices")
-
-
-def snap(gpus: int = 4) -> t.Snapshot:
-    from tests.probe_snapshots import four_gpu_box
-
-    box = four_gpu_box()
-    named = tuple(dataclasses.replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus))
-    return dataclasses.replace(box, node=NODE, gpus=named[:gpus])
 
 
 @pytest.fixture
 def api(kmock: Any) -> LightkubeApi:
-    kmock.objects[NODES, None, NODE] = {"apiVersion": "v1", "kind": "Node",
-                                        "metadata": {"name": NODE, "uid": "uid-a", "labels": {}}}
-    kmock.resources[SLICES] = {"kind": "ResourceSlice", "namespaced": False,
-                               "verbs": ["get", "list", "watch", "create", "update", "delete", "patch"]}
+    start_objects(kmock, managed=False)
     return LightkubeApi.connect(server=str(kmock.url).rstrip("/"),
                                 backoff=Backoff(sleep=lambda _: None, rng=random.Random(1)))
 
@@ -96,11 +79,7 @@ class Watch:
         self.stop.set()
         if self._task is None or self._task.done():
             return
-        poke = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "poke"},
-                "spec": {"driver": "other.example.com", "nodeName": NODE,
-                         "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1}}}
-        async with httpx.AsyncClient(base_url=str(self._kmock.url)) as http:
-            await http.post("/apis/resource.k8s.io/v1/resourceslices", json=poke)
+        await poke_watchers(self._kmock)
         await asyncio.wait_for(self._task, timeout=10)
 
 
@@ -116,14 +95,14 @@ async def watch(kmock: Any) -> AsyncIterator[Watch]:
 async def test_a_slice_deleted_by_kubelet_wakes_the_agent_and_the_next_pass_recreates_it(
         kmock: Any, api: LightkubeApi, watch: Watch) -> None:
     sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
-    assert (await asyncio.to_thread(sink.publish, snap())).written == 1
+    assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1
     (name,) = await asyncio.to_thread(our_slices, kmock)
     woken = await watch.start(sink)
     assert woken.reasons == []  # the slices that exist arrive as ADDED: nothing to do
     await asyncio.to_thread(delete_as_kubelet, kmock, name)
     assert await woken.until(lambda r: len(r) >= 1) == [f"resourceslice {name} deleted"]
     assert await asyncio.to_thread(our_slices, kmock) == []
-    assert (await asyncio.to_thread(sink.publish, snap())).written == 1  # what the woken agent does
+    assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1  # what the woken agent does
     assert await asyncio.to_thread(our_slices, kmock) == [name]
     await watch.close()
     assert woken.reasons == [f"resourceslice {name} deleted"]  # our own create woke nothing
@@ -131,14 +110,14 @@ async def test_a_slice_deleted_by_kubelet_wakes_the_agent_and_the_next_pass_recr
 
 async def test_the_sinks_own_deletions_wake_nothing(kmock: Any, api: LightkubeApi, watch: Watch) -> None:
     sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
-    assert (await asyncio.to_thread(sink.publish, snap())).written == 1
+    assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1
     (name,) = await asyncio.to_thread(our_slices, kmock)
     async with httpx.AsyncClient(base_url=str(kmock.url)) as http:
         stale = (await http.get(f"/apis/resource.k8s.io/v1/resourceslices/{name}")).json()
     stale["metadata"]["name"] = f"{name}-stale"  # a slice of our pool that the pool no longer counts
     kmock.objects[SLICES, None, f"{name}-stale"] = stale
     woken = await watch.start(sink)
-    result = await asyncio.to_thread(sink.publish, snap())  # complete knowledge: the stale slice goes
+    result = await asyncio.to_thread(sink.publish, a100_node())  # complete knowledge: the stale slice goes
     assert result.ok and await asyncio.to_thread(our_slices, kmock) == [name]
     await asyncio.sleep(0.5)  # its DELETED event has arrived
     await watch.close()
@@ -147,7 +126,7 @@ async def test_the_sinks_own_deletions_wake_nothing(kmock: Any, api: LightkubeAp
 
 async def test_a_failed_watch_is_opened_again(kmock: Any, api: LightkubeApi, watch: Watch) -> None:
     sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
-    await asyncio.to_thread(sink.publish, snap())
+    await asyncio.to_thread(sink.publish, a100_node())
     (name,) = await asyncio.to_thread(our_slices, kmock)
     kmock["watch", SLICES][:2] << 503 << {"kind": "Status", "apiVersion": "v1", "code": 503, "message": "busy"}
     woken = await watch.start(sink, Backoff(base=0.01, cap=0.05))
@@ -160,7 +139,7 @@ async def test_a_failed_watch_is_opened_again(kmock: Any, api: LightkubeApi, wat
 async def test_a_slice_deleted_while_not_watching_wakes_the_agent_when_the_watch_opens(
         kmock: Any, api: LightkubeApi, watch: Watch) -> None:
     sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
-    await asyncio.to_thread(sink.publish, snap())
+    await asyncio.to_thread(sink.publish, a100_node())
     (name,) = await asyncio.to_thread(our_slices, kmock)
     await asyncio.to_thread(delete_as_kubelet, kmock, name)  # kubelet started before the watch did
     woken = await watch.start(sink)
@@ -175,4 +154,4 @@ async def test_a_forbidden_watch_is_given_up_and_publishing_goes_on(kmock: Any, 
     await asyncio.wait_for(asyncio.to_thread(sink.watch, stop, woken), timeout=10)  # returns: never retried
     assert woken.reasons == []
     assert "not watching" in caplog.text and "403" in caplog.text
-    assert (await asyncio.to_thread(sink.publish, snap())).written == 1
+    assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1

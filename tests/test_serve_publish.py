@@ -97,6 +97,7 @@ async def test_slices_kubelet_deletes_are_back_within_seconds_not_an_interval(
 
     from agent._serve_run import Wake, discovery_loop, watch_loop
     from exporter import WatchingSink
+    from tests.kmock_support import poke_watchers
 
     snap = discover_profile("hgx-h100", tmp_path_factory.mktemp("hgx"))
     kmock.objects[NODES, None, snap.node] = {"apiVersion": "v1", "kind": "Node",
@@ -144,11 +145,7 @@ async def test_slices_kubelet_deletes_are_back_within_seconds_not_an_interval(
     finally:
         agent.stopping.set()
         wake("stop")
-        async with httpx.AsyncClient(base_url=str(kmock.url)) as http:  # an event for the watch thread to read
-            await http.post("/apis/resource.k8s.io/v1/resourceslices", json={
-                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "poke"},
-                "spec": {"driver": "other.example.com", "nodeName": snap.node,
-                         "pool": {"name": snap.node, "generation": 1, "resourceSliceCount": 1}}})
+        await poke_watchers(kmock, snap.node)
         for t in threads:
             await asyncio.to_thread(t.join, 10)
             assert not t.is_alive()
