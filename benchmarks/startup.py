@@ -5,7 +5,7 @@
 Every whole-process row alternates the two commands it compares (A B A B ...), so load from others on the
 machine falls on both; medians and the ratio of medians are printed, with peak RSS (ru_maxrss of the child).
 - ``topolink discover --format json`` against ``lstopo-no-graphics --of xml`` on the live machine and on every
-  hwloc tree in ../shared/reference/hwloc/linux (lstopo reads a tree with ``--input DIR``): target <= 4x.
+  hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``): target <= 4x.
 - ``topolink --help`` against a bare interpreter of the same venv: target <= 40 ms above it, with the
   repository's bytecode absent (PYTHONDONTWRITEBYTECODE=1, as here) and compiled (``compileall`` into the
   repository's ``__pycache__``, removed again afterwards; the venv's site-packages are compiled already).
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.discovery import hwloc_trees, pci_count  # noqa: E402
+from tests.reference_data import hwloc_tarballs, unpack_hwloc_tree  # noqa: E402
 
 if TYPE_CHECKING:
     from topology import Snapshot
@@ -43,6 +43,20 @@ if TYPE_CHECKING:
 VENV_PY = str(REPO / ".venv/bin/python") if (REPO / ".venv/bin/python").exists() else sys.executable
 TOPOLINK = [VENV_PY, "-m", "agent.cli"]
 _PACKAGES = ("agent", "topology", "probes", "exporter")
+
+
+def hwloc_trees(dest: Path) -> list[tuple[str, Path]]:
+    """Every gathered hwloc tree of the test data, unpacked below ``dest``: (name, root)."""
+    trees = []
+    for tarball in hwloc_tarballs():
+        name = tarball.name.removesuffix(".tar.bz2")
+        (dest / name).mkdir()
+        trees.append((name, unpack_hwloc_tree(tarball, dest / name)))
+    return trees
+
+
+def pci_count(root: Path) -> int:
+    return len(list((root / "sys/bus/pci/devices").glob("*")))
 
 
 def _run(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, int]:
@@ -121,10 +135,11 @@ def help_vs_bare(runs: int) -> None:
 
 
 def pynvml_row() -> None:
-    code = ("import sys; from agent.cli import main; "
-            "main(['discover', '--format', 'json', '-o', '/dev/null']); "
-            "print('pynvml' in sys.modules, 'torch' in sys.modules, file=sys.stderr)")
-    out = subprocess.run([VENV_PY, "-c", code], capture_output=True, text=True, cwd=REPO, check=False).stderr
+    with tempfile.TemporaryDirectory() as tmp:  # a regular file: never a device such as /dev/null
+        code = ("import sys; from agent.cli import main; "
+                f"main(['discover', '--format', 'json', '-o', {str(Path(tmp) / 'node.json')!r}]); "
+                "print('pynvml' in sys.modules, 'torch' in sys.modules, file=sys.stderr)")
+        out = subprocess.run([VENV_PY, "-c", code], capture_output=True, text=True, cwd=REPO, check=False).stderr
     last = out.strip().splitlines()[-1] if out.strip() else "?"
     import ctypes
 
@@ -175,7 +190,7 @@ def _pair_calls(calls: dict[str, int]) -> int:
     return sum(n for key, n in calls.items() if len(gpus_named(key)) == 2)
 
 
-def profile_rows(runs: int) -> dict[int, tuple[Snapshot, float]]:
+def profile_rows(runs: int, scaled: Sequence[int] = SCALED_GPUS) -> dict[int, tuple[Snapshot, float]]:
     """The discovery call on hgx-h100 and on synthetic machines of 16, 32 and 64 GPUs grown from it (its
     boards repeated in more PCI domains and NUMA nodes, one NVLink fabric). Time may grow no faster than the
     NVML pair calls. Returns the snapshot and median ms per GPU count, for the ``dumps`` rows."""
@@ -188,7 +203,7 @@ def profile_rows(runs: int) -> dict[int, tuple[Snapshot, float]]:
     hgx = MACHINES / "hgx-h100.yaml"
     base: tuple[float, int] | None = None
     with tempfile.TemporaryDirectory() as tmp:
-        for gpus in (8, *SCALED_GPUS):
+        for gpus in (8, *scaled):
             profile = hgx if gpus == 8 else write_scaled(hgx, gpus, Path(tmp) / "profiles")
             node = materialize(profile, Path(tmp) / f"x{gpus}")
             os.environ[ENV_PROFILE], os.environ[ENV_CALLS] = str(node.nvml_profile), str(node.calls_file)
@@ -226,7 +241,7 @@ def dumps_rows(runs: int, found: dict[int, tuple[Snapshot, float]]) -> None:
     from topology import dumps
 
     rows = []
-    for gpus in (8, 64):
+    for gpus in sorted({min(found), max(found)}):
         snap, discovery_ms = found[gpus]
         ways = {"indented": partial(dumps, snap), "compact": partial(dumps, snap, indent=None),
                 "stdlib": partial(_stdlib_indented, snap)}
@@ -249,6 +264,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--only", choices=("lstopo", "help", "calls", "profiles"), help="one group of tables only")
+    ap.add_argument("--scaled-gpus", default=",".join(map(str, SCALED_GPUS)),
+                    help="GPU counts of the synthetic NVSwitch machines, comma separated (default %(default)s)")
     args = ap.parse_args()
     print(f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
           f"{os.cpu_count()} CPUs, interpreter {VENV_PY}; peak RSS of this process "
@@ -263,7 +280,8 @@ def main() -> int:
         if args.only in (None, "calls"):
             discovery_calls(args.runs, trees)
         if args.only in (None, "calls", "profiles"):
-            dumps_rows(args.runs, profile_rows(args.runs))
+            scaled = [int(n) for n in args.scaled_gpus.split(",") if n]
+            dumps_rows(args.runs, profile_rows(args.runs, scaled))
     return 0
 
 

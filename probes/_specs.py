@@ -1,7 +1,8 @@
 """Probe definitions as data: name, endpoints, bytes counted, bus factor and what each needs to run.
 
-Each test is defined the way its reference tool defines it (``shared/reference/methodology.md``):
-names and matrix headings are nvbandwidth's, all-reduce bytes and bus factor are nccl-tests'.
+Each test is defined the way its reference tool defines it: names and matrix headings are nvbandwidth's
+(NVIDIA/nvbandwidth, ``testcase.h``), all-reduce bytes and bus factor are nccl-tests' (NVIDIA/nccl-tests,
+``doc/PERFORMANCE.md``).
 Directions name data flow between ``subjects[0]`` (a, the matrix row) and ``subjects[1]`` (b, the column).
 """
 

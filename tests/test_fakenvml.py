@@ -20,6 +20,7 @@ from agent._nvml_port import NvmlDriverNotLoaded, NvmlError, NvmlPort, open_nvml
 from agent.discover import discover
 from tests.fakenvml import ENV_PROFILE, MACHINES, FakeNode, ProfileError, load_machine, materialize, read_calls
 from tests.fakenvml.fixtures import MakeMachine
+from tests.reference_data import TOPO as REFERENCE_TOPO
 from topology import parse_cpulist, parse_cpumask
 
 REPO = Path(__file__).resolve().parents[1]
@@ -287,7 +288,7 @@ def test_acs_redirect_is_in_the_bridges_config_space(tmp_path: Path) -> None:
 def test_every_profile_loads_and_names_its_reference(profile: str) -> None:
     machine = load_machine(MACHINES / f"{profile}.yaml")
     assert machine.gpus
-    assert (REPO.parent / "shared/reference/topo" / machine.raw["reference"]).name.endswith(".txt")
+    assert (REFERENCE_TOPO / machine.raw["reference"]).is_file()
 
 
 @pytest.mark.parametrize(("change", "message"), [

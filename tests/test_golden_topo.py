@@ -1,5 +1,5 @@
 """Golden tests from real machines: `topolink topo` on each machine profile, run as a user runs it, against
-the real `nvidia-smi topo -m` output the profile was modelled on (shared/reference/topo, never edited).
+the real `nvidia-smi topo -m` output the profile was modelled on (tests/data/topo, never edited).
 
 Both outputs go through the same tolerant reader; devices are compared by name (GPU3, mlx5_0), so the old
 format's NIC-name headers and the new format's NIC legend meet.

@@ -20,8 +20,8 @@ import topology as t
 from agent._context import DiscoveryContext
 from agent._fsroot import FsRoot
 from agent.discover import discover
-from tests.conftest import HWLOC_LINUX
 from tests.hwloc_expected import Expected, Spec, load, read_test
+from tests.reference_data import HWLOC_LINUX
 
 TESTS = sorted(HWLOC_LINUX.glob("*.test"))
 
@@ -67,7 +67,7 @@ class Case:
 
 
 def test_reference_trees_are_there() -> None:
-    assert TESTS, f"no hwloc .test files in {HWLOC_LINUX} (set TOPOLINK_SHARED to the shared folder)"
+    assert TESTS, f"no hwloc .test files in {HWLOC_LINUX}"
 
 
 @pytest.fixture(scope="module", params=TESTS, ids=lambda p: p.stem)

@@ -1,4 +1,4 @@
-"""A tolerant reader of real ``nvidia-smi topo -m`` outputs (``shared/reference/topo/*.txt``).
+"""A tolerant reader of real ``nvidia-smi topo -m`` outputs (``tests/data/topo/*.txt``).
 
 Copes with what pasted outputs look like: tabs or runs of spaces, the old format (NIC names such as
 ``mlx5_0`` as column headers, no NUMA columns), the ``NIC Legend`` block, empty cells (``\\t\\t``), and
@@ -8,13 +8,11 @@ text before and after the table (only the first table in a file is read). Cells 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-SHARED = Path(os.environ.get("TOPOLINK_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
-REFERENCE_TOPO = SHARED / "reference" / "topo"
+from tests.reference_data import TOPO as REFERENCE_TOPO
 
 _AFFINITY_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _CELL = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
@@ -97,7 +95,7 @@ def parse(text: str, path: Path = Path("<text>")) -> TopoReference:
 
 
 def load(name: str | Path) -> TopoReference:
-    """A reference by file name in shared/reference/topo, or by path."""
+    """A reference by file name in tests/data/topo, or by path."""
     path = Path(name)
     if not path.is_absolute() and not path.exists():
         path = REFERENCE_TOPO / path

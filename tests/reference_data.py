@@ -1,0 +1,27 @@
+"""The reference data from real machines that the tests and benchmarks read, all inside the repository.
+
+``tests/data/README.md`` lists each file with where it came from and its licence. Nothing here looks
+outside the repository: a fresh clone has everything it needs.
+"""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+TOPO = DATA / "topo"  # real `nvidia-smi topo -m` outputs
+NVLINK = DATA / "nvlink"  # real `nvidia-smi nvlink` outputs
+HWLOC_LINUX = DATA / "hwloc" / "linux"  # hwloc's gathered sysfs trees with hwloc's expected output
+
+
+def hwloc_tarballs() -> list[Path]:
+    return sorted(HWLOC_LINUX.glob("*.tar.bz2"))
+
+
+def unpack_hwloc_tree(tarball: Path, dest: Path) -> Path:
+    """Unpacks one gathered tree into the empty directory ``dest``; returns the directory holding sys/ and proc/."""
+    with tarfile.open(tarball) as tar:
+        tar.extractall(dest, filter="tar")  # keeps sysfs's relative symlinks
+    (root,) = [p for p in dest.iterdir() if p.is_dir()]
+    return root

@@ -1,0 +1,82 @@
+"""The repository stands alone: nothing it holds reads or names a path outside it, and every benchmark the
+README lists starts (each at its smallest setting, a few seconds: a smoke test, not a measurement)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.reference_data import DATA, HWLOC_LINUX, TOPO
+
+REPO = Path(__file__).resolve().parents[1]
+# A relative path up out of the checkout into a sibling folder of reference data, or the variable that
+# used to point at one: users who clone the repository have neither.
+_OUTSIDE = re.compile(r"\.\./+shared\b|TOPOLINK_SHARED")
+
+
+def _tracked() -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    return [REPO / name for name in out.decode().split("\0") if name]
+
+
+def test_no_tracked_file_refers_to_a_folder_beside_the_repository() -> None:
+    offenders = []
+    for path in _tracked():
+        if not path.is_file() or path.suffix in {".bz2", ".png", ".xz"}:
+            continue
+        text = path.read_bytes().decode(errors="replace")
+        offenders += [f"{path.relative_to(REPO)}:{n}" for n, line in enumerate(text.splitlines(), 1)
+                      if _OUTSIDE.search(line)]
+    assert offenders == []
+
+
+def test_every_data_file_is_listed_in_the_data_readme() -> None:
+    readme = (DATA / "README.md").read_text()
+    files = [p for p in DATA.rglob("*") if p.is_file() and p.name != "README.md"]
+    assert files
+    unlisted = [str(p.relative_to(DATA)) for p in files if f"`{p.relative_to(DATA)}`" not in readme]
+    assert unlisted == []
+
+
+def test_the_hwloc_trees_travel_with_their_licence() -> None:
+    assert "BSD" in (HWLOC_LINUX.parent / "COPYING").read_text() or "Redistribution" in (
+        HWLOC_LINUX.parent / "COPYING").read_text()
+    assert sorted(HWLOC_LINUX.glob("*.tar.bz2")) and sorted(TOPO.glob("*.txt"))
+
+
+# The smallest setting of each benchmark: enough to import everything and print its tables.
+SMALLEST: dict[str, list[str]] = {
+    "startup.py": ["--runs", "1", "--scaled-gpus", "16"],
+    "probes.py": ["--mib", "1", "--runs", "1"],
+    "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2"],
+    "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1"],
+    "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
+}
+_LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
+
+
+def test_the_readme_lists_every_benchmark_and_each_has_a_smallest_setting() -> None:
+    listed = set(_LISTED.findall((REPO / "README.md").read_text()))
+    scripts = {p.name for p in (REPO / "benchmarks").glob("*.py") if not p.name.startswith("_")}
+    assert listed == scripts
+    assert set(SMALLEST) == scripts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(SMALLEST))
+def test_each_benchmark_runs_at_its_smallest_setting(script: str) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *SMALLEST[script]], cwd=REPO,
+                          capture_output=True, text=True, timeout=240, env=env, check=False)
+    if script == "gpu_crosscheck.py" and proc.returncode == 2:
+        # Without a GPU it says what it lacks and stops: its imports and options were still checked.
+        assert re.search(r"gpu_crosscheck: (needs \w+|no CUDA device)", proc.stderr), proc.stderr
+        return
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert re.search(r"\d", proc.stdout), proc.stdout  # a table with figures in it
