@@ -11,7 +11,6 @@ from tests.fakenvml.fixtures import fake_machine  # noqa: F401  (a fixture: mach
 from tests.reference_data import HWLOC_LINUX, unpack_hwloc_tree
 
 
-
 @pytest.fixture(scope="session")
 def hwloc_tree(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """``hwloc_tree("x.tar.bz2")``: the gathered tree's root (the one directory holding sys/ and proc/)."""
