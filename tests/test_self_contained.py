@@ -27,7 +27,7 @@ def _tracked() -> list[Path]:
 def test_no_tracked_file_refers_to_a_folder_beside_the_repository() -> None:
     offenders = []
     for path in _tracked():
-        if not path.is_file() or path.suffix in {".bz2", ".png", ".xz"}:
+        if not path.is_file() or path.suffix in {".bz2", ".png", ".xz"} or path == Path(__file__).resolve():
             continue
         text = path.read_bytes().decode(errors="replace")
         offenders += [f"{path.relative_to(REPO)}:{n}" for n, line in enumerate(text.splitlines(), 1)
