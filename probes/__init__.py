@@ -5,7 +5,13 @@ nvbandwidth, nccl-tests and perftest define them; a test that cannot run is waiv
 never reported as a number.
 """
 
-from ._api import (
+from .core._backend import BACKENDS, Capabilities, Device
+from .core._errors import ProbeError, Waived
+from .core._model import Item, Plan, ProbeOutcome, ProbeReport, Status, Target, Waiver
+from .core._profiles import FULL, PROFILES, QUICK, SELFTEST, Profile, profile
+from .core._specs import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, ProbeSpec, specs_for
+from .core._stats import summarize
+from .harness._api import (
     REPORT_SCHEMA,
     SelftestLine,
     apply_report,
@@ -16,14 +22,8 @@ from ._api import (
     selftest,
     snapshot_from_caps,
 )
-from ._backend import BACKENDS, Capabilities, Device
-from ._errors import ProbeError, Waived
-from ._model import Item, Plan, ProbeOutcome, ProbeReport, Status, Target, Waiver
-from ._plan import make_plan
-from ._profiles import FULL, PROFILES, QUICK, SELFTEST, Profile, profile
-from ._report import render_bandwidth_matrix, render_report
-from ._specs import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, ProbeSpec, specs_for
-from ._stats import summarize
+from .harness._plan import make_plan
+from .harness._report import render_bandwidth_matrix, render_report
 
 __all__ = [
     "BACKENDS",

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from probes import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, Target
-from probes._copies import (
+from probes.core._errors import ProbeError
+from probes.core._specs import all_reduce_bytes
+from probes.cuda._legs import (
     KERNEL_NAMES,
     KERNELS,
     Initiator,
@@ -21,8 +23,6 @@ from probes._copies import (
     legs,
     per_launch,
 )
-from probes._errors import ProbeError
-from probes._specs import all_reduce_bytes
 
 H = Target(id="numa0", kind="host", index=0, cpus=(0,))
 A = Target(id="0000:05:00.0", kind="gpu", index=0)

@@ -103,7 +103,7 @@ class Backend(Protocol):
         ...
 
 
-_BACKENDS = {"cpu": "probes._cpu:CpuBackend", "cuda": "probes._cuda:CudaBackend"}
+_BACKENDS = {"cpu": "probes.cpu._backend:CpuBackend", "cuda": "probes.cuda._backend:CudaBackend"}
 BACKENDS = tuple(_BACKENDS)
 
 

@@ -8,12 +8,12 @@ import os
 import time
 from typing import Any
 
-from ._backend import Pairs
-from ._cuda import cuda_error, device_malloc, load_nccl
-from ._errors import ProbeError, Waived
-from ._gloo import rotation_offset
-from ._model import Item
-from ._specs import all_reduce_bytes
+from ..core._backend import Pairs
+from ..core._errors import ProbeError, Waived
+from ..core._model import Item
+from ..core._specs import all_reduce_bytes
+from ..cpu._gloo import rotation_offset
+from ._backend import cuda_error, device_malloc, load_nccl
 
 
 class NcclSession:

@@ -11,13 +11,13 @@ from typing import Any
 
 from topology import Gpu, Problem, Snapshot, to_dict, with_measurements
 
-from ._backend import Capabilities
-from ._model import ProbeOutcome, ProbeReport, Status
+from ..core._backend import Capabilities
+from ..core._model import ProbeOutcome, ProbeReport, Status
+from ..core._profiles import SELFTEST, Profile, profile
+from ..core._specs import spec, specs_for
 from ._plan import make_plan
 from ._process import ask_capabilities, run_items
-from ._profiles import SELFTEST, Profile, profile
 from ._runner import assemble
-from ._specs import spec, specs_for
 
 Progress = Callable[[int, int, str], None]  # (done, total, current item key)
 REPORT_SCHEMA = "topolink.probe/v1"

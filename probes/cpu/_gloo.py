@@ -20,10 +20,10 @@ from typing import Any
 
 from topology import format_cpulist
 
-from ._backend import Pairs
-from ._errors import ProbeError, Waived
-from ._model import Item
-from ._specs import all_reduce_bytes
+from ..core._backend import Pairs
+from ..core._errors import ProbeError, Waived
+from ..core._model import Item
+from ..core._specs import all_reduce_bytes
 
 _INIT_TIMEOUT_S = 60
 

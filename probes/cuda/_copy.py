@@ -14,10 +14,11 @@ from typing import Any
 
 from topology import format_cpulist
 
-from ._backend import Pairs
-from ._copies import LATCH_TIMEOUT_MS, Leg, legs
-from ._cpu import PATTERN_BYTES, same_bytes
-from ._cuda import (
+from ..core._backend import Pairs
+from ..core._model import Item, Target
+from ..cpu._backend import PATTERN_BYTES, same_bytes
+from ..host._numa import HostBuffer
+from ._backend import (
     HOST_ALLOC_PORTABLE_MAPPED,
     HOST_REGISTER_PORTABLE_MAPPED,
     MEMCPY_DEFAULT,
@@ -29,8 +30,7 @@ from ._cuda import (
     device_pointer,
     enable_peer,
 )
-from ._model import Item, Target
-from ._numa import HostBuffer
+from ._legs import LATCH_TIMEOUT_MS, Leg, legs
 
 _CHUNK = 4 * 1024 * 1024
 

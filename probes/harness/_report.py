@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 
 from topology import LinkCapability, Measurement, Snapshot, Source
 
-from ._model import Kind, ProbeReport, Status
-from ._specs import specs_for
+from ..core._model import Kind, ProbeReport, Status
+from ..core._specs import specs_for
 
 NA = "N/A"
 _W = 10  # nvbandwidth's column width

@@ -11,10 +11,10 @@ import time
 
 from topology import format_cpulist
 
-from ._backend import Capabilities, Pairs, Session, Workload
-from ._errors import Waived
-from ._model import Item, Target
-from ._numa import HostBuffer, libnuma, on_cpus
+from ..core._backend import Capabilities, Pairs, Session, Workload
+from ..core._errors import Waived
+from ..core._model import Item, Target
+from ..host._numa import HostBuffer, libnuma, on_cpus
 
 PATTERN_BYTES = 2 * 1024 * 1024
 _libc_memcmp = ctypes.CDLL(None).memcmp

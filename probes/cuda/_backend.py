@@ -12,14 +12,14 @@ from typing import Any
 
 from topology import BadPciAddress, canonical_bdf
 
-from ._backend import Capabilities, Device, Pairs, Session
-from ._copies import KERNEL_NAMES, KERNELS
-from ._errors import ProbeError, Waived
-from ._gdr import TEST as GDR_TEST
-from ._gdr import find_perftest, perftest_unavailable
-from ._idle import read_busy
-from ._model import Item, Kind
-from ._specs import CUDA_SPECS
+from ..core._backend import Capabilities, Device, Pairs, Session
+from ..core._errors import ProbeError, Waived
+from ..core._gdr import TEST as GDR_TEST
+from ..core._gdr import find_perftest, perftest_unavailable
+from ..core._idle import read_busy
+from ..core._model import Item, Kind
+from ..core._specs import CUDA_SPECS
+from ._legs import KERNEL_NAMES, KERNELS
 
 ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
 ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
@@ -189,15 +189,15 @@ class CudaBackend:
         cp = cupy()
         if not self._versions:
             self._probe_optional(cp)
-        from ._specs import spec
+        from ..core._specs import spec
 
         kind = spec("cuda", item.test).kind
         if kind is Kind.COPY:
-            from ._cuda_copy import CopySession
+            from ._copy import CopySession
 
             return CopySession(cp, item, self.kernels(cp), self._kernel_error)
         if kind is Kind.LATENCY:
-            from ._cuda_latency import LatencySession
+            from ._latency import LatencySession
 
             kernels = self.kernels(cp)
             if kernels is None:

@@ -7,10 +7,10 @@ import socket
 import subprocess
 import time
 
-from ._backend import Pairs
-from ._errors import ProbeError, Waived
-from ._gdr import Perftest, find_perftest, parse_write_bw
-from ._model import Item
+from ..core._backend import Pairs
+from ..core._errors import ProbeError, Waived
+from ..core._gdr import Perftest, find_perftest, parse_write_bw
+from ..core._model import Item
 
 _RUN_TIMEOUT_S = 120
 

@@ -12,11 +12,11 @@ import traceback
 
 from topology import Measurement, Source
 
-from ._backend import Backend
-from ._errors import ProbeError, Waived
-from ._model import Item, Kind, ProbeOutcome, RawResult, RawRow, Status
-from ._specs import ProbeSpec
-from ._stats import summarize
+from ..core._backend import Backend
+from ..core._errors import ProbeError, Waived
+from ..core._model import Item, Kind, ProbeOutcome, RawResult, RawRow, Status
+from ..core._specs import ProbeSpec
+from ..core._stats import summarize
 
 
 def execute(backend: Backend, item: Item) -> RawResult:

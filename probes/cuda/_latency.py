@@ -8,18 +8,18 @@ import ctypes
 import importlib
 from typing import Any
 
-from ._backend import Pairs
-from ._copies import WORD, chain_end, chain_words, per_launch
-from ._cuda import (
+from ..core._backend import Pairs
+from ..core._errors import ProbeError
+from ..core._model import Item, Target
+from ._backend import (
     ATTR_MULTIPROCESSOR_COUNT,
     MEMCPY_DEVICE_TO_HOST,
     MEMCPY_HOST_TO_DEVICE,
     device_malloc,
     enable_peer,
 )
-from ._cuda_copy import Buffer
-from ._errors import ProbeError
-from ._model import Item, Target
+from ._copy import Buffer
+from ._legs import WORD, chain_end, chain_words, per_launch
 
 
 class LatencyWorkload:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ._errors import ProbeError
-from ._model import Target
+from ..core._errors import ProbeError
+from ..core._model import Target
 
 
 class Initiator(enum.StrEnum):

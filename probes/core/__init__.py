@@ -1,0 +1,1 @@
+"""The words every room of ``probes`` shares: records, errors, specs, profiles, statistics and the backend seam."""

@@ -1,0 +1,1 @@
+"""The cuda backend: copies, latency, NCCL and GPUDirect RDMA through perftest."""

@@ -1,0 +1,1 @@
+"""Host memory bound to a NUMA node, as both backends use it."""
