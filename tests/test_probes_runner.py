@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from probes import Item, Status, Target
-from probes.core._model import RawResult, RawRow
-from probes.core._specs import spec
-from probes.harness._process import ask_capabilities, run_items
+from probes.core import RawResult, RawRow, spec
+from probes.harness import ask_capabilities, run_items
 from probes.harness._runner import assemble, peak
 
 MiB = 1 << 20

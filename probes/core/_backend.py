@@ -103,7 +103,7 @@ class Backend(Protocol):
         ...
 
 
-_BACKENDS = {"cpu": "probes.cpu._backend:CpuBackend", "cuda": "probes.cuda._backend:CudaBackend"}
+_BACKENDS = {"cpu": "probes.cpu:CpuBackend", "cuda": "probes.cuda:CudaBackend"}
 BACKENDS = tuple(_BACKENDS)
 
 

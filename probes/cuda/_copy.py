@@ -14,11 +14,11 @@ from typing import Any
 
 from topology import format_cpulist
 
-from ..core._backend import Pairs
-from ..core._model import Item, Target
-from ..cpu._backend import PATTERN_BYTES, same_bytes
-from ..host._numa import HostBuffer
-from ._backend import (
+from ..core import Item, Pairs, Target
+from ..host import PATTERN_BYTES, HostBuffer, same_bytes
+from ._kernels import LATCH_TIMEOUT_MS
+from ._legs import Leg, legs
+from ._runtime import (
     HOST_ALLOC_PORTABLE_MAPPED,
     HOST_REGISTER_PORTABLE_MAPPED,
     MEMCPY_DEFAULT,
@@ -30,7 +30,6 @@ from ._backend import (
     device_pointer,
     enable_peer,
 )
-from ._legs import LATCH_TIMEOUT_MS, Leg, legs
 
 _CHUNK = 4 * 1024 * 1024
 

@@ -8,18 +8,16 @@ import ctypes
 import importlib
 from typing import Any
 
-from ..core._backend import Pairs
-from ..core._errors import ProbeError
-from ..core._model import Item, Target
-from ._backend import (
+from ..core import Item, Pairs, ProbeError, Target
+from ._copy import Buffer
+from ._kernels import WORD, chain_end, chain_words, per_launch
+from ._runtime import (
     ATTR_MULTIPROCESSOR_COUNT,
     MEMCPY_DEVICE_TO_HOST,
     MEMCPY_HOST_TO_DEVICE,
     device_malloc,
     enable_peer,
 )
-from ._copy import Buffer
-from ._legs import WORD, chain_end, chain_words, per_launch
 
 
 class LatencyWorkload:

@@ -8,12 +8,8 @@ import os
 import time
 from typing import Any
 
-from ..core._backend import Pairs
-from ..core._errors import ProbeError, Waived
-from ..core._model import Item
-from ..core._specs import all_reduce_bytes
-from ..cpu._gloo import rotation_offset
-from ._backend import cuda_error, device_malloc, load_nccl
+from ..core import Item, Pairs, ProbeError, Waived, all_reduce_bytes, rotation_offset
+from ._runtime import cuda_error, device_malloc, load_nccl
 
 
 class NcclSession:

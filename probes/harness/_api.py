@@ -11,10 +11,7 @@ from typing import Any
 
 from topology import Gpu, Problem, Snapshot, to_dict, with_measurements
 
-from ..core._backend import Capabilities
-from ..core._model import ProbeOutcome, ProbeReport, Status
-from ..core._profiles import SELFTEST, Profile, profile
-from ..core._specs import spec, specs_for
+from ..core import SELFTEST, Capabilities, ProbeOutcome, ProbeReport, Profile, Status, profile, spec, specs_for
 from ._plan import make_plan
 from ._process import ask_capabilities, run_items
 from ._runner import assemble

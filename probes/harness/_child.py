@@ -28,8 +28,7 @@ def main() -> int:
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # Imported here, after the limits: what the backend loads counts against the budget.
-    from ..core._backend import caps_to_dict, load_backend
-    from ..core._model import item_from_dict, raw_to_dict
+    from ..core import caps_to_dict, item_from_dict, load_backend, raw_to_dict
     from ._runner import execute
 
     backend = load_backend(task["backend"])

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ..core._backend import Capabilities, caps_from_dict
-from ..core._model import Item, RawResult, Status, item_to_dict, raw_from_dict
+from ..core import Capabilities, Item, RawResult, Status, caps_from_dict, item_to_dict, raw_from_dict
 from ._child import FD_ENV
 
 Progress = Callable[[str, str], None]  # (event, item key): "begin" | "end"

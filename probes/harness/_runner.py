@@ -12,11 +12,19 @@ import traceback
 
 from topology import Measurement, Source
 
-from ..core._backend import Backend
-from ..core._errors import ProbeError, Waived
-from ..core._model import Item, Kind, ProbeOutcome, RawResult, RawRow, Status
-from ..core._specs import ProbeSpec
-from ..core._stats import summarize
+from ..core import (
+    Backend,
+    Item,
+    Kind,
+    ProbeError,
+    ProbeOutcome,
+    ProbeSpec,
+    RawResult,
+    RawRow,
+    Status,
+    Waived,
+    summarize,
+)
 
 
 def execute(backend: Backend, item: Item) -> RawResult:
