@@ -17,9 +17,8 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 import probes
-from probes._process import ask_capabilities, run_items
-from probes._runner import assemble
-from probes._specs import spec, specs_for
+from probes.core import spec, specs_for
+from probes.harness import ask_capabilities, assemble, run_items
 from topology import Snapshot
 
 Busy = Callable[[], dict[str, str]]  # bus id -> why busy ("" when idle); ANY: every GPU
@@ -31,7 +30,7 @@ def nvml_busy(library: str | None) -> Busy:
     """Asks NVML (the profile's library when one is named) for compute processes and utilisation."""
 
     def ask() -> dict[str, str]:
-        from probes._idle import read_busy
+        from probes import read_busy
 
         from ._nvml_port import NvmlError, open_nvml
 

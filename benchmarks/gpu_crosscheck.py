@@ -33,7 +33,7 @@ from _table import print_rows  # noqa: E402  (beside this script)
 
 import probes  # noqa: E402
 import topology as t  # noqa: E402
-from probes._profiles import MiB  # noqa: E402
+from probes.core import MiB  # noqa: E402
 
 TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_local_copy")
 

@@ -234,7 +234,7 @@ def probe_children(pid: int) -> list[int]:
                 cmd = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat[1]) == pid and b"probes._child" in cmd:
+            if int(stat[1]) == pid and b"probes.harness._child" in cmd:
                 out.append(int(entry.name))
     return out
 

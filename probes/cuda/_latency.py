@@ -8,18 +8,16 @@ import ctypes
 import importlib
 from typing import Any
 
-from ._backend import Pairs
-from ._copies import WORD, chain_end, chain_words, per_launch
-from ._cuda import (
+from ..core import Item, Pairs, ProbeError, Target
+from ._copy import Buffer
+from ._kernels import WORD, chain_end, chain_words, per_launch
+from ._runtime import (
     ATTR_MULTIPROCESSOR_COUNT,
     MEMCPY_DEVICE_TO_HOST,
     MEMCPY_HOST_TO_DEVICE,
     device_malloc,
     enable_peer,
 )
-from ._cuda_copy import Buffer
-from ._errors import ProbeError
-from ._model import Item, Target
 
 
 class LatencyWorkload:

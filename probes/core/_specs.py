@@ -39,6 +39,12 @@ def all_reduce_bytes(size: int, ranks: int) -> int:
     return (size // 4) * 4
 
 
+def rotation_offset(iteration: int, size: int, capacity: int) -> int:
+    """nccl-tests' shift of the buffer pointer per iteration: size x (iter mod (capacity // size))."""
+    slots = max(1, capacity // size) if size else 1
+    return size * (iteration % slots)
+
+
 def _copied(size: int, ranks: int) -> int:
     del ranks
     return size

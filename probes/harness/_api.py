@@ -11,13 +11,10 @@ from typing import Any
 
 from topology import Gpu, Problem, Snapshot, to_dict, with_measurements
 
-from ._backend import Capabilities
-from ._model import ProbeOutcome, ProbeReport, Status
+from ..core import SELFTEST, Capabilities, ProbeOutcome, ProbeReport, Profile, Status, profile, spec, specs_for
 from ._plan import make_plan
 from ._process import ask_capabilities, run_items
-from ._profiles import SELFTEST, Profile, profile
 from ._runner import assemble
-from ._specs import spec, specs_for
 
 Progress = Callable[[int, int, str], None]  # (done, total, current item key)
 REPORT_SCHEMA = "topolink.probe/v1"

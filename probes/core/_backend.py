@@ -103,7 +103,7 @@ class Backend(Protocol):
         ...
 
 
-_BACKENDS = {"cpu": "probes._cpu:CpuBackend", "cuda": "probes._cuda:CudaBackend"}
+_BACKENDS = {"cpu": "probes.cpu:CpuBackend", "cuda": "probes.cuda:CudaBackend"}
 BACKENDS = tuple(_BACKENDS)
 
 

@@ -7,8 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from topology import LinkCapability, Measurement, Snapshot, Source
 
-from ._model import Kind, ProbeReport, Status
-from ._specs import specs_for
+from ..core import Kind, ProbeReport, Status, specs_for
 
 NA = "N/A"
 _W = 10  # nvbandwidth's column width

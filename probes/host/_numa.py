@@ -20,7 +20,7 @@ from functools import cache
 
 from topology import format_cpulist
 
-from ._errors import ProbeError
+from ..core import ProbeError
 
 MPOL_BIND = 2
 MPOL_MF_STRICT = 1

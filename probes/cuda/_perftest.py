@@ -1,16 +1,82 @@
-"""GPUDirect RDMA with perftest: ``ib_write_bw --use_cuda_bus_id`` server and client on this host,
-through one NIC in loopback; the out-of-band exchange uses 127.0.0.1 only."""
+"""GPUDirect RDMA with perftest: is a CUDA-enabled ``ib_write_bw`` here (its own ``--help`` says), then
+server and client on this host through one NIC in loopback (``--use_cuda_bus_id``), the out-of-band
+exchange on 127.0.0.1 only, and the result row of ``--report_gbits`` parsed."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 
-from ._backend import Pairs
-from ._errors import ProbeError, Waived
-from ._gdr import Perftest, find_perftest, parse_write_bw
-from ._model import Item
+from ..core import Item, Pairs, ProbeError, Waived
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Perftest:
+    path: str
+    cuda: bool  # built with CUDA (--use_cuda)
+    dmabuf: bool  # knows --use_cuda_dmabuf
+    version: str = ""
+
+
+def perftest_from_help(path: str, help_text: str, version_text: str = "") -> Perftest:
+    version = re.search(r"[Vv]ersion:?\s*([0-9][\w.\-]*)", version_text)
+    return Perftest(path=path, cuda="--use_cuda" in help_text, dmabuf="--use_cuda_dmabuf" in help_text,
+                    version=version.group(1) if version else "")
+
+
+def find_perftest() -> Perftest | None:
+    """``ib_write_bw`` on PATH and what it was built with (its own ``--help``)."""
+    path = shutil.which("ib_write_bw")
+    if path is None:
+        return None
+
+    def ask(flag: str) -> str:
+        try:
+            done = subprocess.run([path, flag], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return done.stdout + done.stderr
+
+    return perftest_from_help(path, ask("--help"), ask("--version"))
+
+
+def perftest_unavailable(found: Perftest | None) -> str | None:
+    if found is None:
+        return "perftest's ib_write_bw is not installed"
+    if not found.cuda:
+        return f"{found.path} was built without CUDA (no --use_cuda)"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteBw:
+    msg_bytes: int
+    iterations: int
+    peak_gbps: float
+    average_gbps: float
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.average_gbps * 1e9 / 8
+
+
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+[0-9.]+\s*$", re.MULTILINE)
+
+
+def parse_write_bw(text: str) -> WriteBw | None:
+    """The result row of ``ib_write_bw --report_gbits`` (``#bytes #iterations peak average MsgRate``)."""
+    if "Gb/sec" not in text:
+        return None  # MiB/s output: this parser is for --report_gbits only
+    match = _ROW.search(text)
+    if match is None:
+        return None
+    size, iters, peak, avg = match.groups()
+    return WriteBw(int(size), int(iters), float(peak), float(avg))
+
 
 _RUN_TIMEOUT_S = 120
 
@@ -31,7 +97,7 @@ def command(found: Perftest, nic: str, gpu_bus_id: str, *, size: int, iters: int
     return cmd if server else [*cmd, "127.0.0.1"]
 
 
-class _WriteBw:
+class _WriteBwWorkload:
     channels = 1
 
     def __init__(self, session: PerftestSession, size: int) -> None:
@@ -79,8 +145,8 @@ class PerftestSession:
                                   ("registration", "dma-buf" if self.dmabuf else "peer memory"),
                                   ("data_check", "none (perftest does not verify data)"))
 
-    def workload(self, size: int) -> _WriteBw:
-        return _WriteBw(self, size)
+    def workload(self, size: int) -> _WriteBwWorkload:
+        return _WriteBwWorkload(self, size)
 
     def close(self) -> None:
         pass

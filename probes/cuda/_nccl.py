@@ -8,12 +8,8 @@ import os
 import time
 from typing import Any
 
-from ._backend import Pairs
-from ._cuda import cuda_error, device_malloc, load_nccl
-from ._errors import ProbeError, Waived
-from ._gloo import rotation_offset
-from ._model import Item
-from ._specs import all_reduce_bytes
+from ..core import Item, Pairs, ProbeError, Waived, all_reduce_bytes, rotation_offset
+from ._runtime import cuda_error, device_malloc, load_nccl
 
 
 class NcclSession:

@@ -12,11 +12,19 @@ import traceback
 
 from topology import Measurement, Source
 
-from ._backend import Backend
-from ._errors import ProbeError, Waived
-from ._model import Item, Kind, ProbeOutcome, RawResult, RawRow, Status
-from ._specs import ProbeSpec
-from ._stats import summarize
+from ..core import (
+    Backend,
+    Item,
+    Kind,
+    ProbeError,
+    ProbeOutcome,
+    ProbeSpec,
+    RawResult,
+    RawRow,
+    Status,
+    Waived,
+    summarize,
+)
 
 
 def execute(backend: Backend, item: Item) -> RawResult:

@@ -7,11 +7,23 @@ from collections.abc import Collection
 
 from topology import Snapshot
 
-from ._backend import Capabilities
-from ._errors import ProbeError
-from ._model import Item, Kind, Plan, Target, Waiver
-from ._profiles import GiB, MiB, Profile
-from ._specs import HOST, ProbeSpec, Subjects, host_nodes, specs_for
+from ..core import (
+    HOST,
+    Capabilities,
+    GiB,
+    Item,
+    Kind,
+    MiB,
+    Plan,
+    ProbeError,
+    ProbeSpec,
+    Profile,
+    Subjects,
+    Target,
+    Waiver,
+    host_nodes,
+    specs_for,
+)
 
 # Host memory a child may use besides its buffers: the interpreter and libraries (torch for gloo;
 # the CUDA driver's own host allocations for the cuda backend).

@@ -1,7 +1,7 @@
-"""The probe process: ``python -m probes._child`` reads one task (JSON) on stdin and writes one JSON event
-per line to the descriptor named by ``TOPOLINK_PROBE_FD``. It runs in its own session, so the parent can
-kill it and everything it started (gloo ranks, perftest) at once; its host memory is capped with
-RLIMIT_DATA, item by item."""
+"""The probe process: ``python -m probes.harness._child`` reads one task (JSON) on stdin and writes one
+JSON event per line to the descriptor named by ``TOPOLINK_PROBE_FD``. It runs in its own session, so the
+parent can kill it and everything it started (gloo ranks, perftest) at once; its host memory is capped
+with RLIMIT_DATA, item by item."""
 
 from __future__ import annotations
 
@@ -28,8 +28,7 @@ def main() -> int:
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # Imported here, after the limits: what the backend loads counts against the budget.
-    from ._backend import caps_to_dict, load_backend
-    from ._model import item_from_dict, raw_to_dict
+    from ..core import caps_to_dict, item_from_dict, load_backend, raw_to_dict
     from ._runner import execute
 
     backend = load_backend(task["backend"])

@@ -14,10 +14,11 @@ from typing import Any
 
 from topology import format_cpulist
 
-from ._backend import Pairs
-from ._copies import LATCH_TIMEOUT_MS, Leg, legs
-from ._cpu import PATTERN_BYTES, same_bytes
-from ._cuda import (
+from ..core import Item, Pairs, Target
+from ..host import PATTERN_BYTES, HostBuffer, same_bytes
+from ._kernels import LATCH_TIMEOUT_MS
+from ._legs import Leg, legs
+from ._runtime import (
     HOST_ALLOC_PORTABLE_MAPPED,
     HOST_REGISTER_PORTABLE_MAPPED,
     MEMCPY_DEFAULT,
@@ -29,8 +30,6 @@ from ._cuda import (
     device_pointer,
     enable_peer,
 )
-from ._model import Item, Target
-from ._numa import HostBuffer
 
 _CHUNK = 4 * 1024 * 1024
 

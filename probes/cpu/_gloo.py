@@ -20,18 +20,9 @@ from typing import Any
 
 from topology import format_cpulist
 
-from ._backend import Pairs
-from ._errors import ProbeError, Waived
-from ._model import Item
-from ._specs import all_reduce_bytes
+from ..core import Item, Pairs, ProbeError, Waived, all_reduce_bytes, rotation_offset
 
 _INIT_TIMEOUT_S = 60
-
-
-def rotation_offset(iteration: int, size: int, capacity: int) -> int:
-    """nccl-tests' shift of the buffer pointer per iteration: size x (iter mod (capacity // size))."""
-    slots = max(1, capacity // size) if size else 1
-    return size * (iteration % slots)
 
 
 def _rank_main(rank: int, world: int, cpus: tuple[int, ...], store: str, conn: Connection) -> None:

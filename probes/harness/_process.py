@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ._backend import Capabilities, caps_from_dict
+from ..core import Capabilities, Item, RawResult, Status, caps_from_dict, item_to_dict, raw_from_dict
 from ._child import FD_ENV
-from ._model import Item, RawResult, Status, item_to_dict, raw_from_dict
 
 Progress = Callable[[str, str], None]  # (event, item key): "begin" | "end"
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 _STDERR_TAIL = 600
 
 
@@ -47,7 +46,7 @@ class _Child:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "probes._child"], stdin=subprocess.PIPE, stdout=log, stderr=log,
+                [sys.executable, "-m", "probes.harness._child"], stdin=subprocess.PIPE, stdout=log, stderr=log,
                 pass_fds=(write_fd,), env=env, start_new_session=True,
             )
         finally:
