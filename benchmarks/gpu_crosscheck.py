@@ -39,8 +39,8 @@ TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_local_c
 
 
 def discover_here() -> t.Snapshot:
-    from agent._context import DiscoveryContext
-    from agent.discover import discover
+    from agent.discovery import discover
+    from agent.discovery.doors import DiscoveryContext
 
     return discover(DiscoveryContext())
 

@@ -38,8 +38,8 @@ from probes.core import MiB, spec  # noqa: E402
 
 
 def this_machine() -> t.Snapshot:
-    from agent._context import DiscoveryContext
-    from agent.discover import discover
+    from agent.discovery import discover
+    from agent.discovery.doors import DiscoveryContext
 
     return discover(DiscoveryContext())
 

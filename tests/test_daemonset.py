@@ -233,7 +233,7 @@ def test_agent_args_parse(overlay: str, rendered: dict[str, list[dict[str, Any]]
     parser = build_parser()
     serve = parser._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
     if any(a.startswith("--labels-via") for a in agent["args"]) and "--labels-via" not in serve._option_string_actions:
-        pytest.xfail("topolink serve does not take the Kubernetes publishing flags yet (cli_serve.build_sinks)")
+        pytest.xfail("topolink serve does not take the Kubernetes publishing flags yet (agent.cli.serve.build_sinks)")
     try:
         parser.parse_args(agent["args"])
     except SystemExit as exc:  # pragma: no cover - the message is on standard error

@@ -92,7 +92,7 @@ def start_serve(workdir: Path, *args: str, profile: str = "hgx-h100") -> Served:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")} | node.env()
     log = workdir / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli_serve", "--host", "127.0.0.1", "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.serve", "--host", "127.0.0.1", "--port", str(port),
                                  "--state-dir", str(state), "--probe-backend", "cpu", "--probe-profile", "selftest",
                                  *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     served = Served(proc, f"http://127.0.0.1:{port}", node, state, log)
