@@ -58,11 +58,7 @@ def cycles(graph: grimp.ImportGraph, package: str) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("package", [
-    *(p for p in PACKAGES if p != "probes"),
-    pytest.param("probes", marks=pytest.mark.xfail(strict=True, reason="the CUDA backend and its parts import "
-                                                                       "each other until probes gets its rooms")),
-])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_cycle_inside_the_package(package: str) -> None:
     graph = grimp.build_graph(package)
     found = cycles(graph, package)
