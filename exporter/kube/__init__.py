@@ -11,7 +11,7 @@ if _TYPE_CHECKING:
     from ._api import Kind, KubeApi, NodeView
     from ._client import LightkubeApi
     from ._config import KubePublishConfig, config_from_args, sinks_from_config
-    from ._errors import Conflict, Forbidden, InvalidObject, PublishError, Unavailable
+    from ._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
     from ._flags import add_kube_args
     from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._labels import LabelConfig, catalogue, desired_labels
@@ -19,15 +19,18 @@ if _TYPE_CHECKING:
     from ._rbac import PERMISSIONS, Permission, policy_rules
     from ._reference import reference_markdown
     from ._retry import Backoff
-    from ._slice_sink import DeviceTaintRuleSink, ResourceSliceSink, plan_slices
+    from ._slice_sink import ResourceSliceSink, plan_slices
     from ._slices import SliceConfig, build_slices, desired_devices
+    from ._taint_sink import DeviceTaintRuleSink
     from ._taints import desired_rules
 
 __all__ = [
     "PERMISSIONS",
     "Backoff",
+    "BadConfig",
     "Conflict",
     "DeviceTaintRuleSink",
+    "Expired",
     "FeatureFileSink",
     "Forbidden",
     "InvalidObject",
@@ -63,8 +66,10 @@ __all__ = [
 # Names load on first use, so the serve command's flags cost nothing until serve runs.
 _WHERE = {
     'Backoff': '_retry',
+    'BadConfig': '_errors',
     'Conflict': '_errors',
-    'DeviceTaintRuleSink': '_slice_sink',
+    'DeviceTaintRuleSink': '_taint_sink',
+    'Expired': '_errors',
     'FeatureFileSink': '_label_sinks',
     'Forbidden': '_errors',
     'InvalidObject': '_errors',

@@ -81,7 +81,8 @@ def connect(cfg: KubePublishConfig) -> KubeApi:
 def sinks_from_config(cfg: KubePublishConfig, api: KubeApi | None = None) -> list[Sink]:
     """The sinks ``cfg`` asks for, sharing one client (made here unless given)."""
     from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink
-    from ._slice_sink import DeviceTaintRuleSink, ResourceSliceSink
+    from ._slice_sink import ResourceSliceSink
+    from ._taint_sink import DeviceTaintRuleSink
 
     node = cfg.node_name()
     if api is None and cfg.needs_api:
