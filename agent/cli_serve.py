@@ -76,7 +76,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
     s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
     add_discovery_args(s)
-    add_kube_args(s, node_name=False)  # discovery's --node-name ($NODE_NAME here) names the node we publish for
+    add_kube_args(s, node_name=False, environ=env)  # discovery's --node-name ($NODE_NAME) names our node
     s.set_defaults(handler=_cmd_serve, node_name=env.get("NODE_NAME"))
 
 

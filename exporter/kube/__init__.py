@@ -10,9 +10,9 @@ _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up
 if _TYPE_CHECKING:
     from ._api import Kind, KubeApi, NodeView
     from ._client import LightkubeApi
-    from ._config import KubePublishConfig, config_from_args, sinks_from_config
+    from ._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
     from ._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
-    from ._flags import add_kube_args
+    from ._flags import POLICY_SETTINGS, add_kube_args
     from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._labels import LabelConfig, catalogue, desired_labels
     from ._prune import PruneResult, prune
@@ -26,6 +26,7 @@ if _TYPE_CHECKING:
 
 __all__ = [
     "PERMISSIONS",
+    "POLICY_SETTINGS",
     "Backoff",
     "BadConfig",
     "Conflict",
@@ -57,6 +58,7 @@ __all__ = [
     "desired_rules",
     "plan_node_labels",
     "plan_slices",
+    "policy_params",
     "policy_rules",
     "prune",
     "reference_markdown",
@@ -82,6 +84,7 @@ _WHERE = {
     'NodeLabelSink': '_label_sinks',
     'NodeView': '_api',
     'PERMISSIONS': '_rbac',
+    'POLICY_SETTINGS': '_flags',
     'Permission': '_rbac',
     'PruneResult': '_prune',
     'PublishError': '_errors',
@@ -97,6 +100,7 @@ _WHERE = {
     'desired_rules': '_taints',
     'plan_node_labels': '_label_sinks',
     'plan_slices': '_slice_sink',
+    'policy_params': '_config',
     'policy_rules': '_rbac',
     'prune': '_prune',
     'reference_markdown': '_reference',
