@@ -94,12 +94,12 @@ class KubeApi(Protocol):
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None) -> Iterator[tuple[str, Obj]]:
-        """``(type, object)`` for every change after ``resource_version`` (``ADDED``, ``MODIFIED``, ``DELETED``)
-        and ``BOOKMARK`` events (asked for: their object carries only the resourceVersion reached, which keeps
-        a quiet watch's resourceVersion recent). Ends when the server ends the stream (its timeout): the
-        caller opens it again from the last resourceVersion. 410 Gone, as an HTTP status or as an ``ERROR``
-        event inside the stream, raises :class:`~._errors.Expired` (list again); any other failure another
-        :class:`~._errors.PublishError`."""
+        """First ``("OPEN", {})`` once the server accepted the watch, then ``(type, object)`` for every change after
+        ``resource_version`` (``ADDED``, ``MODIFIED``, ``DELETED``) and ``BOOKMARK`` events (asked for: their object
+        carries only the resourceVersion reached, which keeps a quiet watch's resourceVersion recent). Ends when the
+        server ends the stream (its timeout): the caller opens it again from the last resourceVersion. 410 Gone, as
+        an HTTP status or as an ``ERROR`` event inside the stream, raises :class:`~._errors.Expired` (list again);
+        any other failure another :class:`~._errors.PublishError`."""
         ...
 
 

@@ -1,12 +1,12 @@
 """This node's ResourceSlices of our driver as the watch last saw them, shared by the watch thread and the
 publish pass.
 
-While the watch is open and has listed since it last failed, the cache is *fresh*: a pass plans against it
-and sends no list. The sink writes its own results through (the objects the server returned, the names it
-deleted), and names it is about to write are *pending*, so the events of its own writes change nothing and
-wake nobody. Any other change to a slice we published (kubelet deleting the pool at its start, the garbage
-collector deleting slices whose owner is gone, someone editing one) is a reason to publish now: it is
-returned to the watch, which wakes the agent.
+While a watch is open (from the list's resourceVersion, or resumed from the last one seen), the cache is
+*fresh*: a pass plans against it and sends no list. The sink writes its own results through (the objects the
+server returned, the names it deleted), and names it is about to write are *pending*, so the events of its own
+writes change nothing and wake nobody. Any other change to a slice we published (kubelet deleting the pool at
+its start, the garbage collector deleting slices whose owner is gone, someone editing one) is a reason to
+publish now: it is returned to the watch, which wakes the agent.
 """
 
 from __future__ import annotations
@@ -67,9 +67,14 @@ class SliceCache:
             return f"resourceslice {name} changed" if changed and not mine else None
 
     def stale(self) -> None:
-        """The watch failed: passes list until it has listed again."""
+        """The watch failed: passes list until a watch is open again."""
         with self._lock:
             self._fresh = False
+
+    def fresh(self) -> None:
+        """A watch is open again from where the cache stopped: the server replays what was missed."""
+        with self._lock:
+            self._fresh = True
 
     # -- the sink's side ----------------------------------------------------------------------------
     def view(self) -> list[Obj] | None:

@@ -7,9 +7,12 @@ pattern cut to one node: list with field selectors (``spec.nodeName``, ``spec.dr
 slices cross the network), then watch from the list's resourceVersion with bookmarks (a quiet node's
 resourceVersion stays recent), and when the server ends the stream at its timeout, watch again from the
 last resourceVersion seen. Every way it can fail is handled: 410 Gone (as a status or as an ``ERROR`` event
-in the stream) lists again at once; any other failure backs off, then lists again; RBAC without watch or a
-server without the resource gives up (slices then wait for the next pass, as without a watch). Each restart
-is counted by reason. Needs ``list`` and ``watch`` on resourceslices (``PERMISSIONS["resource-slices"]``).
+in the stream: the resourceVersion is older than the server keeps, as after it restarted) lists again at
+once; any other failure backs off, then watches again from the last resourceVersion (the server replays what
+was missed, or answers 410); RBAC without watch or a server without the resource gives up (slices then wait
+for the next pass, as without a watch). Each restart is counted by reason. The cache is fresh from the
+moment the server accepts a watch until one fails. Needs ``list`` and ``watch`` on resourceslices
+(``PERMISSIONS["resource-slices"]``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ log = logging.getLogger(__name__)
 # Failures that another try will not mend: RBAC without watch, a server without the resource.
 _FINAL = (Forbidden, NotFound, InvalidObject)
 # Why a watch was opened again: the server ended it (its timeout), its resourceVersion had expired (410:
-# listed again), or it failed (backed off, then listed again).
+# listed again), or it failed (backed off, then resumed).
 RESTART_REASONS = ("closed", "expired", "error")
 
 
@@ -55,6 +58,9 @@ def watch_slices(api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str,
                 failures = 0
                 if stop.is_set():
                     return
+                if typ == "OPEN":
+                    cache.fresh()
+                    continue
                 rv = resource_version(obj) or rv
                 if typ in ("ADDED", "MODIFIED", "DELETED") and (why := cache.event(typ, obj)) is not None:
                     wake(why)
@@ -75,7 +81,6 @@ def watch_slices(api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str,
         except PublishError as exc:
             restarts["error"] += 1
             failures += 1
-            rv = None
             cache.stale()
             log.warning("resource-slices: watch failed (%s); watching again", exc)
         stop.wait(backoff.delay(min(failures, 8), None))

@@ -52,8 +52,11 @@ def decode_event(line: bytes | str, what: str) -> tuple[str, Obj]:
     return typ, dict(obj)
 
 
+OPEN = "OPEN"  # the type of the first item: the server accepted the watch (no object)
+
+
 def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) -> Iterator[tuple[str, Obj]]:
-    """Events from ``GET path?params`` until the server ends the stream."""
+    """``(OPEN, {})`` once the server accepted the watch, then its events until the server ends the stream."""
     import httpx2
 
     timeout = httpx2.Timeout(10.0, read=_READ_TIMEOUT_S)
@@ -66,6 +69,7 @@ def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) ->
                 except (ValueError, AttributeError):
                     message = body[:200].decode(errors="replace")
                 raise error_for(what, resp.status_code, message)
+            yield OPEN, {}
             for line in resp.iter_lines():
                 if line.strip():
                     yield decode_event(line, what)
