@@ -4,8 +4,9 @@ The binaries are found as controller-runtime's envtest finds them: a folder name
 holding ``etcd`` and ``kube-apiserver`` (``setup-envtest use 1.36 -p path`` prints one). Everything lives in
 a temporary directory: a CA and a serving certificate for 127.0.0.1 (openssl), a service-account key pair
 (for TokenRequest), two static tokens in ``system:masters`` (``admin`` for the tests, ``topolink-agent`` for
-an agent the tests run with full rights, so that its requests are told apart in the log), etcd's data, and an audit log of every
-request at the Metadata level, which the tests read to count writes and check the User-Agent.
+an agent the tests run with full rights, so that its requests are told apart in the log), etcd's data, and an
+audit log of every request at the Metadata level, which the tests read to count writes and check the
+User-Agent.
 
 Both processes run in process groups of their own; :meth:`ApiServer.stop` signals exactly those groups,
 SIGTERM then SIGKILL, and the session fixture calls it however the tests ended. :meth:`ApiServer.restart`

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import apiserver
 from tests.apiserver import SKIP, ApiServer, assets, running
 from tests.fakenvml.fixtures import fake_machine  # noqa: F401  (a fixture: machine profiles made real)
 from tests.reference_data import HWLOC_LINUX, unpack_hwloc_tree
@@ -35,3 +36,17 @@ def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServ
     if found is None:
         pytest.skip(SKIP)
     yield from running(found, tmp_path_factory.mktemp("apiserver"))
+
+
+_SKIP_LINE = next(n for n, line in enumerate(Path(apiserver.__file__).read_text().splitlines(), 1)
+                  if line.startswith("SKIP = "))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Every test of the tier skipped for want of the binaries reports one place (where the reason is
+    written), so that ``-ra`` folds them into one line."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.skipped and isinstance(report.longrepr, tuple) and SKIP in str(report.longrepr[2]):
+        report.longrepr = (apiserver.__file__, _SKIP_LINE, report.longrepr[2])
