@@ -56,9 +56,16 @@ def node_slices(http: httpx.Client, node: str) -> list[dict[str, Any]]:
     return list(resp.json()["items"])
 
 
-def agent_token(http: httpx.Client, node: str, namespace: str = "topolink", account: str = "topolink") -> str:
+@dataclass(frozen=True)
+class Identity:
+    token: str
+    pod: str
+    pod_uid: str
+
+
+def agent_token(http: httpx.Client, node: str, namespace: str = "topolink", account: str = "topolink") -> Identity:
     """A token of ServiceAccount ``namespace/account`` bound to a Pod on ``node``, as the kubelet gets one
-    for the agent's Pod: it carries the node-name claim the admission policy reads."""
+    for the agent's Pod: it carries the node-name and pod-name claims the admission policy reads."""
     ensure(http, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     ensure(http, f"/api/v1/namespaces/{namespace}/serviceaccounts",
            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
@@ -73,7 +80,7 @@ def agent_token(http: httpx.Client, node: str, namespace: str = "topolink", acco
         "spec": {"expirationSeconds": 3600, "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod_name,
                                                                "uid": pod["metadata"]["uid"]}}})
     assert resp.status_code == 201, resp.text
-    return str(resp.json()["status"]["token"])
+    return Identity(str(resp.json()["status"]["token"]), pod_name, str(pod["metadata"]["uid"]))
 
 
 def collect_garbage(http: httpx.Client) -> int:
