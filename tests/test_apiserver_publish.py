@@ -8,7 +8,9 @@ doing, not the interval's. Times printed here are measured on this machine (``-s
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 from tests.apiserver import ApiServer, by, calls, writes
 from tests.apiserver_agent import (
     SLICES,
+    TOPOLINK,
     Serve,
     collect_garbage,
     create_node,
@@ -194,3 +197,21 @@ def test_a_watch_broken_by_the_server_comes_back(kube_apiserver: ApiServer, agen
     assert took < 2.0
     assert (counts()["error"] or 0) >= 1
     assert json_lines(served.lines())  # the watch's own lines are JSON too
+
+
+def test_prune_on_a_server_without_device_taint_rules(kube_apiserver: ApiServer, agent: tuple[str, Serve]) -> None:
+    """DeviceTaintRules need a feature gate that 1.36 leaves off: prune removes the rest, says the kind is not
+    served, and exits 0 (a Job that waits for it completes)."""
+    node, served = agent
+    assert served.stop() == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG"))}
+    proc = subprocess.run([str(TOPOLINK), "prune", "--node-name", node, "--kubeconfig",
+                           str(kube_apiserver.kubeconfig(kube_apiserver.agent_token))],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "DeviceTaintRules: not served by this API server, nothing to prune" in proc.stdout
+    assert re.search(r"labels cleared on 1 node\(s\), 0 NodeFeature\(s\), 1 ResourceSlice\(s\)", proc.stdout)
+    with kube_apiserver.admin() as http:
+        labels = http.get(f"/api/v1/nodes/{node}").json()["metadata"]["labels"]
+        assert node_slices(http, node) == []
+    assert not [k for k in labels if k.startswith("gpu.topology/")] and labels.items() >= FOREIGN.items()
