@@ -137,7 +137,9 @@ class ApiServer:
             "--service-cluster-ip-range", "10.0.0.0/24", "--runtime-config", "resource.k8s.io/v1=true",
             "--endpoint-reconciler-type", "none", "--profiling=false",
             "--audit-log-path", str(self.audit_log), "--audit-policy-file", str(self.root / "audit-policy.yaml"),
-            "--audit-log-mode", "blocking", *self.extra_args], env=dict(os.environ))
+            "--audit-log-mode", "blocking",
+            # open watches (the agents') would hold a SIGTERM for as long as they last: end them after 1 s
+            "--shutdown-watch-termination-grace-period=1s", *self.extra_args], env=dict(os.environ))
         with self.admin() as http:
             self._wait("kube-apiserver /readyz", lambda: http.get("/readyz").status_code == 200)
             self._wait("namespace default", lambda: http.get("/api/v1/namespaces/default").status_code == 200)

@@ -60,7 +60,8 @@ SMALLEST: dict[str, list[str]] = {
     "startup.py": ["--runs", "1", "--scaled-gpus", "16"],
     "probes.py": ["--mib", "1", "--runs", "1"],
     "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2"],
-    "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1"],
+    "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1", "--traffic-passes", "2",
+                 "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
