@@ -15,7 +15,7 @@ if _TYPE_CHECKING:
     from ._page import page
     from ._picture import Svg, picture_dot, render_svg
     from ._sink import PublishResult, Sink, WatchingSink
-    from ._view import ProbeStats, SinkStats, View
+    from ._view import ProbeStats, SinkStats, View, sink_stats
 
 __all__ = [
     "FAMILIES",
@@ -39,6 +39,7 @@ __all__ = [
     "picture_dot",
     "render_svg",
     "series_bound",
+    "sink_stats",
 ]
 
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
@@ -65,6 +66,7 @@ _WHERE = {
     'picture_dot': '_picture',
     'render_svg': '_picture',
     'series_bound': '_families',
+    'sink_stats': '_view',
 }
 
 

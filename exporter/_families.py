@@ -82,6 +82,9 @@ FAMILIES: tuple[Family, ...] = (
            ("subject", "kind", "reason"), "G+N"),
     Family("topolink_sink_publish", "counter", "Objects or keys each sink wrote, left unchanged or failed to "
            "write.", ("sink", "result"), "3K"),
+    Family("topolink_sink_watch_restarts", "counter", "Times a sink's watch of what it wrote was opened again: "
+           "reason closed (the server ended it at its timeout), expired (410 Gone: listed again) or error "
+           "(failed: backed off, then listed again).", ("sink", "reason"), "3K"),
     Family("topolink_state_file_errors", "counter", "State files found corrupt or foreign at start, and "
            "ignored.", ("file",), "2"),
 )

@@ -1,6 +1,7 @@
 """``topolink serve``: the node agent's command line. Every flag has a ``TOPOLINK_*`` environment variable.
 
-Exit status: 0 stopped by SIGTERM or SIGINT; 1 the HTTP server could not start (address in use); 2 usage.
+Exit status: 0 stopped by SIGTERM or SIGINT; 1 the HTTP server could not start (address in use); 2 usage
+(a missing or unreadable --kubeconfig too).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
     from exporter import Sink
 
 _EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM stops probes (their process groups are killed) and exits 0. "
-           "Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage.")
+           "Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage or no readable "
+           "kubeconfig.")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None],
@@ -74,7 +76,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
     s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
     add_discovery_args(s)
-    add_kube_args(s, node_name=False)  # discovery's --node-name ($NODE_NAME here) names the node we publish for
+    add_kube_args(s, node_name=False, environ=env)  # discovery's --node-name ($NODE_NAME) names our node
     s.set_defaults(handler=_cmd_serve, node_name=env.get("NODE_NAME"))
 
 
@@ -128,7 +130,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                          probe_item_timeout_s=args.probe_item_timeout, state_dir=args.state_dir,
                          log_format=args.log_format, probe_token=token, dot_timeout_s=args.dot_timeout,
                          version=version())
-    return run(config, lambda: discover_from_args(args), nvml_busy(args.nvml_library), build_sinks(args),
+    from exporter.kube import BadConfig
+
+    try:
+        sinks = build_sinks(args)
+    except BadConfig as exc:  # a --kubeconfig that is missing or unreadable: a usage error, no traceback
+        print(f"topolink serve: {exc}", file=sys.stderr)
+        return 2
+    return run(config, lambda: discover_from_args(args), nvml_busy(args.nvml_library), sinks,
                render_bandwidth_matrix)
 
 

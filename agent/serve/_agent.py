@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import probes
-from exporter import ProbeStats, PublishResult, Sink, SinkStats, View
+from exporter import ProbeStats, PublishResult, Sink, View, sink_stats
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._log import event
@@ -66,7 +66,7 @@ class Agent:
         self._generation = 0
         self._state_errors: Counter[str] = Counter()
         self._saved_key: tuple[object, ...] | None = None
-        self._sink_totals = {s.name: SinkStats(name=s.name) for s in sinks}
+        self._sink_totals = {s.name: sink_stats(s) for s in sinks}
         self._runs: Counter[tuple[str, str]] = Counter()
         self._busy_s = 0.0
         self._reasons: tuple[tuple[str, str, str], ...] = ()
@@ -131,10 +131,7 @@ class Agent:
                 result = sink.publish(served)
             except Exception as exc:  # a sink must report, not raise; one that does is counted as failed
                 result = PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
-            old = self._sink_totals[sink.name]
-            self._sink_totals[sink.name] = SinkStats(name=sink.name, written=old.written + result.written,
-                                                     unchanged=old.unchanged + result.unchanged,
-                                                     failed=old.failed + result.failed, detail=result.detail)
+            self._sink_totals[sink.name] = sink_stats(sink, self._sink_totals[sink.name], result)
             changed = True
             if not result.ok:
                 event(self.log, "publish failed", logging.WARNING, sink=sink.name, detail=result.detail)

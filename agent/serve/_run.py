@@ -138,6 +138,9 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
 
     _few_malloc_arenas()
     log = setup(config.log_format)
+    sinks_log = logging.getLogger("exporter")  # the sinks' own lines (a watch restarted) in the same format
+    sinks_log.handlers[:], sinks_log.propagate = list(log.handlers), False
+    sinks_log.setLevel(logging.INFO)
     agent = Agent(config, discover, busy, sinks, log=log)
     cache = MetricsCache(lambda: agent.view)
     app = create_app(lambda: agent.view, cache,
