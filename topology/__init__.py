@@ -24,7 +24,7 @@ if _TYPE_CHECKING:
         structure_hash,
         to_dict,
     )
-    from ._cost import NVLS_EFFICIENCY, CostModel, collective_estimate
+    from ._cost import CostModel, collective_estimate, model_assumptions
     from ._costtypes import (
         Algorithm,
         Bottleneck,
@@ -34,13 +34,12 @@ if _TYPE_CHECKING:
         GroupChoice,
         LeftOut,
         Placement,
-        bus_factor,
     )
     from ._dot import to_dot
     from ._errors import SchemaError, TopolinkError
     from ._estimate import AllReduceEstimate, all_reduce_estimate
     from ._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
-    from ._fleet import OUTLIER_RATIO, FleetClass, FleetReport, GroupFit, NodeSummary, Outlier, fleet_report
+    from ._fleet import FleetClass, FleetReport, GroupFit, NodeSummary, Outlier, fleet_report
     from ._ids import (
         BadPciAddress,
         canonical_bdf,
@@ -51,7 +50,6 @@ if _TYPE_CHECKING:
         parse_cpulist,
         parse_cpumask,
     )
-    from ._links import HOP_LATENCY_SECONDS, LINK_EFFICIENCY, SMP_BYTES_PER_SECOND
     from ._measure import measurement_key, with_measurements
     from ._model import (
         FabricInfo,
@@ -80,26 +78,20 @@ if _TYPE_CHECKING:
         link_id,
     )
     from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
-    from ._placement import EXACT_GPUS, PLACEMENT_SIZE_BYTES, PlacementError, best_groups
+    from ._placement import PLACEMENT_SIZE_BYTES, PlacementError, best_groups
     from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
     from ._render import LEGEND, TopoRow, TopoTable, matrix, ordered_gpus, ordered_rdma_nics, topo_table
     from ._summary import no_gpu_reason, summary
     from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
 __all__ = [
-    "EXACT_GPUS",
-    "HOP_LATENCY_SECONDS",
     "LEGEND",
-    "LINK_EFFICIENCY",
     "MAX_DOCUMENT_BYTES",
     "NODE",
-    "NVLS_EFFICIENCY",
     "NVML_TOPOLOGY_LEVEL",
-    "OUTLIER_RATIO",
     "PLACEMENT_SIZE_BYTES",
     "SCHEMA",
     "SCHEMA_V1",
-    "SMP_BYTES_PER_SECOND",
     "Algorithm",
     "AllReduceEstimate",
     "Aspect",
@@ -156,7 +148,6 @@ __all__ = [
     "TopolinkError",
     "all_reduce_estimate",
     "best_groups",
-    "bus_factor",
     "canonical_bdf",
     "carry_forward",
     "collective_estimate",
@@ -173,6 +164,7 @@ __all__ = [
     "loads",
     "matrix",
     "measurement_key",
+    "model_assumptions",
     "nearest_nics",
     "no_gpu_reason",
     "node_fact",
@@ -205,7 +197,6 @@ _WHERE = {
     'BadPciAddress': '_ids',
     'best_groups': '_placement',
     'Bottleneck': '_costtypes',
-    'bus_factor': '_costtypes',
     'canonical_bdf': '_ids',
     'carry_forward': '_carry',
     'Collective': '_costtypes',
@@ -215,7 +206,6 @@ _WHERE = {
     'describe_unknown': '_facts',
     'dumps': '_codec',
     'EstimateInput': '_costtypes',
-    'EXACT_GPUS': '_placement',
     'FabricInfo': '_model',
     'FabricState': '_model',
     'Fact': '_facts',
@@ -232,7 +222,6 @@ _WHERE = {
     'Gpu': '_model',
     'GroupChoice': '_costtypes',
     'GroupFit': '_fleet',
-    'HOP_LATENCY_SECONDS': '_links',
     'host_bridge_id': '_ids',
     'HostBridge': '_model',
     'is_bdf': '_ids',
@@ -241,7 +230,6 @@ _WHERE = {
     'LeftOut': '_costtypes',
     'LEGEND': '_render',
     'Link': '_model',
-    'LINK_EFFICIENCY': '_links',
     'link_id': '_model',
     'LinkCapability': '_capability',
     'LinkKind': '_model',
@@ -253,6 +241,7 @@ _WHERE = {
     'Measurement': '_model',
     'measurement_key': '_measure',
     'MigInstance': '_model',
+    'model_assumptions': '_cost',
     'nearest_nics': '_views',
     'Nic': '_model',
     'NicPort': '_model',
@@ -266,13 +255,11 @@ _WHERE = {
     'nvlink_bytes_per_second': '_rates',
     'nvlink_gen_from_nvml': '_rates',
     'nvlink_islands': '_views',
-    'NVLS_EFFICIENCY': '_cost',
     'NVML_TOPOLOGY_LEVEL': '_paths',
     'NvSwitch': '_model',
     'ordered_gpus': '_render',
     'ordered_rdma_nics': '_render',
     'Outlier': '_fleet',
-    'OUTLIER_RATIO': '_fleet',
     'parse_cpulist': '_ids',
     'parse_cpumask': '_ids',
     'parse_json': '_codec',
@@ -291,7 +278,6 @@ _WHERE = {
     'SCHEMA': '_codec',
     'SCHEMA_V1': '_codec',
     'SchemaError': '_errors',
-    'SMP_BYTES_PER_SECOND': '_links',
     'Snapshot': '_model',
     'Source': '_model',
     'SourceOutcome': '_model',

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ._costtypes import ESTIMATE, Algorithm, Bottleneck, Collective, CollectiveEstimate, EstimateInput, bus_factor
 from ._fabric import Fabric
-from ._links import HOP_LATENCY_SECONDS, UNKNOWN
+from ._links import HOP_LATENCY_SECONDS, LINK_EFFICIENCY, SMP_BYTES_PER_SECOND, UNKNOWN
 from ._model import LinkKind, Snapshot
 from ._ring import RING_BUDGET, Timing, best_ring, ring_hops, traffic_time
 
@@ -48,6 +48,14 @@ _RING_STEPS = {Collective.ALL_REDUCE: lambda n: 2 * (n - 1), Collective.ALL_GATH
                Collective.REDUCE_SCATTER: lambda n: n - 1}
 
 
+def model_assumptions() -> dict[str, float]:
+    """The named factors and defaults every estimate rests on, for a report to state beside its numbers."""
+    return {"nvlink_efficiency": LINK_EFFICIENCY[LinkKind.NVLINK], "pcie_efficiency": LINK_EFFICIENCY[LinkKind.PCIE],
+            "nvls_efficiency": NVLS_EFFICIENCY, "smp_default_bytes_per_second": SMP_BYTES_PER_SECOND,
+            "nvlink_step_latency_default_seconds": HOP_LATENCY_SECONDS[LinkKind.NVLINK],
+            "pcie_step_latency_default_seconds": HOP_LATENCY_SECONDS[LinkKind.PCIE]}
+
+
 class CostModel:
     """The fabric of one snapshot, built once, for many estimates (a placement search asks thousands)."""
 
@@ -56,23 +64,25 @@ class CostModel:
         self.fabric = Fabric(snap)
 
     def estimate(self, gpus: Sequence[str], size_bytes: int, collective: Collective = Collective.ALL_REDUCE,
-                 *, ring_budget: int = RING_BUDGET) -> CollectiveEstimate:
-        plan = self.plan(gpus, size_bytes, collective, ring_budget=ring_budget)
+                 *, nvls: bool = True, ring_budget: int = RING_BUDGET) -> CollectiveEstimate:
+        """``nvls=False`` leaves NVLink SHARP out, as ``NCCL_NVLS_ENABLE=0`` does."""
+        plan = self.plan(gpus, size_bytes, collective, nvls=nvls, ring_budget=ring_budget)
         if plan.algorithm is Algorithm.NVLS:
-            nvls = self._nvls(plan.order, size_bytes)
-            assert nvls is not None
-            return nvls
+            sharp = self._nvls(plan.order, size_bytes)
+            assert sharp is not None
+            return sharp
         n = len(plan.order)
         if n < 2:
             return CollectiveEstimate(collective=collective, algorithm=Algorithm.RING, gpus=plan.order,
                                       size_bytes=size_bytes, seconds=0.0, algbw_bytes_per_second=None,
-                                      busbw_bytes_per_second=None, latency_seconds=0.0, bottleneck=None)
+                                      busbw_bytes_per_second=None, latency_seconds=0.0, bottleneck=None,
+                                      model=tuple(model_assumptions().items()))
         assert plan.timing is not None
         return self._result(collective, plan.algorithm, plan.order, size_bytes=size_bytes, timing=plan.timing,
                             hops=plan.transfers, order_exact=plan.exact)
 
     def plan(self, gpus: Sequence[str], size_bytes: int, collective: Collective = Collective.ALL_REDUCE,
-             *, ring_budget: int = RING_BUDGET) -> Plan:
+             *, nvls: bool = True, ring_budget: int = RING_BUDGET) -> Plan:
         """How the collective runs over ``gpus`` and its time, without the report (what a search compares)."""
         fab = self.fabric
         unknown_ids = [g for g in gpus if g not in fab.gpus]
@@ -99,12 +109,17 @@ class CostModel:
         timing = traffic_time(fab, [(x, y, hop_bytes) for x, y in hops], lat)
         best = Plan(algorithm=Algorithm.RING, order=ring.order, seconds=timing.seconds, links_used=len(timing.loads),
                     exact=ring.exact, timing=timing, transfers=hops)
-        if collective is Collective.ALL_REDUCE:
-            nvls = self._nvls_seconds(group, size_bytes)
-            if nvls is not None and nvls < best.seconds * (1 - 1e-9):
+        if collective is Collective.ALL_REDUCE and nvls:
+            seconds = self._nvls_seconds(group, size_bytes)
+            if seconds is not None and seconds < best.seconds * (1 - 1e-9):
                 used = 2 * len(self._common_switches(group)) * n
-                return Plan(algorithm=Algorithm.NVLS, order=group, seconds=nvls, links_used=used, exact=True)
+                return Plan(algorithm=Algorithm.NVLS, order=group, seconds=seconds, links_used=used, exact=True)
         return best
+
+    def switch_of(self, gpu: str) -> str:
+        """The PCIe port right above the GPU's first switch uplink (its leaf switch), or its root port."""
+        up = self.fabric.pcie_links(gpu)
+        return self.fabric.links[up[1][0]].a if len(up) > 1 else (self.fabric.root.get(gpu) or "")
 
     def locality_key(self, gpu: str) -> tuple[int, str, int]:
         """Sorts GPUs by socket, then host bridge, then NVML order: the order a ring crosses each link once."""
@@ -223,10 +238,10 @@ class CostModel:
             algbw_bytes_per_second=algbw,
             busbw_bytes_per_second=None if algbw is None else algbw * bus_factor(collective, len(order)),
             latency_seconds=latency, bottleneck=neck, inputs=tuple(inputs), order_exact=order_exact,
-            unknown=tuple(unknown))
+            unknown=tuple(unknown), model=tuple(model_assumptions().items()))
 
 
 def collective_estimate(snap: Snapshot, gpus: Sequence[str], size_bytes: int,
-                        collective: Collective = Collective.ALL_REDUCE) -> CollectiveEstimate:
+                        collective: Collective = Collective.ALL_REDUCE, *, nvls: bool = True) -> CollectiveEstimate:
     """The estimated time of ``collective`` over ``gpus`` (ids, any order: the ring order is chosen)."""
-    return CostModel(snap).estimate(gpus, size_bytes, collective)
+    return CostModel(snap).estimate(gpus, size_bytes, collective, nvls=nvls)

@@ -83,6 +83,7 @@ class CollectiveEstimate:
     inputs: tuple[EstimateInput, ...] = ()
     order_exact: bool = True  # the ring order was proven best (False: best found within the search budget)
     unknown: tuple[str, ...] = ()  # facts the estimate could not use (unknown NVLinks, PCIe paths, rates)
+    model: tuple[tuple[str, float], ...] = ()  # the named efficiencies and defaults the model applies
     source: str = ESTIMATE
 
     def sources(self) -> dict[str, tuple[str, ...]]:
@@ -100,7 +101,7 @@ class CollectiveEstimate:
                 "bottleneck": self.bottleneck.to_dict() if self.bottleneck else None,
                 "sources": {k: list(v) for k, v in self.sources().items()},
                 "inputs": [i.to_dict() for i in self.inputs], "order_exact": self.order_exact,
-                "unknown": list(self.unknown), "source": self.source}
+                "unknown": list(self.unknown), "model": dict(self.model), "source": self.source}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,7 +120,7 @@ class GroupChoice:
     gpus: tuple[str, ...]  # in NVML index order
     indices: tuple[int | None, ...]
     estimate: CollectiveEstimate
-    links_used: int  # directed physical links the group's traffic crosses (the tie-breaker: fewer is better)
+    links_used: int  # directed physical links the group's traffic crosses (fewer is better among equals)
 
     def to_dict(self) -> dict[str, Any]:
         return {"rank": self.rank, "gpus": list(self.gpus), "indices": list(self.indices),
@@ -128,8 +129,8 @@ class GroupChoice:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Placement:
-    """The K best groups of N GPUs on one node, best first; equal estimates are ordered by fewer links used,
-    then fewer sockets and host bridges spanned, then GPU index."""
+    """The K best groups of N GPUs on one node, best first; equal estimates are ordered by fewer sockets, then
+    fewer host bridges spanned, then fewer links used, then GPU index."""
 
     node: str
     gpus: int  # N

@@ -153,6 +153,10 @@ class Fabric:
 
     # -- queries -----------------------------------------------------------------------------------
 
+    def pcie_links(self, x: str) -> Path:
+        """``x``'s physical PCIe links upwards: its own, then each switch uplink, (link index, 0)."""
+        return self._up.get(x, ())
+
     def switch_links(self, x: str) -> dict[str, int]:
         """NVSwitch id -> the link index of ``x``'s NVLinks to it."""
         return self._nv_switch.get(x, {})
@@ -178,10 +182,12 @@ class Fabric:
         return bool(sx and sy and sx.keys() & sy.keys())
 
     def latency(self, x: str, y: str) -> tuple[float, str]:
-        measured = self._latency.get(frozenset((x, y)))
-        if measured is not None:
-            return measured
-        return HOP_LATENCY_SECONDS[LinkKind.NVLINK if self.nvlinked(x, y) else LinkKind.PCIE], ESTIMATE
+        key = frozenset((x, y))
+        found = self._latency.get(key)
+        if found is None:
+            medium = LinkKind.NVLINK if self.nvlinked(x, y) else LinkKind.PCIE
+            found = self._latency[key] = (HOP_LATENCY_SECONDS[medium], ESTIMATE)
+        return found
 
     def route(self, x: str, y: str) -> Route:
         route = self._routes.get((x, y))
@@ -231,6 +237,10 @@ class Fabric:
         i = self._add(PhysLink(a=lo, b=hi, kind=LinkKind.NUMA, theoretical=stated,
                                capacity=stated or SMP_BYTES_PER_SECOND, source=source))
         return i, 0 if lo == na else 1
+
+    def smp_link(self, sa: int, sb: int) -> int:
+        """The link index of the SMP interconnect between two sockets (their lowest NUMA nodes)."""
+        return self._smp(sa, sb, "", "")[0]
 
     def first_link_bound(self, x: str) -> float | None:
         """The most any transfer out of or into ``x`` can get: its NVLinks together, or its PCIe link;

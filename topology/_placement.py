@@ -2,14 +2,15 @@
 
 The GPUs to choose from are the node's, less those asked to be left out, lost ones (fell off the bus) and,
 by default, those in MIG mode (a MIG GPU takes no part in peer collectives as a whole GPU); the result
-names each left out and why. Equal estimates are ordered by fewer directed physical links used (traffic
-that stays under one PCIe switch leaves the uplinks free for other jobs), then fewer sockets and host
-bridges spanned, then GPU index.
+names each left out and why. Equal estimates are ordered by fewer sockets, then fewer host bridges spanned,
+then fewer directed physical links used (traffic that stays under one PCIe switch leaves the uplinks free
+for other jobs), then GPU index.
 
 With at most :data:`EXACT_GPUS` GPUs to choose from every group is evaluated. Above that the search
 builds candidates from the node's structure (runs of N GPUs in locality order: socket, NVLink island,
-host bridge, index, started at each boundary of those), and stops at once when the best meets a bound no
-group can beat (its GPUs' own links, the lowest latencies); otherwise it improves the best by swapping
+host bridge, PCIe switch, index, started and ended at each boundary of those), evaluates them most compact
+first, and stops once the best meet a bound no group can beat (its GPUs' own links, the lowest latencies)
+and no candidate left is more compact; when no candidate meets the bound it improves the best by swapping
 one GPU at a time, within :data:`SWAP_BUDGET` evaluations. On an NVLink domain of 72 GPUs that is a few
 candidates instead of C(72, 16) = 10^15 groups.
 """
@@ -25,6 +26,7 @@ from ._cost import CostModel, Plan
 from ._costtypes import Algorithm, Collective, GroupChoice, LeftOut, Placement
 from ._errors import TopolinkError
 from ._model import Snapshot
+from ._ring import cut_ratio
 
 EXACT_GPUS = 10
 SWAP_BUDGET = 400
@@ -69,8 +71,13 @@ class _Search:
     def key(self, group: Sequence[str], plan: Plan) -> tuple[float, int, int, int, tuple[int, ...]]:
         fab = self.model.fabric
         seconds = float(f"{plan.seconds:.9g}") if math.isfinite(plan.seconds) else math.inf
-        return (seconds, plan.links_used, len({fab.socket.get(g) for g in group}),
-                len({fab.root.get(g) for g in group}), tuple(sorted(fab.order[g] for g in group)))
+        sockets, roots = self.spread(group)
+        return (seconds, sockets, roots, plan.links_used, tuple(sorted(fab.order[g] for g in group)))
+
+    def spread(self, group: Iterable[str]) -> tuple[int, int]:
+        fab = self.model.fabric
+        members = list(group)
+        return len({fab.socket.get(g) for g in members}), len({fab.root.get(g) for g in members})
 
     def evaluate(self, group: Iterable[str]) -> tuple[float, int, int, int, tuple[int, ...]]:
         members = frozenset(group)
@@ -94,8 +101,13 @@ class _Search:
         hop = self.size * (2 if self.collective is Collective.ALL_REDUCE else 1) * (n - 1) / n
         if None in bounds:
             return 0.0
-        rate = sorted((b for b in bounds if b is not None), reverse=True)[n - 1]
-        ring = hop / rate + steps * lat
+        ratio = 1.0 / sorted((b for b in bounds if b is not None), reverse=True)[n - 1]
+        sockets: dict[int | None, list[str]] = {}
+        for g in self.available:
+            sockets.setdefault(fab.socket.get(g), []).append(g)
+        if len(sockets) == 2 and None not in sockets and n > max(len(v) for v in sockets.values()):
+            ratio = max(ratio, cut_ratio(fab, self.available))  # every group spans both sockets
+        ring = hop * ratio + steps * lat
         nvls = sorted((r for g in self.available if (r := self.model.nvls_bound(g)) is not None), reverse=True)
         if self.collective is Collective.ALL_REDUCE and len(nvls) >= n:
             return min(ring, self.model.nvls_seconds_at(nvls[n - 1], self.size))
@@ -106,33 +118,48 @@ class _Search:
         fab = self.model.fabric
         island = _islands(self.model, avail)
         order = sorted(avail, key=lambda g: (self.model.locality_key(g)[0], island[g], fab.root.get(g) or "~",
-                                             fab.order[g]))
-        marks = [(fab.socket.get(g), island[g], fab.root.get(g)) for g in order]
-        starts = {0} | {i for i in range(1, len(order)) if marks[i] != marks[i - 1]}
-        groups = [order[s:s + n] for s in sorted(starts) if s + n <= len(order)]
-        groups += [order[e - n:e] for e in sorted(starts | {len(order)}) if e >= n]
-        return groups
+                                             self.model.switch_of(g), fab.order[g]))
+        levels = [[f"{fab.socket.get(g)}/{island[g]}" for g in order], [str(fab.root.get(g)) for g in order],
+                  [self.model.switch_of(g) for g in order]]
+        starts = {0}
+        for marks in levels:
+            cuts = {i for i in range(1, len(order)) if marks[i] != marks[i - 1]}
+            if len(cuts) < len(order) - 1:  # a level where every GPU is a unit of its own adds nothing
+                starts |= cuts
+        windows = [order[s:s + n] for s in sorted(starts) if s + n <= len(order)]
+        windows += [order[e - n:e] for e in sorted(starts | {len(order)}) if e >= n]
+        return sorted(windows, key=lambda w: (self.spread(w), sorted(fab.order[g] for g in w)))
+
+    def _swaps(self, current: frozenset[str]) -> Iterable[frozenset[str]]:
+        """Groups one swap away, the likeliest improvements first: the member least tied to the others out,
+        the outsider most tied to the members in."""
+        fab = self.model.fabric
+        outside = [g for g in self.available if g not in current]
+        weakest = sorted(current, key=lambda g: min(fab.solo(g, o) for o in current if o != g))
+        strongest = sorted(outside, key=lambda g: -max(fab.solo(g, o) for o in current))
+        return ((current - {out}) | {into} for out, into in itertools.product(weakest, strongest))
 
     def improve(self, start: frozenset[str], budget: int) -> None:
-        fab = self.model.fabric
+        """Swaps one GPU at a time while that makes the group faster, within ``budget`` evaluations."""
         current, spent = start, 0
         while spent < budget:
-            here = self.evaluate(current)
-            outside = [g for g in self.available if g not in current]
-            weakest = sorted(current, key=lambda g: min(fab.solo(g, o) for o in current if o != g))
-            strongest = sorted(outside, key=lambda g: -max(fab.solo(g, o) for o in current))
-            better = None
-            for out, into in itertools.product(weakest, strongest):
-                if spent >= budget:
-                    break
+            here, better = self.evaluate(current), None
+            for trial in self._swaps(current):
                 spent += 1
-                trial = (current - {out}) | {into}
-                if self.evaluate(trial) < here:
-                    better = trial
+                if spent > budget or self.evaluate(trial) < here:
+                    better = trial if spent <= budget else None
                     break
             if better is None:
                 return
             current = better
+
+    def fill(self, start: frozenset[str], count: int) -> None:
+        """Evaluates groups one swap from ``start`` until ``count`` groups are known (for the K best when the
+        structure gives fewer candidates)."""
+        for trial in self._swaps(start):
+            if len(self.seen) >= count:
+                return
+            self.evaluate(trial)
 
 
 def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int = PLACEMENT_SIZE_BYTES, top: int = 3,
@@ -170,13 +197,20 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
             search.evaluate(group)
         optimal = True
     else:
+        bound = search.bound() * (1 + _EPS)
         for candidate in search.candidates():
+            ranked = search.best()
+            if len(ranked) == top and all(plan.seconds <= bound for _, plan in ranked) \
+                    and search.spread(candidate) > search.spread(ranked[-1][0]):
+                break  # the rest can neither be faster nor span fewer sockets and host bridges
             search.evaluate(candidate)
+        if len(search.seen) < top:
+            search.fill(search.best()[0][0], top)
         first = search.best()[0]
-        optimal = first[1].seconds <= search.bound() * (1 + _EPS)
+        optimal = first[1].seconds <= bound
         if not optimal:
             search.improve(first[0], SWAP_BUDGET)
-            optimal = search.best()[0][1].seconds <= search.bound() * (1 + _EPS)
+            optimal = search.best()[0][1].seconds <= bound
     choices = []
     for rank, (members, plan) in enumerate(search.best(), 1):
         ids = tuple(sorted(members, key=lambda g: fab.order[g]))

@@ -89,11 +89,37 @@ def _cost(fab: Fabric, order: Sequence[str], hop_bytes: float, steps: int) -> fl
 
 def lower_bound(fab: Fabric, gpus: Sequence[str], hop_bytes: float, steps: int) -> float:
     """No ring over ``gpus`` is faster: each GPU sends one hop and receives one, never faster than its own
-    links allow, and waits at least its nearest neighbour's latency."""
+    links allow; a ring crosses every link that cuts the group in two (with no NVLink across) at least once
+    each way; and each GPU waits at least its nearest neighbour's latency."""
     bounds = [fab.first_link_bound(g) for g in gpus]
-    rate = min((b for b in bounds if b), default=None) if None not in bounds else None
-    lat = max(min(fab.route(x, y).latency for y in gpus if y != x) for x in gpus)
-    return (hop_bytes / rate if rate else 0.0) + steps * lat
+    ratio = 1.0 / min(b for b in bounds if b is not None) if None not in bounds else 0.0
+    lat = max(min(fab.latency(x, y)[0] for y in gpus if y != x) for x in gpus)
+    return hop_bytes * max(ratio, cut_ratio(fab, gpus)) + steps * lat
+
+
+def _cut(fab: Fabric, side: set[str], rest: set[str], links: Sequence[int]) -> float:
+    if not side or not rest or any(fab.nvlinked(x, y) for x in side for y in rest):
+        return 0.0
+    caps = [fab.capacity[2 * i + d] for i in links for d in (0, 1)]
+    return 0.0 if None in caps else 1.0 / max(c for c in caps if c is not None)
+
+
+def cut_ratio(fab: Fabric, gpus: Sequence[str]) -> float:
+    """1 / the narrowest rate of a link that every ring over ``gpus`` crosses both ways: a PCIe link with some
+    of the group below it and some not, or the SMP link between the two sockets the group spans; 0 if none."""
+    group = set(gpus)
+    below: dict[int, set[str]] = {}
+    for g in gpus:
+        for i, _ in fab.pcie_links(g):
+            below.setdefault(i, set()).add(g)
+    worst = max((_cut(fab, side, group - side, (i,)) for i, side in below.items()), default=0.0)
+    sockets = {fab.socket.get(g) for g in gpus}
+    if len(sockets) == 2 and None not in sockets:
+        sa, sb = sorted(s for s in sockets if s is not None)
+        side = {g for g in gpus if fab.socket.get(g) == sa}
+        if all(fab.root.get(x) != fab.root.get(y) for x in side for y in group - side):
+            worst = max(worst, _cut(fab, side, group - side, (fab.smp_link(sa, sb),)))
+    return worst
 
 
 def best_ring(fab: Fabric, gpus: Sequence[str], hop_bytes: float, steps: int, budget: int = RING_BUDGET) -> Ring:
