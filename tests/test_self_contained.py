@@ -56,6 +56,7 @@ SMALLEST: dict[str, list[str]] = {
     "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2"],
     "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
+    "placement.py": ["--runs", "1", "--nodes", "200"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
 

@@ -135,6 +135,8 @@ class _Search:
         the outsider most tied to the members in."""
         fab = self.model.fabric
         outside = [g for g in self.available if g not in current]
+        if not outside:
+            return iter(())
         weakest = sorted(current, key=lambda g: min(fab.solo(g, o) for o in current if o != g))
         strongest = sorted(outside, key=lambda g: -max(fab.solo(g, o) for o in current))
         return ((current - {out}) | {into} for out, into in itertools.product(weakest, strongest))
@@ -204,7 +206,7 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
                     and search.spread(candidate) > search.spread(ranked[-1][0]):
                 break  # the rest can neither be faster nor span fewer sockets and host bridges
             search.evaluate(candidate)
-        if len(search.seen) < top:
+        if len(search.seen) < min(top, math.comb(len(available), n)):
             search.fill(search.best()[0][0], top)
         first = search.best()[0]
         optimal = first[1].seconds <= bound
