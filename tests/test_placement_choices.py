@@ -13,7 +13,7 @@ import pytest
 
 import topology as t
 from tests import topo_reference
-from tests.fakenvml import MACHINES
+from tests.fakenvml import MACHINES, write_scaled
 from tests.placement_support import TWO_LEVEL_SWITCHES, TWO_LEVEL_SWITCHES_16, by_index, discover_profile
 
 PROFILES = sorted(p.stem for p in MACHINES.glob("*.yaml"))
@@ -26,6 +26,8 @@ def snapshots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.Snapshot]
     out["pcie-2level-8x"] = discover_profile("rtx4090-8x", tmp_path_factory.mktemp("two-level"), TWO_LEVEL_SWITCHES)
     out["pcie-2level-16x"] = discover_profile("rtx4090-8x", tmp_path_factory.mktemp("two-level-16"),
                                               TWO_LEVEL_SWITCHES_16)
+    grown = tmp_path_factory.mktemp("hgx-x16")
+    out["hgx-h100-x16"] = discover_profile(str(write_scaled(MACHINES / "hgx-h100.yaml", 16, grown)), grown / "m")
     return out
 
 
@@ -102,6 +104,18 @@ def under_one_switch(levels: int) -> Check:
     return check
 
 
+def one_board(snap: t.Snapshot, placement: t.Placement) -> None:
+    """A synthetic machine of two HGX boards on one NVLink fabric: every GPU reaches every other at full NVLink
+    rate, so the board's own 8 (its two sockets, not three or four) are the pick."""
+    best = placement.groups[0]
+    ids = [g.id for g in sorted(snap.gpus, key=lambda g: g.index or 0)]
+    across = t.collective_estimate(snap, ids[:4] + ids[8:12], placement.size_bytes)
+    assert best.estimate.seconds == pytest.approx(across.seconds)
+    assert len({g.id.split(":")[0] for g in snap.gpus if g.id in best.gpus}) == 1  # one board's PCI domain
+    assert len({g.numa_node for g in snap.gpus if g.id in best.gpus}) == 2
+    assert not placement.exhaustive  # 16 GPUs: the structured search
+
+
 def none_fits(snap: t.Snapshot, placement: t.Placement) -> None:
     assert placement.groups == () and "available" in placement.note
 
@@ -133,6 +147,7 @@ EXPERT: list[tuple[str, int, Check, str]] = [
     ("dgx-a100", 2, any_group(2), "NVSwitch: any 2 are as good"),
     ("gb200-tray", 4, any_group(4), "NVLink 5 to the NVL72 switch trays: any 4"),
     ("gb200-tray", 2, any_group(2), "NVLink 5 to the switch trays: any 2"),
+    ("hgx-h100-x16", 8, one_board, "NVSwitch across two boards: any 8 as fast; one board's 8 span fewest sockets"),
     ("rtx5090-2x", 2, everything, "the only pair"),
     ("gh200", 2, none_fits, "one GPU: no group of 2, and the answer says so"),
 ]

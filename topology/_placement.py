@@ -187,8 +187,8 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
     def placement(groups: tuple[GroupChoice, ...], evaluated: int, exhaustive: bool, optimal: bool,
                   note: str) -> Placement:
         return Placement(node=model.snap.node, gpus=n, size_bytes=size_bytes, collective=collective, groups=groups,
-                         available=tuple(available), left_out=tuple(left_out), evaluated=evaluated,
-                         exhaustive=exhaustive, optimal=optimal, note=note)
+                         available=tuple(sorted(available, key=lambda g: fab.order[g])), left_out=tuple(left_out),
+                         evaluated=evaluated, exhaustive=exhaustive, optimal=optimal, note=note)
 
     if n > len(available):
         return placement((), 0, True, True, f"{len(available)} GPUs available, {n} asked for")
