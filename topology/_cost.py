@@ -11,8 +11,8 @@ numbers and theoretical rates elsewhere, with the physical link that limits it a
 - all-to-all: every GPU sends ``size / n`` to every other at once, in one step.
 
 Bus bandwidth is nccl-tests': algbw (``size / seconds``) x 2(n-1)/n for all-reduce, x (n-1)/n otherwise.
-A tree is not modelled: within one node it moves the same bytes over fewer links than a ring only where
-NCCL's tree is not used (NCCL prefers the ring on a single node).
+A tree is not modelled: NCCL's trees pay off between nodes; within a node it runs large all-reduces as a
+ring or with NVLS.
 """
 
 from __future__ import annotations
@@ -117,15 +117,17 @@ class CostModel:
         return best
 
     def switch_of(self, gpu: str) -> str:
-        """The PCIe port right above the GPU's first switch uplink (its leaf switch), or its root port."""
+        """The upstream port of the PCIe switch right above the GPU (its leaf switch), else its host bridge."""
         up = self.fabric.pcie_links(gpu)
         return self.fabric.links[up[1][0]].a if len(up) > 1 else (self.fabric.root.get(gpu) or "")
 
-    def locality_key(self, gpu: str) -> tuple[int, str, int]:
-        """Sorts GPUs by socket, then host bridge, then NVML order: the order a ring crosses each link once."""
+    def locality_key(self, gpu: str) -> tuple[int, str, str, int]:
+        """Sorts GPUs by socket, host bridge, leaf switch, NVML order: a ring in this order crosses each PCIe
+        link and the SMP link once each way."""
         fab = self.fabric
         socket = fab.socket.get(gpu)
-        return (socket if socket is not None else 1 << 30, fab.root.get(gpu) or "~", fab.order[gpu])
+        return (socket if socket is not None else 1 << 30, fab.root.get(gpu) or "~", self.switch_of(gpu),
+                fab.order[gpu])
 
     # -- NVLS --------------------------------------------------------------------------------------
 

@@ -60,7 +60,10 @@ class Route:
 
 
 def pcie_rate(*states: PcieLinkState | None) -> float | None:
-    rates = [pcie_bytes_per_second(s.max_gen or s.current_gen, s.max_width or s.current_width)
+    """A PCIe link's line rate per direction, the slower end's: at the maximum generation (GPUs lower the
+    generation at idle and raise it under load) but the current width (a link trained to fewer lanes stays
+    so, and carries that much less)."""
+    rates = [pcie_bytes_per_second(s.max_gen or s.current_gen, s.current_width or s.max_width)
              for s in states if s is not None]
     known = [r for r in rates if r]
     return min(known) if known else None

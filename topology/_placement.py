@@ -26,7 +26,7 @@ from ._cost import CostModel, Plan
 from ._costtypes import Algorithm, Collective, GroupChoice, LeftOut, Placement
 from ._errors import TopolinkError
 from ._model import Snapshot
-from ._ring import cut_ratio
+from ._ring import smp_cut_ratio
 
 EXACT_GPUS = 10
 SWAP_BUDGET = 400
@@ -95,18 +95,18 @@ class _Search:
         fab, n = self.model.fabric, self.n
         bounds = [fab.first_link_bound(g) for g in self.available]
         lat = sorted(min(fab.latency(x, y)[0] for y in self.available if y != x) for x in self.available)[n - 1]
-        if self.collective is Collective.ALL_TO_ALL:
-            return 0.0
-        steps = 2 * (n - 1) if self.collective is Collective.ALL_REDUCE else n - 1
-        hop = self.size * (2 if self.collective is Collective.ALL_REDUCE else 1) * (n - 1) / n
         if None in bounds:
             return 0.0
         ratio = 1.0 / sorted((b for b in bounds if b is not None), reverse=True)[n - 1]
+        if self.collective is Collective.ALL_TO_ALL:  # each GPU sends (n-1)/n of its buffer over its own links
+            return self.size * (n - 1) / n * ratio + lat
+        steps = 2 * (n - 1) if self.collective is Collective.ALL_REDUCE else n - 1
+        hop = self.size * (2 if self.collective is Collective.ALL_REDUCE else 1) * (n - 1) / n
         sockets: dict[int | None, list[str]] = {}
         for g in self.available:
             sockets.setdefault(fab.socket.get(g), []).append(g)
         if len(sockets) == 2 and None not in sockets and n > max(len(v) for v in sockets.values()):
-            ratio = max(ratio, cut_ratio(fab, self.available))  # every group spans both sockets
+            ratio = max(ratio, smp_cut_ratio(fab, self.available))  # every group spans both sockets
         ring = hop * ratio + steps * lat
         nvls = sorted((r for g in self.available if (r := self.model.nvls_bound(g)) is not None), reverse=True)
         if self.collective is Collective.ALL_REDUCE and len(nvls) >= n:
@@ -117,8 +117,7 @@ class _Search:
         avail, n = self.available, self.n
         fab = self.model.fabric
         island = _islands(self.model, avail)
-        order = sorted(avail, key=lambda g: (self.model.locality_key(g)[0], island[g], fab.root.get(g) or "~",
-                                             self.model.switch_of(g), fab.order[g]))
+        order = sorted(avail, key=lambda g: (self.model.locality_key(g)[0], island[g], *self.model.locality_key(g)[1:]))
         levels = [[f"{fab.socket.get(g)}/{island[g]}" for g in order], [str(fab.root.get(g)) for g in order],
                   [self.model.switch_of(g) for g in order]]
         starts = {0}

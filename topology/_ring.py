@@ -101,7 +101,7 @@ def _cut(fab: Fabric, side: set[str], rest: set[str], links: Sequence[int]) -> f
     if not side or not rest or any(fab.nvlinked(x, y) for x in side for y in rest):
         return 0.0
     caps = [fab.capacity[2 * i + d] for i in links for d in (0, 1)]
-    return 0.0 if None in caps else 1.0 / max(c for c in caps if c is not None)
+    return 0.0 if None in caps else 1.0 / min(c for c in caps if c is not None)
 
 
 def cut_ratio(fab: Fabric, gpus: Sequence[str]) -> float:
@@ -113,13 +113,21 @@ def cut_ratio(fab: Fabric, gpus: Sequence[str]) -> float:
         for i, _ in fab.pcie_links(g):
             below.setdefault(i, set()).add(g)
     worst = max((_cut(fab, side, group - side, (i,)) for i, side in below.items()), default=0.0)
+    return max(worst, smp_cut_ratio(fab, gpus))
+
+
+def smp_cut_ratio(fab: Fabric, gpus: Sequence[str]) -> float:
+    """1 / the SMP link's rate when ``gpus`` span two sockets with no NVLink between them (every ring crosses
+    it both ways), else 0."""
+    group = set(gpus)
     sockets = {fab.socket.get(g) for g in gpus}
-    if len(sockets) == 2 and None not in sockets:
-        sa, sb = sorted(s for s in sockets if s is not None)
-        side = {g for g in gpus if fab.socket.get(g) == sa}
-        if all(fab.root.get(x) != fab.root.get(y) for x in side for y in group - side):
-            worst = max(worst, _cut(fab, side, group - side, (fab.smp_link(sa, sb),)))
-    return worst
+    if len(sockets) != 2 or None in sockets:
+        return 0.0
+    sa, sb = sorted(s for s in sockets if s is not None)
+    side = {g for g in gpus if fab.socket.get(g) == sa}
+    if any(fab.root.get(x) == fab.root.get(y) for x in side for y in group - side):
+        return 0.0
+    return _cut(fab, side, group - side, (fab.smp_link(sa, sb),))
 
 
 def best_ring(fab: Fabric, gpus: Sequence[str], hop_bytes: float, steps: int, budget: int = RING_BUDGET) -> Ring:
