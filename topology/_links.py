@@ -25,7 +25,6 @@ SMP_BYTES_PER_SECOND = 16e9
 # Latency of one ring step when none was measured between the two GPUs: NCCL's tuning model, Ring with
 # the Simple protocol, 3.4 us over NVLink, 5.7 us over PCIe (NVIDIA/nccl src/graph/tuning.cc, hwLat).
 HOP_LATENCY_SECONDS = {LinkKind.NVLINK: 3.4e-6, LinkKind.PCIE: 5.7e-6}
-LATENCY_TESTS = ("device_to_device_latency_sm",)
 _SOCKET_DISTANCE = 20
 
 Path = tuple[tuple[int, int], ...]  # (link index, direction) in order
@@ -98,10 +97,12 @@ def measured_rates(snap: Snapshot) -> dict[tuple[str, str], tuple[float, str]]:
     return out
 
 def measured_latencies(snap: Snapshot) -> dict[frozenset[str], tuple[float, str]]:
-    """GPU pair -> the slowest measured latency between them, and its source."""
+    """GPU pair -> the slowest latency measured between the two (any measurement in seconds whose subjects
+    are two GPUs, such as ``device_to_device_latency_sm``), and its source."""
+    gpus = {g.id for g in snap.gpus}
     out: dict[frozenset[str], tuple[float, str]] = {}
     for m in snap.measurements:
-        if (m.test in LATENCY_TESTS and m.unit == "seconds" and len(set(m.subjects)) == 2 and m.value > 0
+        if (m.unit == "seconds" and len(set(m.subjects)) == 2 and set(m.subjects) <= gpus and m.value > 0
                 and m.source is not Source.THEORETICAL):
             key = frozenset(m.subjects)
             if key not in out or m.value > out[key][0]:
