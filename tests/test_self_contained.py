@@ -63,6 +63,7 @@ SMALLEST: dict[str, list[str]] = {
     "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1", "--traffic-passes", "2",
                  "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
+    "placement.py": ["--runs", "1", "--nodes", "200"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
 

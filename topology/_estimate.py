@@ -4,6 +4,10 @@ A ring moves ``2(n-1)/n x bytes`` through every edge (nccl-tests' bus bandwidth 
 that over the slowest edge's bandwidth. An edge's bandwidth is the measured unidirectional
 device-to-device copy when the snapshot has one (the faster of read and write), else the theoretical
 rate of ``LinkCapability.between`` (NVLink, else the slower PCIe link at its maximum generation and width).
+
+It ignores that hops share links (a switch's uplink, the SMP link) and takes the ring order as given:
+:func:`collective_estimate` (``_cost``) routes every hop over the physical links, shares their bandwidth,
+chooses the ring and names the limiting link; placement uses that.
 """
 
 from __future__ import annotations
