@@ -54,8 +54,8 @@ def test_help_loads_only_argparse_and_the_flag_modules() -> None:
     added = modules_loaded_by("--help") - set(bare)
     ours = {m for m in added if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
     assert ours == {"agent", "agent.cli", "agent.cli_kube", "agent.cli_probe", "agent.cli_serve", "agent.sources",
-                    "agent.sources._catalog", "exporter", "exporter.kube", "exporter.kube._flags", "topology",
-                    "topology._lazy"}
+                    "agent.sources._catalog", "exporter", "exporter._http_flags", "exporter.kube",
+                    "exporter.kube._flags", "topology", "topology._lazy"}
     costly = {"typing", "dataclasses", "inspect", "fnmatch", "urllib.parse", "json", "pynvml", "prometheus_client"}
     assert added & costly == set()
 
