@@ -143,7 +143,8 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     except OSError as exc:
         event(log, "http server could not start", logging.ERROR, address=address, error=str(exc))
         return 1
-    address = "{}:{}".format(*sock.getsockname()[:2])
+    host, port = sock.getsockname()[:2]
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     cap = connection_cap(config.http.max_connections)
     if cap < config.http.max_connections:
         event(log, "connection cap lowered", logging.WARNING, wanted=config.http.max_connections, cap=cap,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 
-def rss_mb(pid: int) -> float:
+def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
@@ -129,8 +129,8 @@ class SlowClients(threading.Thread):
             key.fileobj.close()  # type: ignore[union-attr]
 
 
-def slope_mb_per_hour(samples: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (seconds, MB) samples, in MB per hour."""
+def slope_mib_per_hour(samples: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MiB) samples, in MiB per hour."""
     if len(samples) < 2:
         return float("nan")
     xs, ys = [s[0] for s in samples], [s[1] for s in samples]

@@ -42,8 +42,8 @@ from benchmarks._serve_load import (  # noqa: E402
     cpu_seconds,
     open_file_room,
     quantiles_ms,
-    rss_mb,
-    slope_mb_per_hour,
+    rss_mib,
+    slope_mib_per_hour,
 )
 from tests.serve_machines import discover_profile, full_measurements  # noqa: E402
 from topology import to_dict  # noqa: E402
@@ -77,13 +77,13 @@ def measure(name: str, pid: int, port: int, scrapes: int, idle_s: float) -> dict
         times.append(elapsed)
     zipped = Scraper(port, gzip=True).once()[1]
     series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
-    rss = rss_mb(pid)
+    rss = rss_mib(pid)
     c0 = cpu_seconds(pid)
     time.sleep(idle_s)
     idle = (cpu_seconds(pid) - c0) / idle_s * 100
     p50, p99, _ = quantiles_ms(times)
     return {"exporter": name, "p50 ms": f"{p50:.2f}", "p99 ms": f"{p99:.2f}", "series": str(series),
-            "bytes": str(len(body)), "gzip bytes": str(len(zipped)), f"RSS MB after {scrapes}": f"{rss:.1f}",
+            "bytes": str(len(body)), "gzip bytes": str(len(zipped)), f"RSS MiB after {scrapes}": f"{rss:.1f}",
             f"idle CPU % ({idle_s:g} s)": f"{idle:.2f}"}
 
 
@@ -119,7 +119,7 @@ def slow_clients(pid: int, port: int, n: int, seconds: float) -> list[dict[str, 
         p50, p99, worst = quantiles_ms(times)
         rows.append({"slow clients": str(clients), "held at the end": str(pool.connected),
                      "reopened": str(pool.reopened), "scrapes": str(len(times)), "p50 ms": f"{p50:.2f}",
-                     "p99 ms": f"{p99:.2f}", "max ms": f"{worst:.2f}", "RSS MB": f"{rss_mb(pid):.1f}",
+                     "p99 ms": f"{p99:.2f}", "max ms": f"{worst:.2f}", "RSS MiB": f"{rss_mib(pid):.1f}",
                      "closed by the server (cumulative)": closed_counters(port)})
     return rows
 
@@ -127,24 +127,24 @@ def slow_clients(pid: int, port: int, n: int, seconds: float) -> list[dict[str, 
 def soak(pid: int, port: int, seconds: float, every: float) -> None:
     scraper = Scraper(port, gzip=True)
     t0 = time.monotonic()
-    samples: list[tuple[float, float]] = [(0.0, rss_mb(pid))]
+    samples: list[tuple[float, float]] = [(0.0, rss_mib(pid))]
     next_sample = every
-    print(f"{'minute':>8}  {'RSS MB':>7}")
+    print(f"{'minute':>8}  {'RSS MiB':>7}")
     print(f"{0.0:8.2f}  {samples[0][1]:7.1f}")
     while (now := time.monotonic() - t0) < seconds:
         scraper.once()
         if now >= next_sample:
-            samples.append((now, rss_mb(pid)))
+            samples.append((now, rss_mib(pid)))
             print(f"{now / 60:8.2f}  {samples[-1][1]:7.1f}", flush=True)
             next_sample += every
         time.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - now)))
-    samples.append((time.monotonic() - t0, rss_mb(pid)))
+    samples.append((time.monotonic() - t0, rss_mib(pid)))
     half = [s for s in samples if s[0] >= seconds / 2]
     steady = statistics.median(s[1] for s in half)
-    print(f"\nsoak {seconds:g} s, one scrape a second (measured): RSS start {samples[0][1]:.1f} MB, "
-          f"end {samples[-1][1]:.1f} MB, max {max(s[1] for s in samples):.1f} MB, median of the second half "
-          f"{steady:.1f} MB; slope {slope_mb_per_hour(samples):+.2f} MB/h over the soak, "
-          f"{slope_mb_per_hour(half):+.2f} MB/h over its second half")
+    print(f"\nsoak {seconds:g} s, one scrape a second (measured): RSS start {samples[0][1]:.1f} MiB, "
+          f"end {samples[-1][1]:.1f} MiB, max {max(s[1] for s in samples):.1f} MiB, median of the second half "
+          f"{steady:.1f} MiB; slope {slope_mib_per_hour(samples):+.2f} MiB/h over the soak, "
+          f"{slope_mib_per_hour(half):+.2f} MiB/h over its second half")
 
 
 def main() -> int:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from ._http_limits import HttpStats
-from ._metrics import HttpCollector, SnapshotCollector
+from ._metrics import HttpCollector, families
 from ._view import View
 
 _EOF = b"# EOF\n"
@@ -61,19 +62,29 @@ class _Part:
         return self._zipped + finish.compress(tail) + finish.flush()
 
 
+class _Built:
+    """The families of the view being rendered, built once for both formats."""
+
+    def __init__(self) -> None:
+        self.metrics: list[Metric] = []
+
+    def collect(self) -> Iterable[Metric]:
+        return self.metrics
+
+
 class MetricsCache:
     """The agent's own registries: the view's families (rendered once per view) and, when given, the HTTP
     server's counters (rendered per scrape)."""
 
     def __init__(self, current: Callable[[], View | None], http: HttpStats | None = None) -> None:
         self._current = current
+        self._built = _Built()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(SnapshotCollector(lambda: self._rendering))
+        self.registry.register(self._built)
         self._live: CollectorRegistry | None = None
         if http is not None:
             self._live = CollectorRegistry(auto_describe=False)
             self._live.register(HttpCollector(http))
-        self._rendering: View | None = None
         self._lock = threading.Lock()
         self._cached: tuple[int, _Part, _Part] | None = None
 
@@ -87,8 +98,9 @@ class MetricsCache:
         with self._lock:
             if self._cached is not None and self._cached[0] == key:
                 return self._cached[1], self._cached[2]
-            self._rendering = view
+            self._built.metrics = [] if view is None else list(families(view))
             parts = (_Part(_render(self.registry, False)), _Part(_render(self.registry, True)))
+            self._built.metrics = []
             self._cached = (key, *parts)
             return parts
 

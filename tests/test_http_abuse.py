@@ -4,12 +4,15 @@ raw sockets and http.client. Every wait is bounded; timeouts are set short so ea
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import gzip
 import http.client
 import resource
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +22,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.types import Receive, Scope, Send
 
 import topology as t
-from exporter import HttpConfig, HttpLimits, HttpStats, MetricsCache, View, create_app, http_server, listen
+from exporter import (
+    HttpConfig,
+    HttpLimits,
+    HttpStats,
+    MetricsCache,
+    View,
+    add_http_args,
+    create_app,
+    http_server,
+    limits_from_args,
+    listen,
+)
 from tests.serve_machines import discover_profile
 
 
@@ -221,3 +235,24 @@ def test_at_the_cap_with_every_request_in_flight_a_newcomer_gets_503_then_room_a
             time.sleep(0.05)
     finally:
         running.stop()
+
+
+def test_limits_from_flags_and_environment() -> None:
+    parser = argparse.ArgumentParser()
+    add_http_args(parser, {"TOPOLINK_HTTP_MAX_CONNECTIONS": "7"})
+    limits = limits_from_args(parser.parse_args(["--http-header-timeout", "2.5"]))
+    assert (limits.max_connections, limits.header_timeout_s, limits.keep_alive_s) == (7, 2.5, HttpLimits().keep_alive_s)
+    for bad in (["--http-header-timeout", "0"], ["--http-keep-alive", "0"], ["--http-max-connections", "0"]):
+        with pytest.raises(ValueError, match="--http-"):
+            limits_from_args(parser.parse_args(bad))
+
+
+def test_the_cap_fits_the_open_file_limit() -> None:
+    """A hard limit of 300 descriptors leaves room for 300 - 128 connections; a higher one is raised to."""
+    code = ("import resource; from exporter import connection_cap; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (256, {hard})); "
+            "print(connection_cap(1024), resource.getrlimit(resource.RLIMIT_NOFILE)[0])")
+    low = subprocess.run([sys.executable, "-c", code.format(hard=300)], capture_output=True, text=True, check=True)
+    assert low.stdout.split() == ["172", "300"]
+    high = subprocess.run([sys.executable, "-c", code.format(hard=4096)], capture_output=True, text=True, check=True)
+    assert high.stdout.split() == ["1024", str(1024 + 128)]
