@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import errno
 import http.client
+import multiprocessing
 import os
 import resource
 import selectors
 import socket
 import statistics
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 
 def rss_mib(pid: int) -> float:
@@ -74,16 +75,48 @@ def quantiles_ms(times: list[float]) -> tuple[float, float, float]:
     return q[49] * 1e3, q[98] * 1e3, max(times) * 1e3
 
 
-class SlowClients(threading.Thread):
+class SlowClients:
     """``n`` connections that never finish a request: half send nothing, half send a partial head and then one
-    byte a second (slowloris). Whatever the server closes is opened again, so ``n`` stay connected."""
+    byte a second (slowloris). Whatever the server closes is opened again, so ``n`` stay connected. They run in
+    a process of their own, so that they take no time from the scraper's interpreter."""
 
     def __init__(self, port: int, n: int) -> None:
-        super().__init__(daemon=True)
-        self.port, self.n = port, n
-        self.stop = threading.Event()
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        self._counts = ctx.Array("i", 3)  # connected now, reopened so far, 1 once all were opened
+        self._proc = ctx.Process(target=_pool, args=(port, n, self.stop, self._counts), daemon=True)
+
+    def start(self) -> None:
+        self._proc.start()
+
+    def join(self, timeout: float) -> None:
+        self._proc.join(timeout)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not self._counts[2]:
+            if time.monotonic() > deadline:
+                raise SystemExit("the slow clients did not connect")
+            time.sleep(0.05)
+
+    @property
+    def connected(self) -> int:
+        return int(self._counts[0])
+
+    @property
+    def reopened(self) -> int:
+        return int(self._counts[1])
+
+
+def _pool(port: int, n: int, stop: Any, counts: Any) -> None:
+    open_file_room(n + 64)
+    _Pool(port, n, stop, counts).run()
+
+
+class _Pool:
+    def __init__(self, port: int, n: int, stop: Any, counts: Any) -> None:
+        self.port, self.n, self.stop, self.counts = port, n, stop, counts
         self.reopened = 0
-        self.connected = 0
         self._sel = selectors.DefaultSelector()
 
     def _open(self, trickle: bool) -> None:
@@ -124,7 +157,7 @@ class SlowClients(threading.Thread):
                             key.data[1] = True
                         except OSError:
                             continue
-                self.connected = len(self._sel.get_map())
+                self.counts[0], self.counts[1], self.counts[2] = len(self._sel.get_map()), self.reopened, 1
         for key in list(self._sel.get_map().values()):
             key.fileobj.close()  # type: ignore[union-attr]
 

@@ -2,17 +2,18 @@
 without slow clients holding connections; then, when asked, a memory soak. Prints tables.
 
     .venv/bin/python benchmarks/serve.py [--scrapes 10000] [--idle-seconds 60]
-        [--slow-clients 1000] [--slow-seconds 30] [--soak-seconds 0] [--soak-every 60]
+        [--slow-clients 1000] [--slow-seconds 30] [--slow-rounds 2] [--soak-seconds 0] [--soak-every 60]
 
 topolink serves the hgx-h100 profile with a full set of probe results (every CUDA copy, latency and
 all-reduce result a node would have; synthetic, marked source=simulated) loaded from its state directory.
 
 - Exporters: ``--scrapes`` back-to-back scrapes on one keep-alive connection, plain text; resident size after
   them and CPU while idle for ``--idle-seconds``.
-- Slow clients: p50/p99/max of /metrics (gzip asked, as Prometheus does, a scrape every 5 ms on one
+- Slow clients: p50/p99/max of /metrics (gzip asked, as Prometheus does, a scrape every 1 ms on one
   keep-alive connection) for ``--slow-seconds`` with no other client, then as long again with
   ``--slow-clients`` connections that never finish a request (half send nothing, half a byte a second);
-  the server closes them at its header timeout or evicts them at its cap, and the pool opens them again.
+  the server closes them at its header timeout or evicts them at its cap, and the pool (a process of its
+  own) opens them again. ``--slow-rounds`` alternations of the two, so that drift on a shared machine shows.
 - Soak (``--soak-seconds`` > 0): one gzip scrape a second, a discovery pass a minute; the resident size every
   ``--soak-every`` seconds, its least-squares slope over the whole soak and over its second half.
 """
@@ -103,17 +104,17 @@ def closed_counters(port: int) -> str:
     return ", ".join(f"{reason} {float(n):.0f}" for reason, n in found)
 
 
-def slow_clients(pid: int, port: int, n: int, seconds: float) -> list[dict[str, str]]:
+def slow_clients(pid: int, port: int, n: int, seconds: float, rounds: int) -> list[dict[str, str]]:
     room = open_file_room(n + 256) - 128
     if room < n:
         print(f"(only {room} slow clients: this process's open-file limit allows no more)")
         n = room
     rows = []
-    for clients in (0, n):
+    for clients in (0, n) * rounds:
         pool = SlowClients(port, clients)
         pool.start()
-        time.sleep(1.0 if clients else 0.0)  # all connected before timing starts
-        times = Scraper(port, gzip=True).for_seconds(seconds, pause_s=0.005)
+        pool.wait_ready()  # all connected before timing starts
+        times = Scraper(port, gzip=True).for_seconds(seconds, pause_s=0.001)
         pool.stop.set()
         pool.join(10)
         p50, p99, worst = quantiles_ms(times)
@@ -153,6 +154,7 @@ def main() -> int:
     ap.add_argument("--idle-seconds", type=float, default=60.0)
     ap.add_argument("--slow-clients", type=int, default=1000)
     ap.add_argument("--slow-seconds", type=float, default=30.0)
+    ap.add_argument("--slow-rounds", type=int, default=2)
     ap.add_argument("--soak-seconds", type=float, default=0.0)
     ap.add_argument("--soak-every", type=float, default=60.0)
     args = ap.parse_args()
@@ -190,7 +192,7 @@ def main() -> int:
                     ne.wait(timeout=10)
             print_table(rows)
             if args.slow_clients > 0:
-                print_table(slow_clients(serve.pid, port, args.slow_clients, args.slow_seconds))
+                print_table(slow_clients(serve.pid, port, args.slow_clients, args.slow_seconds, args.slow_rounds))
             if args.soak_seconds > 0:
                 soak(serve.pid, port, args.soak_seconds, args.soak_every)
         finally:
