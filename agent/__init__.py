@@ -1,1 +1,8 @@
-"""Discovery (NVML, sysfs) into a :class:`topology.Snapshot`, the node daemon loop and the CLI."""
+"""The composition root: the command line, the node agent, and discovery.
+
+  ``agent.cli``        one module per command; parses flags and wires the rooms below together
+  ``agent.serve``      the node agent's loops, state directory and logging (``topolink serve``)
+  ``agent.discovery``  sources -> ``topology.Snapshot``, through the doors to the file system and NVML
+Imports flow down that list and never back; ``agent`` may import ``probes``, ``exporter`` and ``topology``,
+and nothing imports ``agent``.
+"""

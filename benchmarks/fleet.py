@@ -1,6 +1,7 @@
-"""Label churn across a fleet: prints a table against the targets. Not a test.
+"""Label churn and API traffic across a fleet: prints a table against the targets. Not a test.
 
     .venv/bin/python benchmarks/fleet.py [--nodes 10000] [--days 30] [--sample 8] [--sample-days 3]
+                                         [--traffic-passes 30] [--watch-seconds 15]
 
 Fleet pass: every node, hourly, measures its three bandwidth ratios with +/-5% uniform noise around a
 per-node base (a fifth of the nodes sit right on a class edge) and labels them with the real
@@ -9,6 +10,9 @@ random hour (a real degradation; those already in the lowest class are left out:
 Sample pass: a few nodes of four machine profiles go through the whole
 sink (``NodeLabelSink``: ``desired_labels`` -> ``plan_node_labels`` -> apply) against an in-memory API that
 counts reads and writes, with noisy measurements as probe results and a PCIe link trained to x8 halfway.
+Traffic: bytes read per node per day from the sizes of real responses of a real kube-apiserver (with
+``$KUBEBUILDER_ASSETS``; see ``benchmarks/_kube_traffic.py``), against listing every topolink slice of the
+fleet each pass.
 """
 
 from __future__ import annotations
@@ -157,6 +161,8 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=8, help="nodes per profile through the whole sink")
     ap.add_argument("--sample-days", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--traffic-passes", type=int, default=30, help="steady passes measured against the API server")
+    ap.add_argument("--watch-seconds", type=int, default=15, help="server timeout of the watch that is measured")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     t0 = time.perf_counter()
@@ -179,6 +185,35 @@ def main() -> None:
     print(f"{'measure':<{width}}  {'value':>7}  target")
     for name, value, target in rows:
         print(f"{name:<{width}}  {value:>7}  {target}")
+    traffic(args)
+
+
+def traffic(args: argparse.Namespace) -> None:
+    from benchmarks._kube_traffic import measure
+
+    try:
+        m = measure(args.traffic_passes, args.watch_seconds, args.nodes)
+    except LookupError as exc:
+        print(f"\nAPI traffic per node: not measured ({exc})")
+        return
+    mb = 1e6
+    rows = [
+        ("steady pass: requests (measured)", f"{m['pass_requests']:.2f}", "1: the Node; slices from the watch"),
+        ("steady pass: bytes read (measured)", f"{m['pass_bytes']:.0f}",
+         "a Node without kubelet status: real ones are larger"),
+        (f"watch reopened by the server: bytes ({args.watch_seconds} s watch, measured)",
+         f"{m['reopen_bytes']:.0f}", ""),
+        ("watch bookmark: bytes (measured)", f"{m['bookmark_bytes']:.0f}", ""),
+        ("requests per node per day (estimate from the measured)", f"{m['day_requests']:.0f}", ""),
+        ("MB read per node per day (estimate from the measured)", f"{m['day_bytes'] / mb:.1f}", ""),
+        ("one node's slice list: bytes (measured)", f"{m['slice_list_bytes']:.0f}", ""),
+        (f"before (every slice of {args.nodes} nodes each pass): MB per node per day (estimate)",
+         f"{m['before_day_bytes'] / mb:.0f}", f"gzip would send {m['gzip_ratio']:.2f} of it"),
+    ]
+    print(f"\nAPI traffic per node: an 8-GPU H100 node, discovery every 60 s, {args.traffic_passes} passes measured")
+    width = max(len(r[0]) for r in rows)
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>9}  {note}")
 
 
 if __name__ == "__main__":

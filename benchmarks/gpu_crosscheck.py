@@ -33,14 +33,14 @@ from _table import print_rows  # noqa: E402  (beside this script)
 
 import probes  # noqa: E402
 import topology as t  # noqa: E402
-from probes._profiles import MiB  # noqa: E402
+from probes.core import MiB  # noqa: E402
 
 TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_local_copy")
 
 
 def discover_here() -> t.Snapshot:
-    from agent._context import DiscoveryContext
-    from agent.discover import discover
+    from agent.discovery import discover
+    from agent.discovery.doors import DiscoveryContext
 
     return discover(DiscoveryContext())
 

@@ -34,13 +34,12 @@ from _table import print_rows  # noqa: E402  (beside this script)
 
 import probes  # noqa: E402
 import topology as t  # noqa: E402
-from probes._profiles import MiB  # noqa: E402
-from probes._specs import spec  # noqa: E402
+from probes.core import MiB, spec  # noqa: E402
 
 
 def this_machine() -> t.Snapshot:
-    from agent._context import DiscoveryContext
-    from agent.discover import discover
+    from agent.discovery import discover
+    from agent.discovery.doors import DiscoveryContext
 
     return discover(DiscoveryContext())
 

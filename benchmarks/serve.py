@@ -169,7 +169,7 @@ def main() -> int:
         (state / "probe-report.json").write_text(json.dumps(doc))
         port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")} | node.env()
-        serve = subprocess.Popen([sys.executable, "-m", "agent.cli_serve", "--host", "127.0.0.1", "--port", str(port),
+        serve = subprocess.Popen([sys.executable, "-m", "agent.cli.serve", "--host", "127.0.0.1", "--port", str(port),
                                   "--state-dir", str(state), "--probe-interval", "0"], cwd=REPO, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -153,7 +153,7 @@ def pynvml_row() -> None:
 
 
 def _median_call(ctx: object, runs: int) -> float:
-    from agent.discover import discover
+    from agent.discovery import discover
 
     discover(ctx)  # type: ignore[arg-type]
     samples = []
@@ -165,8 +165,7 @@ def _median_call(ctx: object, runs: int) -> float:
 
 
 def discovery_calls(runs: int, trees: list[tuple[str, Path]]) -> None:
-    from agent._context import DiscoveryContext
-    from agent._fsroot import FsRoot
+    from agent.discovery.doors import DiscoveryContext, FsRoot
 
     rows = []
     for name, root in trees:
@@ -194,9 +193,8 @@ def profile_rows(runs: int, scaled: Sequence[int] = SCALED_GPUS) -> dict[int, tu
     """The discovery call on hgx-h100 and on synthetic machines of 16, 32 and 64 GPUs grown from it (its
     boards repeated in more PCI domains and NUMA nodes, one NVLink fabric). Time may grow no faster than the
     NVML pair calls. Returns the snapshot and median ms per GPU count, for the ``dumps`` rows."""
-    from agent._context import DiscoveryContext
-    from agent._fsroot import FsRoot
-    from agent.discover import discover
+    from agent.discovery import discover
+    from agent.discovery.doors import DiscoveryContext, FsRoot
     from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, materialize, write_scaled
 
     rows, found = [], {}

@@ -19,7 +19,7 @@ if _TYPE_CHECKING:
     from ._picture import Svg, picture_dot, render_svg
     from ._server import connection_cap, http_server, listen
     from ._sink import PublishResult, Sink, WatchingSink
-    from ._view import ProbeStats, SinkStats, View
+    from ._view import ProbeStats, SinkStats, View, sink_stats
 
 __all__ = [
     "FAMILIES",
@@ -51,6 +51,7 @@ __all__ = [
     "readiness",
     "render_svg",
     "series_bound",
+    "sink_stats",
 ]
 
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
@@ -85,6 +86,7 @@ _WHERE = {
     'readiness': '_http',
     'render_svg': '_picture',
     'series_bound': '_families',
+    'sink_stats': '_view',
 }
 
 

@@ -107,6 +107,9 @@ FAMILIES: tuple[Family, ...] = (
            "The same rule as the degraded node label and device taint.", ("subject", "kind"), "3G+N"),
     Family("topolink_sink_publish", "counter", "Objects or keys each sink wrote, left unchanged or failed to "
            "write.", ("sink", "result"), "3K"),
+    Family("topolink_sink_watch_restarts", "counter", "Times a sink's watch of what it wrote was opened again: "
+           "reason closed (the server ended it at its timeout), expired (410 Gone: listed again) or error "
+           "(failed: backed off, then listed again).", ("sink", "reason"), "3K"),
     Family("topolink_state_file_errors", "counter", "State files found corrupt or foreign at start, and "
            "ignored.", ("file",), "2"),
     Family("topolink_state_writable", "gauge", "1 when the state directory took the latest write, 0 when it "

@@ -77,6 +77,8 @@ def families(view: View) -> Iterator[Metric]:
     for s in view.sinks:
         for result, n in (("written", s.written), ("unchanged", s.unchanged), ("failed", s.failed)):
             add("topolink_sink_publish", [s.name, result], n)
+        for reason, n in s.watch_restarts:
+            add("topolink_sink_watch_restarts", [s.name, reason], n)
     for name, n in view.state_errors:
         add("topolink_state_file_errors", [name], n)
     if view.state_writable is not None:

@@ -10,7 +10,7 @@ facts (``snapshot.knowledge().knows(subject, aspect)``) and never deletes on par
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -41,10 +41,13 @@ class Sink(Protocol):
 class WatchingSink(Protocol):
     """A sink that also learns of changes made by others to what it wrote (kubelet wiping ResourceSlices):
     ``watch`` blocks, in a thread of its own, until ``stop`` is set, and calls ``wake`` with a reason when the
-    agent should publish again now rather than at the next interval."""
+    agent should publish again now rather than at the next interval. ``watch_restarts`` counts the times its
+    watch was opened again, by reason, every reason present from the start."""
 
     name: str
 
     def publish(self, snapshot: Snapshot) -> PublishResult: ...
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None]) -> None: ...
+
+    def watch_restarts(self) -> Mapping[str, int]: ...

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 from topology import Fact, Snapshot
 
+from ._sink import PublishResult, WatchingSink
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeStats:
@@ -29,6 +31,18 @@ class SinkStats:
     unchanged: int = 0
     failed: int = 0
     detail: str = ""
+    watch_restarts: tuple[tuple[str, int], ...] = ()  # (reason, times) of a sink that watches what it wrote
+
+
+def sink_stats(sink: object, old: SinkStats | None = None, result: PublishResult | None = None) -> SinkStats:
+    """A sink's totals: ``old`` plus one publish's ``result``, and its watch's restarts as they are now (every
+    reason from the start, at 0 until it happens)."""
+    name = str(getattr(sink, "name", ""))
+    old = old or SinkStats(name=name)
+    now = result or PublishResult(detail=old.detail)
+    restarts = tuple(sorted(sink.watch_restarts().items())) if isinstance(sink, WatchingSink) else ()
+    return SinkStats(name=name, written=old.written + now.written, unchanged=old.unchanged + now.unchanged,
+                     failed=old.failed + now.failed, detail=now.detail, watch_restarts=restarts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

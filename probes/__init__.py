@@ -3,27 +3,54 @@
 Every probe runs in a child process with a wall-time and memory budget. Tests are defined the way
 nvbandwidth, nccl-tests and perftest define them; a test that cannot run is waived with its reason,
 never reported as a number.
+
+Rooms, each importing only those below it: ``harness`` (plan, child processes and budgets, runner,
+report, the entry points here) above the backends ``cpu`` and ``cuda`` (which never import each other),
+above ``host`` (NUMA-bound host memory both backends use), above ``core`` (records, errors, specs,
+profiles, statistics, the backend seam and registry). import-linter checks the order (pyproject.toml).
 """
 
-from ._api import (
+from .core import (
+    BACKENDS,
+    BUS_FACTORS,
+    CPU_SPECS,
+    CUDA_SPECS,
+    FULL,
+    PROFILES,
+    QUICK,
+    SELFTEST,
+    Capabilities,
+    Device,
+    Item,
+    Plan,
+    ProbeError,
+    ProbeOutcome,
+    ProbeReport,
+    ProbeSpec,
+    Profile,
+    Status,
+    Target,
+    Waived,
+    Waiver,
+    profile,
+    read_busy,
+    specs_for,
+    summarize,
+)
+from .harness import (
     REPORT_SCHEMA,
     SelftestLine,
     apply_report,
     choose_backend,
+    make_plan,
+    render_bandwidth_matrix,
+    render_report,
     report_json,
     report_to_dict,
     run_probes,
     selftest,
     snapshot_from_caps,
 )
-from ._backend import BACKENDS, Capabilities, Device
-from ._errors import ProbeError, Waived
-from ._model import Item, Plan, ProbeOutcome, ProbeReport, Status, Target, Waiver
-from ._plan import make_plan
-from ._profiles import FULL, PROFILES, QUICK, SELFTEST, Profile, profile
-from ._report import render_bandwidth_matrix, render_report
-from ._specs import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, ProbeSpec, specs_for
-from ._stats import summarize
 
 __all__ = [
     "BACKENDS",
@@ -53,6 +80,7 @@ __all__ = [
     "choose_backend",
     "make_plan",
     "profile",
+    "read_busy",
     "render_bandwidth_matrix",
     "render_report",
     "report_json",

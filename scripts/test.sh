@@ -5,13 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System tools the tests run for real: lstopo (hwloc) to compare discovery with on this machine,
-# promtool/prometheus for the exporter, gcc for the test NVML library.
+# promtool/prometheus for the exporter, gcc for the test NVML library. The apiserver tier runs when
+# $KUBEBUILDER_ASSETS names a folder with envtest's etcd and kube-apiserver (README: Development).
 need=()
 command -v lstopo-no-graphics >/dev/null 2>&1 || command -v lstopo >/dev/null 2>&1 || need+=(hwloc)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The apiserver tier (with $KUBEBUILDER_ASSETS: envtest's etcd and kube-apiserver) makes its certificates.
+if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then command -v openssl >/dev/null 2>&1 || need+=(openssl); fi
 if ((${#need[@]})); then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

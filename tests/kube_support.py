@@ -39,9 +39,8 @@ def _env(**values: str) -> Iterator[None]:
 
 
 def discover_profile(profile: str, workdir: Path) -> t.Snapshot:
-    from agent._context import DiscoveryContext
-    from agent._fsroot import FsRoot
-    from agent.discover import discover
+    from agent.discovery import discover
+    from agent.discovery.doors import DiscoveryContext, FsRoot
 
     node = materialize(profile, workdir)
     with _env(**{ENV_PROFILE: str(node.nvml_profile), ENV_CALLS: str(node.calls_file)}):

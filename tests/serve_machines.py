@@ -10,9 +10,8 @@ import os
 from pathlib import Path
 
 import topology as t
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent.discover import discover
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_PROFILE, FakeNode, materialize
 
 _D2D = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")

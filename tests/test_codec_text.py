@@ -19,9 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import topology as t
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent.discover import discover
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, FakeNode, materialize, write_scaled
 from tests.fakenvml.fixtures import MakeMachine
 from topology._jsontext import dumps_indented

@@ -152,8 +152,9 @@ def test_rbac_is_exactly_the_table(overlay: str, rendered: dict[str, list[dict[s
 def test_nfd_overlay_cannot_patch_nodes(rendered: dict[str, list[dict[str, Any]]]) -> None:
     granted = effective(rendered["nfd"], "topolink")
     assert granted[("", "nodes", False)] == {"get"}
-    assert "--labels-via=nodefeature" in one(rendered["nfd"], "DaemonSet")["spec"]["template"]["spec"][
-        "containers"][0]["args"]
+    # set where the agent and the admission policy both read it
+    assert one(rendered["nfd"], "ConfigMap")["data"]["labelsVia"] == "nodefeature"
+    assert one(rendered["default"], "ConfigMap")["data"]["labelsVia"] == "node"
 
 
 def pod(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -233,7 +234,7 @@ def test_agent_args_parse(overlay: str, rendered: dict[str, list[dict[str, Any]]
     parser = build_parser()
     serve = parser._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
     if any(a.startswith("--labels-via") for a in agent["args"]) and "--labels-via" not in serve._option_string_actions:
-        pytest.xfail("topolink serve does not take the Kubernetes publishing flags yet (cli_serve.build_sinks)")
+        pytest.xfail("topolink serve does not take the Kubernetes publishing flags yet (agent.cli.serve.build_sinks)")
     try:
         parser.parse_args(agent["args"])
     except SystemExit as exc:  # pragma: no cover - the message is on standard error
@@ -246,3 +247,16 @@ def test_readme_installs_each_variant_with_one_command() -> None:
         if overlay != "prune":
             assert f"| `kubectl apply -k daemonset/overlays/{overlay}` |" in section
     assert "kubectl apply -k daemonset/overlays/prune" in section.split("**Uninstall.**", 1)[1]
+
+
+@pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != "prune"])
+def test_the_admission_policy_reads_the_agents_settings(overlay: str,
+                                                        rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """The binding's parameters are the ConfigMap the DaemonSet reads, in the namespace kustomize put it in."""
+    docs = rendered[overlay]
+    settings = one(docs, "ConfigMap")["metadata"]
+    ref = one(docs, "ValidatingAdmissionPolicyBinding")["spec"]["paramRef"]
+    assert (ref["name"], ref["namespace"]) == (settings["name"], settings["namespace"])
+    env = pod(docs)["containers"][0]["env"]
+    assert {e["valueFrom"]["configMapKeyRef"]["name"] for e in env if "configMapKeyRef" in e.get("valueFrom", {})
+            } == {settings["name"]}

@@ -1,7 +1,9 @@
 """The ValidatingAdmissionPolicy in ``daemonset/base``, evaluated by a real CEL implementation (the
 ``common-expression-language`` package) on admission requests shaped as the API server builds them:
 ``request`` (an AdmissionRequest with ``userInfo.extra``), ``object`` (null on DELETE), ``oldObject``
-(null on CREATE; for a PATCH, the stored object while ``object`` is the patched one), ``variables``.
+(null on CREATE; for a PATCH, the stored object while ``object`` is the patched one), ``params`` (the
+ConfigMap ``topolink-agent``), ``variables``. ``tests/test_apiserver_policy.py`` runs the same policy in a
+real API server against the agent's own writes.
 
 Evaluation follows the API server: a false match condition skips the policy; variables are bound in
 order; any validation that is false or fails to evaluate denies (``failurePolicy: Fail``)."""
@@ -15,9 +17,22 @@ from typing import Any
 import pytest
 import yaml
 
+from exporter.kube import KubePublishConfig, policy_params
+
 cel = pytest.importorskip("cel")
 
-POLICY = Path(__file__).resolve().parents[1] / "daemonset" / "base" / "admission-policy.yaml"
+BASE = Path(__file__).resolve().parents[1] / "daemonset" / "base"
+POLICY = BASE / "admission-policy.yaml"
+DEFAULTS = policy_params(KubePublishConfig())
+NODES_ONLY = "the agent may update only the Node it runs on, and only when it labels Nodes (labelsVia node)"
+OUR_LABELS = "the agent may change only labels under its prefix (labelPrefix) and the opt-in keys it owns"
+LABELS_ONLY = "the agent may change a Node's labels, nothing else"
+OUR_SLICES = "the agent may write only ResourceSlices of its driver (draDriver) for the Node it runs on"
+SLICE_META = "a ResourceSlice of the agent is owned by its Node alone and gets no finalizers or annotations"
+OUR_FEATURES = "the agent may write only NodeFeatures for the Node it runs on, with labels under its prefix only"
+FEATURE_META = "a NodeFeature of the agent is owned by its Pod alone and gets no finalizers or annotations"
+OUR_RULES = "the agent may write only DeviceTaintRules for devices of the GPU driver in its node's pool"
+RULE_META = "a DeviceTaintRule of the agent gets no owners, finalizers or annotations"
 AGENT = "system:serviceaccount:topolink:topolink"
 NODE_CLAIM = "authentication.kubernetes.io/node-name"
 OWN, OTHER = "gpu-node-1", "gpu-node-2"
@@ -28,10 +43,13 @@ def load() -> tuple[dict[str, Any], dict[str, Any]]:
     return policy, binding
 
 
-def admit(request: dict[str, Any], obj: dict[str, Any] | None, old: dict[str, Any] | None) -> str | None:
-    """None when admitted, else the denial message."""
+def admit(request: dict[str, Any], obj: dict[str, Any] | None, old: dict[str, Any] | None,
+          params: dict[str, str] | None = None) -> str | None:
+    """None when admitted, else the denial message; ``params``: the ConfigMap's data (default: the agent's
+    defaults)."""
     spec = load()[0]["spec"]
-    ctx: dict[str, Any] = {"request": request, "object": obj, "oldObject": old, "params": None}
+    ctx: dict[str, Any] = {"request": request, "object": obj, "oldObject": old,
+                           "params": {"apiVersion": "v1", "kind": "ConfigMap", "data": params or DEFAULTS}}
     if not all(cel.evaluate(c["expression"], ctx) is True for c in spec["matchConditions"]):
         return None
     variables: dict[str, Any] = {}
@@ -95,14 +113,14 @@ def test_own_node_our_labels_added_changed_removed() -> None:
 
 
 def test_other_node_denied() -> None:
-    assert patch_node(OTHER, {"gpu.topology/gpu.count": "4"}) == "the agent may update only the Node it runs on"
+    assert patch_node(OTHER, {"gpu.topology/gpu.count": "4"}) == NODES_ONLY
 
 
 @pytest.mark.parametrize("change", [{"nvidia.com/gpu.present": "false"}, {"nvidia.com/gpu.present": None},
                                     {"node-role.kubernetes.io/control-plane": ""},
                                     {"gpu.topology.evil/x": "1"}, {"gpu.topologyx/y": "1"}])
 def test_someone_elses_label_denied(change: dict[str, str | None]) -> None:
-    assert patch_node(OWN, change) == "the agent may change only labels under gpu.topology/"
+    assert patch_node(OWN, change) == OUR_LABELS
     assert patch_node(OWN, {"gpu.topology/gpu.count": "4", **change}) is not None
 
 
@@ -110,8 +128,7 @@ def test_own_node_nothing_but_labels() -> None:
     before = node(OWN)
     after = copy.deepcopy(before)
     after["spec"]["taints"] = [{"key": "x", "effect": "NoSchedule"}]
-    assert admit(request("", "nodes", "Node", "UPDATE", OWN), after, before) == \
-        "the agent may change a Node's labels, nothing else"
+    assert admit(request("", "nodes", "Node", "UPDATE", OWN), after, before) == LABELS_ONLY
     after = copy.deepcopy(before)
     after["metadata"]["annotations"] = {"x": "y"}
     assert admit(request("", "nodes", "Node", "UPDATE", OWN), after, before) is not None
@@ -169,8 +186,7 @@ def test_our_slices_on_our_node() -> None:
 ], ids=["other-driver", "other-node", "all-nodes", "steal", "give-away", "take-driver", "delete-other-node",
         "delete-other-driver"])
 def test_other_slices_denied(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
-    assert slice_op(operation, obj, old) == \
-        "the agent may write only ResourceSlices of driver gpu.topology for the Node it runs on"
+    assert slice_op(operation, obj, old) == OUR_SLICES
 
 
 def feature(node_name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -181,17 +197,20 @@ def feature(node_name: str, labels: dict[str, str] | None = None, **spec: Any) -
             "spec": {"labels": labels if labels is not None else {"gpu.topology/gpu.count": "8"}, **spec}}
 
 
+NFD = DEFAULTS | {"labelsVia": "nodefeature"}
+
+
 def feature_op(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> str | None:
     name = (obj or old or {})["metadata"]["name"]
     return admit(request("nfd.k8s-sigs.io", "nodefeatures", "NodeFeature", operation, name, namespace="topolink",
-                         version="v1alpha1"), obj, old)
+                         version="v1alpha1"), obj, old, NFD)
 
 
 def test_node_features() -> None:
     assert feature_op("CREATE", feature(OWN), None) is None
     assert feature_op("UPDATE", feature(OWN, {"gpu.topology/gpu.count": "4"}), feature(OWN)) is None
     assert feature_op("DELETE", None, feature(OWN)) is None
-    denied = "the agent may write only NodeFeatures for the Node it runs on, with gpu.topology/ labels only"
+    denied = OUR_FEATURES
     assert feature_op("CREATE", feature(OTHER), None) == denied
     assert feature_op("CREATE", feature(OWN, {"nvidia.com/gpu.present": "true"}), None) == denied
     assert feature_op("CREATE", feature(OWN, features={"flags": {}}), None) == denied
@@ -204,5 +223,8 @@ def test_node_features() -> None:
 
 def test_binding_denies_with_the_policy() -> None:
     policy, binding = load()
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"],
+                               "paramRef": {"name": "topolink-agent", "namespace": "topolink",
+                                            "parameterNotFoundAction": "Deny"}}
+    assert policy["spec"]["paramKind"] == {"apiVersion": "v1", "kind": "ConfigMap"}
     assert policy["spec"]["failurePolicy"] == "Fail"

@@ -1,4 +1,4 @@
-"""``topolink prune`` (agent/cli_kube.py), the command the prune overlay's Job runs."""
+"""``topolink prune`` (agent/cli/prune.py), the command the prune overlay's Job runs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from exporter.kube import PruneResult, PublishError
 
 
 @pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> Any:
-    if "cli_kube" not in agent.cli._COMMAND_MODULES:
-        monkeypatch.setattr(agent.cli, "_COMMAND_MODULES", (*agent.cli._COMMAND_MODULES, "cli_kube"))
+def cli() -> Any:
     return agent.cli
 
 

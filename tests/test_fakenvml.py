@@ -14,10 +14,8 @@ import pynvml
 import pytest
 import yaml
 
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent._nvml_port import NvmlDriverNotLoaded, NvmlError, NvmlPort, open_nvml
-from agent.discover import discover
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot, NvmlDriverNotLoaded, NvmlError, NvmlPort, open_nvml
 from tests.fakenvml import ENV_PROFILE, MACHINES, FakeNode, ProfileError, load_machine, materialize, read_calls
 from tests.fakenvml.fixtures import MakeMachine
 from tests.reference_data import TOPO as REFERENCE_TOPO

@@ -11,10 +11,8 @@ import pytest
 import yaml
 
 import topology as t
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent._nvml_port import open_nvml
-from agent.discover import discover
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot, open_nvml
 from tests.fakenvml import (
     ENV_CALLS,
     ENV_PROFILE,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent._fsroot import AttributeTooLarge, FsRoot, NotARegularFile
+from agent.discovery.doors import AttributeTooLarge, FsRoot, NotARegularFile
 from tests.unprivileged import CANNOT_DROP, NOBODY, as_nobody
 
 

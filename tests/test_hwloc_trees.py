@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 import topology as t
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent.discover import discover
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.hwloc_expected import Expected, Spec, load, read_test
 from tests.reference_data import HWLOC_LINUX
 

@@ -155,3 +155,21 @@ async def test_a_forbidden_watch_is_given_up_and_publishing_goes_on(kmock: Any, 
     assert woken.reasons == []
     assert "not watching" in caplog.text and "403" in caplog.text
     assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1
+
+
+async def test_a_pass_with_the_watch_open_lists_nothing(kmock: Any, api: LightkubeApi, watch: Watch) -> None:
+    """Steady state reads the watch's view: the list (and the watch) go out with this node's and this driver's
+    field selectors, once, when the watch opens; passes after it send no list."""
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1
+    await watch.start(sink)
+    start = len(list(kmock))
+    for _ in range(3):
+        result = await asyncio.to_thread(sink.publish, a100_node())
+        assert result.ok and result.written == 0
+    assert [r for r in list(kmock)[start:] if r.resource == SLICES] == []
+    selectors = {frozenset(str(r.params.get("fieldSelector")).split(","))
+                 for r in kmock if r.resource == SLICES and r.method.value == "GET"}
+    assert selectors == {frozenset({f"spec.driver={SliceConfig().driver}", f"spec.nodeName={NODE}"})}
+    watches = [r for r in kmock if r.resource == SLICES and r.params.get("watch") == "true"]
+    assert watches and all(r.params.get("allowWatchBookmarks") == "true" for r in watches)

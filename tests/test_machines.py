@@ -11,9 +11,8 @@ from collections import Counter
 
 import pytest
 
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent.discover import discover
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests import topo_reference
 from tests.fakenvml import MACHINES, FakeNode
 from tests.fakenvml.fixtures import MakeMachine

@@ -10,12 +10,11 @@ import pytest
 import yaml
 
 import topology as t
-from agent._assemble_nvml import merge_nvml
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent.discover import discover
-from agent.sources import SubsystemAbsent
-from agent.sources.nvml import REMOTE_SWITCH, NvmlFacts, read_nvml
+from agent.discovery import discover
+from agent.discovery.assemble._nvml import merge_nvml
+from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.sources import SubsystemAbsent
+from agent.discovery.sources.nvml import REMOTE_SWITCH, NvmlFacts, read_nvml
 from tests.fakenvml import MACHINES, FakeNode, gpus_named
 from tests.fakenvml.fixtures import MakeMachine
 from topology import FabricState, LinkKind, PathIndex, Snapshot, SourceStatus
@@ -368,7 +367,7 @@ def test_cluster_uuid_text_is_rfc_4122_as_the_uuid_module_writes_it() -> None:
     import os
     import uuid
 
-    from agent.sources._nvml_read import _uuid_text
+    from agent.discovery.sources._nvml_read import _uuid_text
 
     for raw in (bytes(16), bytes(range(16)), b"\xff" * 16, *(os.urandom(16) for _ in range(200))):
         assert _uuid_text(raw) == str(uuid.UUID(bytes=raw))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent._output import OutputError, check_output, write_output
+from agent.cli._output import OutputError, check_output, write_output
 from tests.unprivileged import CANNOT_DROP, NOBODY, as_nobody
 from topology import TopolinkError
 

@@ -9,7 +9,7 @@ import pytest
 
 import topology as t
 from agent.cli import main
-from agent.cli_probe import EXIT_NONE_RAN, EXIT_OK, EXIT_USAGE, ProgressBar
+from agent.cli.probe import EXIT_NONE_RAN, EXIT_OK, EXIT_USAGE, ProgressBar
 from tests.probe_snapshots import four_gpu_box, this_host
 
 

@@ -11,8 +11,8 @@ import pytest
 import probes
 import topology as t
 from probes import Status
-from probes._numa import HostBuffer, page_nodes, sample_pages
-from probes._profiles import KiB, MiB
+from probes.core._profiles import KiB, MiB
+from probes.host._numa import HostBuffer, page_nodes, sample_pages
 from tests.probe_snapshots import this_host
 
 TINY = dataclasses.replace(probes.SELFTEST, name="tiny", copy_bytes=1 * MiB, copy_iters=4, samples=3,
@@ -30,7 +30,7 @@ def test_buffer_bound_to_node_0_is_verified_page_by_page() -> None:
 
 
 def test_binding_without_libnuma_uses_the_system_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("probes._numa.libnuma", lambda: None)
+    monkeypatch.setattr("probes.host._numa.libnuma", lambda: None)
     buf = HostBuffer(1 * MiB, 0, ())
     try:
         assert buf.placement.verified and "mbind system call" in buf.placement.how

@@ -11,21 +11,21 @@ import pytest
 
 import probes
 from probes import Status
-from probes._gdr import parse_write_bw, perftest_from_help, perftest_unavailable
-from probes._idle import busy_reason
-from probes._perftest import command
+from probes.core._idle import busy_reason
+from probes.cuda._perftest import command, parse_write_bw, perftest_from_help, perftest_unavailable
 
 
 def test_cuda_modules_import_without_cupy_or_a_gpu() -> None:
-    code = ("import sys, probes._cuda, probes._cuda_copy, probes._cuda_latency, probes._nccl, probes._perftest,"
-            " probes._gloo; print(sorted(m for m in ('cupy', 'torch', 'numpy', 'pynvml') if m in sys.modules))")
+    code = ("import sys, probes.cuda._backend, probes.cuda._copy, probes.cuda._latency, probes.cuda._nccl,"
+            " probes.cuda._perftest, probes.cuda._runtime, probes.cuda._kernels, probes.cuda._legs, probes.cpu._gloo;"
+            " print(sorted(m for m in ('cupy', 'torch', 'numpy', 'pynvml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # nothing heavy is loaded by importing the backend
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
 def test_capabilities_say_why_cuda_cannot_run() -> None:
-    from probes._cuda import CudaBackend
+    from probes.cuda import CudaBackend
 
     caps = CudaBackend().capabilities()
     assert caps.error.startswith("CuPy is not installed (pip install 'topolink[cuda]')")

@@ -10,7 +10,7 @@ import pytest
 
 import topology as t
 from probes import FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, make_plan
-from probes._profiles import GiB, MiB
+from probes.core import GiB, MiB
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
 
 ALL_PEERS = tuple((a, b) for a in (G0, G1, G2, G3) for b in (G0, G1, G2, G3) if a != b)

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from probes import Item, Status, Target
-from probes._model import RawResult, RawRow
-from probes._process import ask_capabilities, run_items
-from probes._runner import assemble, peak
-from probes._specs import spec
+from probes.core import RawResult, RawRow, spec
+from probes.harness import ask_capabilities, run_items
+from probes.harness._runner import assemble, peak
 
 MiB = 1 << 20
 HOST = Target(id="numa0", kind="host", index=0, cpus=())

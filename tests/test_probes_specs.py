@@ -10,19 +10,9 @@ from pathlib import Path
 import pytest
 
 from probes import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, Target
-from probes._copies import (
-    KERNEL_NAMES,
-    KERNELS,
-    Initiator,
-    chain_end,
-    chain_next,
-    chain_words,
-    issuer,
-    legs,
-    per_launch,
-)
-from probes._errors import ProbeError
-from probes._specs import all_reduce_bytes
+from probes.core import ProbeError, all_reduce_bytes
+from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch
+from probes.cuda._legs import Initiator, issuer, legs
 
 H = Target(id="numa0", kind="host", index=0, cpus=(0,))
 A = Target(id="0000:05:00.0", kind="gpu", index=0)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from probes import summarize
-from probes._stats import percentile
+from probes.core._stats import percentile
 
 
 def test_known_values() -> None:

@@ -17,6 +17,10 @@ REPO = Path(__file__).resolve().parents[1]
 # A relative path up out of the checkout into a sibling folder of reference data, or the variable that
 # used to point at one: users who clone the repository have neither.
 _OUTSIDE = re.compile(r"\.\./+shared\b|TOPOLINK_SHARED")
+# CI's own script alone may name the folder: CI machines carry envtest's binaries for the apiserver tier
+# there and .ci/run hands them to the tests through KUBEBUILDER_ASSETS, as users do with their own copy.
+# Nothing in the tests, the code or the docs reads it.
+_MAY_NAME_IT = {".ci/run"}
 
 
 def _tracked() -> list[Path]:
@@ -28,6 +32,8 @@ def test_no_tracked_file_refers_to_a_folder_beside_the_repository() -> None:
     offenders = []
     for path in _tracked():
         if not path.is_file() or path.suffix in {".bz2", ".png", ".xz"} or path == Path(__file__).resolve():
+            continue
+        if str(path.relative_to(REPO)) in _MAY_NAME_IT:
             continue
         text = path.read_bytes().decode(errors="replace")
         offenders += [f"{path.relative_to(REPO)}:{n}" for n, line in enumerate(text.splitlines(), 1)
@@ -55,7 +61,8 @@ SMALLEST: dict[str, list[str]] = {
     "probes.py": ["--mib", "1", "--runs", "1"],
     "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2", "--slow-clients", "20", "--slow-seconds", "0.5",
                  "--slow-rounds", "1", "--soak-seconds", "2", "--soak-every", "1"],
-    "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1"],
+    "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1", "--traffic-passes", "2",
+                 "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)

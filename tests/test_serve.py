@@ -93,7 +93,7 @@ def start_serve(workdir: Path, *args: str, profile: str = "hgx-h100") -> Served:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")} | node.env()
     log = workdir / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli_serve", "--host", "127.0.0.1", "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.serve", "--host", "127.0.0.1", "--port", str(port),
                                  "--state-dir", str(state), "--probe-backend", "cpu", "--probe-profile", "selftest",
                                  *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     served = Served(proc, f"http://127.0.0.1:{port}", node, state, log)
@@ -242,7 +242,7 @@ def probe_children(pid: int) -> list[int]:
                 cmd = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat[1]) == pid and b"probes._child" in cmd:
+            if int(stat[1]) == pid and b"probes.harness._child" in cmd:
                 out.append(int(entry.name))
     return out
 

@@ -51,7 +51,7 @@ def test_a_port_in_use_is_one_clear_error_line_and_exit_1(tmp_path: Path) -> Non
         taken.listen()
         port = taken.getsockname()[1]
         t0 = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "agent.cli_serve", "--host", "127.0.0.1", "--port", str(port),
+        out = subprocess.run([sys.executable, "-m", "agent.cli.serve", "--host", "127.0.0.1", "--port", str(port),
                               "--state-dir", str(tmp_path / "state"), "--log-format", "json"], cwd=REPO,
                              env=node.env(), capture_output=True, text=True, timeout=30, check=False)
     assert out.returncode == 1 and time.monotonic() - t0 < 15

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from agent import cli, cli_serve
-from agent.serve import Agent, ServeConfig
+from agent.cli import _common
+from agent.cli import serve as cli_serve
+from agent.serve._agent import Agent, ServeConfig
 from tests.kube_support import PROFILES, discover_profile, validate
 
 NODES = ("", "v1", "nodes")
@@ -23,7 +24,7 @@ SLICES = ("resource.k8s.io", "v1", "resourceslices")
 def serve_args(*extra: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="topolink")
     sub = parser.add_subparsers(dest="command")
-    cli_serve.add_parsers(sub, cli._add_discovery_args, environ={})
+    cli_serve.add_parsers(sub, _common.add_discovery_args, environ={})
     return parser.parse_args(["serve", *extra])
 
 
@@ -95,7 +96,7 @@ async def test_slices_kubelet_deletes_are_back_within_seconds_not_an_interval(
 
     import httpx
 
-    from agent._serve_run import Wake, discovery_loop, watch_loop
+    from agent.serve._run import Wake, discovery_loop, watch_loop
     from exporter import WatchingSink
     from tests.kmock_support import poke_watchers
 

@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 import topology as t
-from agent._context import DiscoveryContext
-from agent._fsroot import FsRoot
-from agent.discover import discover
-from agent.sources import source_table
-from agent.sources._sysfs import Reader
-from agent.sources.pci import acs_request_redirect
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.sources import source_table
+from agent.discovery.sources._sysfs import Reader
+from agent.discovery.sources.pci import acs_request_redirect
 from tests.sysfs_tree import SysfsTree
 
 SYSFS_SOURCES = ("gdr", "infiniband", "net", "numa", "pci")

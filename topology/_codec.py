@@ -25,7 +25,9 @@ from typing import Any
 from ._errors import SchemaError
 from ._facts import NODE, Aspect, Fact
 from ._jsontext import dumps_indented
-from ._model import Matrix, MatrixKind, Problem, Snapshot
+from ._model import Snapshot
+from ._numbers import Matrix, MatrixKind
+from ._provenance import Problem
 from ._validate import check
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger

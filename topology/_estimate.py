@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._capability import LinkCapability
-from ._model import Snapshot, Source
+from ._model import Snapshot
+from ._provenance import Source
 
 P2P_COPY_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
 

@@ -11,7 +11,8 @@ import dataclasses
 import math
 from collections.abc import Iterable
 
-from ._model import Measurement, Snapshot
+from ._model import Snapshot
+from ._numbers import Measurement
 
 MeasurementKey = tuple[str, tuple[str, ...], str, str, str | None]
 

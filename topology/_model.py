@@ -4,6 +4,9 @@ Ids: PCI functions, GPUs and NVSwitches use the lowercase full bus id (``0000:3b
 ``pciDDDD:BB`` (the sysfs root-complex directory); NUMA nodes ``numa<N>``; NICs their PCI bus id, or
 ``net:<ifname>`` for a virtual interface with no PCI function. Links are ``<kind>:<a>--<b>`` with the
 endpoints sorted, so the same physical link has one id whichever end saw it.
+
+A :class:`Snapshot` holds these entities beside the numbers on the graph (``_numbers``) and the record of
+where facts came from and what could not be read (``_provenance``).
 """
 
 from __future__ import annotations
@@ -12,22 +15,8 @@ import enum
 from dataclasses import dataclass, field
 
 from ._facts import Fact, Knowledge
-
-
-class Source(enum.StrEnum):
-    """Where a number comes from. Only ``measured`` numbers were timed on this node."""
-
-    MEASURED = "measured"
-    THEORETICAL = "theoretical"
-    SIMULATED = "simulated"
-
-
-class SourceStatus(enum.StrEnum):
-    OK = "ok"
-    PARTIAL = "partial"  # the subsystem was read, but some devices or calls were not: see the problems
-    ABSENT = "absent"  # the subsystem is not on this node: not an alert
-    FAILED = "failed"  # it is there and could not be read
-    DISABLED = "disabled"  # turned off (--no-source.NAME): what it reads is unknown
+from ._numbers import Matrix, Measurement
+from ._provenance import Problem, SourceOutcome, SourceStatus
 
 
 class LinkKind(enum.StrEnum):
@@ -43,36 +32,6 @@ class FabricState(enum.StrEnum):
     NOT_STARTED = "not-started"
     IN_PROGRESS = "in-progress"
     COMPLETED = "completed"
-
-
-class MatrixKind(enum.Flag):
-    """One source flag and one meaning flag, as hwloc's distance kinds."""
-
-    FROM_OS = enum.auto()
-    THEORETICAL = enum.auto()
-    MEASURED = enum.auto()
-    BANDWIDTH = enum.auto()
-    LATENCY = enum.auto()
-    HOPS = enum.auto()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Problem:
-    """Something that could not be read, and why. ``subject`` is an entity id or a source name;
-    ``unknown`` the facts it leaves unknown (none: a note, nothing is missing because of it)."""
-
-    source: str
-    subject: str
-    message: str
-    unknown: tuple[Fact, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceOutcome:
-    name: str
-    status: SourceStatus
-    duration_seconds: float
-    detail: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,49 +188,6 @@ class Link:
 def link_id(kind: LinkKind, a: str, b: str) -> str:
     lo, hi = sorted((a, b))
     return f"{kind.value}:{lo}--{hi}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Stats:
-    median: float
-    p5: float
-    p95: float
-    cv: float  # coefficient of variation, stdev / mean
-    samples: tuple[float, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Measurement:
-    """A number on the graph, between ``subjects`` (entity ids), with where it comes from."""
-
-    test: str
-    subjects: tuple[str, ...]
-    direction: str  # "a->b", "bidirectional", "all", ...
-    value: float
-    unit: str  # "bytes_per_second", "seconds"
-    source: Source
-    method: str  # ce-write, ce-read, sm, nccl, gloo, memcpy, perftest, pointer-chase
-    size_bytes: int | None = None
-    stats: Stats | None = None
-    backend: str | None = None
-    taken_at: float | None = None  # unix seconds
-    versions: tuple[tuple[str, str], ...] = ()
-    conditions: tuple[tuple[str, str], ...] = ()  # what it was taken under: NUMA placement, clocks, latch
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Matrix:
-    name: str  # "numa_distance", "nvlink_bandwidth"
-    kind: MatrixKind
-    unit: str
-    ids: tuple[str, ...]
-    values: tuple[tuple[float, ...], ...]
-
-    def get(self, a: str, b: str) -> float | None:
-        try:
-            return self.values[self.ids.index(a)][self.ids.index(b)]
-        except ValueError:
-            return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

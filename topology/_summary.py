@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ._facts import describe_unknown
 from ._ids import format_cpulist
-from ._model import PcieLinkState, Snapshot, SourceStatus
+from ._model import PcieLinkState, Snapshot
+from ._provenance import SourceStatus
 
 NVIDIA = 0x10DE
 

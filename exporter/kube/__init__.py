@@ -10,24 +10,28 @@ _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up
 if _TYPE_CHECKING:
     from ._api import Kind, KubeApi, NodeView
     from ._client import LightkubeApi
-    from ._config import KubePublishConfig, config_from_args, sinks_from_config
-    from ._errors import Conflict, Forbidden, InvalidObject, PublishError, Unavailable
-    from ._flags import add_kube_args
+    from ._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
+    from ._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
+    from ._flags import POLICY_SETTINGS, add_kube_args
     from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._labels import LabelConfig, catalogue, desired_labels
     from ._prune import PruneResult, prune
     from ._rbac import PERMISSIONS, Permission, policy_rules
     from ._reference import reference_markdown
     from ._retry import Backoff
-    from ._slice_sink import DeviceTaintRuleSink, ResourceSliceSink, plan_slices
+    from ._slice_sink import ResourceSliceSink, plan_slices
     from ._slices import SliceConfig, build_slices, desired_devices
+    from ._taint_sink import DeviceTaintRuleSink
     from ._taints import desired_rules
 
 __all__ = [
     "PERMISSIONS",
+    "POLICY_SETTINGS",
     "Backoff",
+    "BadConfig",
     "Conflict",
     "DeviceTaintRuleSink",
+    "Expired",
     "FeatureFileSink",
     "Forbidden",
     "InvalidObject",
@@ -54,6 +58,7 @@ __all__ = [
     "desired_rules",
     "plan_node_labels",
     "plan_slices",
+    "policy_params",
     "policy_rules",
     "prune",
     "reference_markdown",
@@ -63,8 +68,10 @@ __all__ = [
 # Names load on first use, so the serve command's flags cost nothing until serve runs.
 _WHERE = {
     'Backoff': '_retry',
+    'BadConfig': '_errors',
     'Conflict': '_errors',
-    'DeviceTaintRuleSink': '_slice_sink',
+    'DeviceTaintRuleSink': '_taint_sink',
+    'Expired': '_errors',
     'FeatureFileSink': '_label_sinks',
     'Forbidden': '_errors',
     'InvalidObject': '_errors',
@@ -77,6 +84,7 @@ _WHERE = {
     'NodeLabelSink': '_label_sinks',
     'NodeView': '_api',
     'PERMISSIONS': '_rbac',
+    'POLICY_SETTINGS': '_flags',
     'Permission': '_rbac',
     'PruneResult': '_prune',
     'PublishError': '_errors',
@@ -92,6 +100,7 @@ _WHERE = {
     'desired_rules': '_taints',
     'plan_node_labels': '_label_sinks',
     'plan_slices': '_slice_sink',
+    'policy_params': '_config',
     'policy_rules': '_rbac',
     'prune': '_prune',
     'reference_markdown': '_reference',

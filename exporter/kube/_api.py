@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 Obj = dict[str, Any]
+Objs = list[Obj]  # a name of its own: inside KubeApi, ``list`` is the method
 MANAGER = "topolink"
 MANAGED_BY = {"app.kubernetes.io/managed-by": MANAGER}
 
@@ -57,6 +58,11 @@ class KubeApi(Protocol):
 
     def served_versions(self, group: str) -> Sequence[str]: ...
 
+    def served_resources(self, group: str, version: str) -> frozenset[str]:
+        """The resources (plural names) ``group/version`` serves: a version can be served without all of its
+        kinds (``devicetaintrules`` needs a feature gate that is off by default in 1.36)."""
+        ...
+
     def server_minor(self) -> int: ...
 
     def get_node(self, name: str) -> NodeView: ...
@@ -67,7 +73,16 @@ class KubeApi(Protocol):
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None: ...
 
-    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None) -> list[Obj]: ...
+    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None,
+             fields: Mapping[str, str] | None = None) -> list[Obj]:
+        """Objects matching every label and every field (a server-side ``fieldSelector``: only what this node
+        needs crosses the network)."""
+        ...
+
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
+                       fields: Mapping[str, str]) -> tuple[Objs, str]:
+        """As :meth:`list`, with the list's resourceVersion: where a watch of the same selection starts."""
+        ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...
 
@@ -77,8 +92,17 @@ class KubeApi(Protocol):
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
 
-    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> Iterator[tuple[str, Obj]]:
-        """``(type, object)`` for every change of a matching object (``ADDED``, ``MODIFIED``, ``DELETED``),
-        the ones that exist first as ``ADDED``, until the stream fails with a
-        :class:`~._errors.PublishError`; a stream the server closes is opened again where it stopped."""
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              resource_version: str | None = None) -> Iterator[tuple[str, Obj]]:
+        """First ``("OPEN", {})`` once the server accepted the watch, then ``(type, object)`` for every change after
+        ``resource_version`` (``ADDED``, ``MODIFIED``, ``DELETED``) and ``BOOKMARK`` events (asked for: their object
+        carries only the resourceVersion reached, which keeps a quiet watch's resourceVersion recent). Ends when the
+        server ends the stream (its timeout): the caller opens it again from the last resourceVersion. 410 Gone, as
+        an HTTP status or as an ``ERROR`` event inside the stream, raises :class:`~._errors.Expired` (list again);
+        any other failure another :class:`~._errors.PublishError`."""
         ...
+
+
+def resource_version(obj: Obj) -> str | None:
+    rv = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(rv) if rv else None

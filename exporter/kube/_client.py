@@ -12,19 +12,26 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
 
-from ._api import MANAGER, Kind, NodeView, Obj
-from ._errors import Conflict, Forbidden, InvalidObject, NotFound, PublishError, Unavailable
+from ._api import MANAGER, Kind, NodeView, Obj, Objs
+from ._errors import BadConfig, Forbidden, NotFound, PublishError, Unavailable
 from ._retry import RETRYABLE, Backoff, Retryable, retry_after
+from ._watch_stream import error_for, path_of, selector, stream_events
 
 T = TypeVar("T")
-# The API server ends a watch after this; lightkube opens it again from the last resourceVersion seen.
-_WATCH_SERVER_TIMEOUT_S = 300
+
+
+def user_agent() -> str:
+    """``topolink/<version>``: the API server's audit log and its request metrics name us by it."""
+    from importlib import metadata
+
+    try:
+        return f"topolink/{metadata.version('topolink')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "topolink/0+unknown"
 
 
 def _error(what: str, code: int, message: str = "") -> PublishError:
-    cls = (Forbidden if code in (401, 403) else NotFound if code == 404 else Conflict if code == 409 else
-           Unavailable if code in RETRYABLE else InvalidObject)
-    return cls(f"{what}: {code} {message}".rstrip())
+    return error_for(what, code, message)
 
 
 @contextmanager
@@ -72,19 +79,33 @@ class LightkubeApi:
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, server: str | None = None, timeout: float = 10.0,
-                backoff: Backoff | None = None) -> LightkubeApi:
-        """In-cluster service account, ``$KUBECONFIG`` or ``~/.kube/config``, or an explicit file or URL."""
-        from lightkube import Client, KubeConfig
-
-        if server:  # a bare URL, no credentials: test servers
-            config = KubeConfig.from_dict({
-                "clusters": [{"name": "c", "cluster": {"server": server}}], "users": [{"name": "u", "user": {}}],
-                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}], "current-context": "x"})
-        else:
-            config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+                backoff: Backoff | None = None, transport: Any = None) -> LightkubeApi:
+        """In-cluster service account, ``$KUBECONFIG`` or ``~/.kube/config``, or an explicit file or URL.
+        :class:`~._errors.BadConfig` when none can be read. ``transport``: an httpx transport (tests and
+        benchmarks count the bytes of the responses through one)."""
         import httpx2
+        import yaml
+        from lightkube import Client, ConfigError, KubeConfig
 
-        return cls(Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout)), backoff)
+        try:
+            if server:  # a bare URL, no credentials: test servers
+                config = KubeConfig.from_dict({
+                    "clusters": [{"name": "c", "cluster": {"server": server}}], "users": [{"name": "u", "user": {}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}], "current-context": "x"})
+            else:
+                config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+            client = Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout),
+                            transport=transport)
+        except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+            where = f"--kubeconfig {kubeconfig}" if kubeconfig else "Kubernetes configuration"
+            raise BadConfig(f"{where}: {exc}") from exc
+        client._client._client.headers["User-Agent"] = user_agent()
+        return cls(client, backoff)
+
+    @property
+    def _http(self) -> Any:
+        """lightkube's httpx client: auth, TLS, base URL and our User-Agent set."""
+        return self._client._client._client
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         def once() -> T:
@@ -94,7 +115,7 @@ class LightkubeApi:
 
     def _raw_get(self, path: str) -> Any:
         """Discovery and /version: lightkube has no call for them, so its configured httpx client is used."""
-        http = self._client._client._client  # lightkube's httpx client: auth and base URL set
+        http = self._http
 
         def once() -> Any:
             with _mapped(f"GET {path}"):
@@ -109,6 +130,10 @@ class LightkubeApi:
 
     def served_versions(self, group: str) -> Sequence[str]:
         return [str(v["version"]) for v in self._raw_get(f"/apis/{group}").get("versions", [])]
+
+    def served_resources(self, group: str, version: str) -> frozenset[str]:
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        return frozenset(str(r.get("name", "")) for r in self._raw_get(base).get("resources", []))
 
     def server_minor(self) -> int:
         return int("".join(c for c in str(self._raw_get("/version").get("minor", "0")) if c.isdigit()) or 0)
@@ -139,18 +164,38 @@ class LightkubeApi:
         except NotFound:
             return None
 
-    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None) -> list[Obj]:
-        res = _resource(kind)
-        selector = dict(labels)
-        if kind.namespaced:
-            found = self._call(f"list {kind.plural}", lambda: list(
-                self._client.list(res, namespace=namespace or "*", labels=selector)))
-        else:
-            found = self._call(f"list {kind.plural}", lambda: list(self._client.list(res, labels=selector)))
-        items = [dict(o.to_dict()) for o in found]
-        return [o for o in items if all((o.get("metadata", {}).get("labels") or {}).get(k) == v
-                                         for k, v in selector.items())]
+    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None,
+             fields: Mapping[str, str] | None = None) -> list[Obj]:
+        if kind.namespaced and namespace is None:
+            namespace = "*"
+        return self._list(kind, labels, fields or {}, namespace)[0]
 
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
+                       fields: Mapping[str, str]) -> tuple[Objs, str]:
+        return self._list(kind, labels, fields, None)
+
+    def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              namespace: str | None) -> tuple[Objs, str]:
+        res = _resource(kind)
+        kw: dict[str, Any] = {"labels": dict(labels)} if labels else {}
+        if fields:
+            kw["fields"] = dict(fields)
+        if kind.namespaced:
+            kw["namespace"] = namespace
+
+        def fetch() -> tuple[list[Any], str]:
+            from lightkube import NotReadyError
+
+            found = self._client.list(res, **kw)
+            items = list(found)
+            try:
+                return items, str(found.resourceVersion)
+            except NotReadyError:  # a list response without a resourceVersion
+                return items, ""
+        found, rv = self._call(f"list {kind.plural}", fetch)
+        items = [dict(o.to_dict()) for o in found]
+        # the server filtered already; a server that ignores a selector (an emulator) is filtered here
+        return [o for o in items if _matches(o, labels, fields)], rv
     def create(self, kind: Kind, obj: Obj) -> Obj:
         res = _resource(kind)
         return dict(self._call(f"create {kind.kind} {obj['metadata']['name']}",
@@ -164,15 +209,16 @@ class LightkubeApi:
         return dict(self._call(f"apply {kind.kind} {meta['name']}", lambda: self._client.patch(
             res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True, **kw)).to_dict())
 
-    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> Iterator[tuple[str, Obj]]:
-        res = _resource(kind)
-        try:
-            with _mapped(f"watch {kind.plural}"):
-                for typ, obj in self._client.watch(res, labels=dict(labels), fields=dict(fields),
-                                                   server_timeout=_WATCH_SERVER_TIMEOUT_S):
-                    yield str(typ), dict(obj.to_dict())
-        except Retryable as exc:  # the caller owns the backoff of a long-lived stream
-            raise exc.error from exc
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              resource_version: str | None = None) -> Iterator[tuple[str, Obj]]:
+        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(_watch_timeout_s())}
+        if labels:
+            params["labelSelector"] = selector(labels)
+        if fields:
+            params["fieldSelector"] = selector(fields)
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        yield from stream_events(self._http, path_of(kind), params, f"watch {kind.plural}")
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
         res = _resource(kind)
@@ -180,3 +226,24 @@ class LightkubeApi:
             self._call(f"delete {kind.kind} {name}", lambda: self._client.delete(res, name, namespace=namespace))
         else:
             self._call(f"delete {kind.kind} {name}", lambda: self._client.delete(res, name))
+
+
+def _watch_timeout_s() -> int:
+    """The server ends each watch after this (then it is opened again from where it stopped); spread over
+    5 to 10 minutes as client-go's reflectors do, so that a fleet's agents do not reconnect together."""
+    import random
+
+    return random.randint(300, 600)
+
+
+def _matches(obj: Obj, labels: Mapping[str, str], fields: Mapping[str, str] | None) -> bool:
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    if any(have.get(k) != v for k, v in labels.items()):
+        return False
+    for path, want in (fields or {}).items():
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value != want:
+            return False
+    return True

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     from .._sink import Sink
     from ._api import KubeApi
 
-from ._flags import FEATURES_FILE, LABELS_VIA, add_kube_args
+from ._flags import FEATURES_FILE, LABELS_VIA, POLICY_SETTINGS, add_kube_args
 
 DEFAULT_FEATURES_FILE = Path(FEATURES_FILE)
 
 __all__ = ["DEFAULT_FEATURES_FILE", "LABELS_VIA", "KubePublishConfig", "add_kube_args", "config_from_args",
-           "connect", "sinks_from_config"]
+           "connect", "policy_params", "sinks_from_config"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +72,17 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         owner_pod=pod)
 
 
+def policy_params(cfg: KubePublishConfig) -> dict[str, str]:
+    """The data of the ConfigMap ``topolink-agent`` for ``cfg``: what the DaemonSet hands the agent (as
+    ``TOPOLINK_*`` variables) and what the admission policy reads, keyed as ``POLICY_SETTINGS`` says."""
+    values: dict[str, str | bool] = {
+        "label_prefix": cfg.prefix, "labels_via": cfg.labels_via, "compat_labels": cfg.compat_labels,
+        "resource_slices": cfg.resource_slices, "dra_driver_name": cfg.driver,
+        "device_taint_rules": cfg.device_taint_rules, "gpu_dra_driver": cfg.gpu_driver}
+    return {key: str(values[dest]).lower() if isinstance(values[dest], bool) else str(values[dest])
+            for dest, key in POLICY_SETTINGS}
+
+
 def connect(cfg: KubePublishConfig) -> KubeApi:
     from ._client import LightkubeApi
 
@@ -81,7 +92,8 @@ def connect(cfg: KubePublishConfig) -> KubeApi:
 def sinks_from_config(cfg: KubePublishConfig, api: KubeApi | None = None) -> list[Sink]:
     """The sinks ``cfg`` asks for, sharing one client (made here unless given)."""
     from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink
-    from ._slice_sink import DeviceTaintRuleSink, ResourceSliceSink
+    from ._slice_sink import ResourceSliceSink
+    from ._taint_sink import DeviceTaintRuleSink
 
     node = cfg.node_name()
     if api is None and cfg.needs_api:

@@ -6,7 +6,9 @@
         ├── Forbidden           401 / 403: RBAC or admission said no
         ├── NotFound            404
         ├── Conflict            409 after the retries
-        └── Unavailable         429, 5xx, refused connections, timeouts after the retries
+        ├── Expired             410 Gone: a watch's resourceVersion is older than the server keeps (list again)
+        ├── Unavailable         429, 5xx, refused connections, timeouts after the retries
+        └── BadConfig           no usable kubeconfig or in-cluster configuration: nothing was sent
 """
 
 from __future__ import annotations
@@ -35,4 +37,12 @@ class Conflict(PublishError):
 
 
 class Unavailable(PublishError):
+    pass
+
+
+class Expired(PublishError):
+    pass
+
+
+class BadConfig(PublishError):
     pass

@@ -47,7 +47,7 @@ def plan_node_labels(node: NodeView, desired: Mapping[str, str], cfg: LabelConfi
 
 
 def _failed(sink: str, exc: PublishError) -> PublishResult:
-    log.warning("%s: %s", sink, exc)
+    log.debug("%s: %s", sink, exc)  # the agent logs the failed publish, once
     return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
 
 

@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._api import MANAGED_BY, NODE_FEATURE, SLICE_VERSIONS, TAINT_RULE_VERSIONS, KubeApi, slice_kind, taint_rule_kind
+from ._api import (
+    MANAGED_BY,
+    NODE_FEATURE,
+    RESOURCE_GROUP,
+    SLICE_VERSIONS,
+    TAINT_RULE_VERSIONS,
+    KubeApi,
+    slice_kind,
+    taint_rule_kind,
+)
 from ._config import KubePublishConfig
 from ._label_sinks import NODE_NAME_LABEL
 from ._labels import catalogue
+from ._slice_sink import NotServed, pick_version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,10 +29,13 @@ class PruneResult:
     slices: int = 0
     taint_rules: int = 0
     files: int = 0
+    not_served: tuple[str, ...] = ()  # kinds the server does not serve: nothing of them to prune
 
 
 def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) -> PruneResult:
-    """Errors propagate (:class:`~._errors.PublishError`): an uninstall that half-failed must say so."""
+    """Errors propagate (:class:`~._errors.PublishError`): an uninstall that half-failed must say so. A kind
+    the server does not serve (DeviceTaintRules behind a feature gate, NodeFeatures without NFD) has nothing
+    to prune: it is named in ``not_served``, not an error."""
     files = 0
     if cfg.labels_via == "file" and cfg.features_file.exists():
         cfg.features_file.unlink()
@@ -38,30 +51,33 @@ def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) 
         if view.owned & (ours | {k for k in view.owned if k.startswith(cfg.prefix + "/")}):
             api.apply_node_labels(view.name, {})
             cleared += 1
+    missing: list[str] = []
     features = 0
-    for obj in api.list(NODE_FEATURE, MANAGED_BY, namespace=None) if "nfd.k8s-sigs.io" in _groups(api) else []:
-        meta = obj.get("metadata", {})
-        if node is None or meta.get("labels", {}).get(NODE_NAME_LABEL) == node:
-            api.delete(NODE_FEATURE, meta["name"], meta.get("namespace"))
-            features += 1
+    if api.served_versions(NODE_FEATURE.group):
+        for obj in api.list(NODE_FEATURE, MANAGED_BY, namespace=None):
+            meta = obj.get("metadata", {})
+            if node is None or meta.get("labels", {}).get(NODE_NAME_LABEL) == node:
+                api.delete(NODE_FEATURE, meta["name"], meta.get("namespace"))
+                features += 1
+    else:
+        missing.append("NodeFeatures")
     slices = rules = 0
-    served = set(api.served_versions("resource.k8s.io"))
-    for version in (v for v in SLICE_VERSIONS if v in served):
-        for obj in api.list(slice_kind(version), MANAGED_BY):
-            spec = obj.get("spec", {})
-            if spec.get("driver") == cfg.driver and (node is None or spec.get("nodeName") == node):
-                api.delete(slice_kind(version), obj["metadata"]["name"])
-                slices += 1
-        break  # every served version shows the same objects
-    for version in (v for v in TAINT_RULE_VERSIONS if v in served):
-        for obj in api.list(taint_rule_kind(version), MANAGED_BY):
+    try:
+        kind = slice_kind(pick_version(api, RESOURCE_GROUP, SLICE_VERSIONS, "resourceslices"))
+        fields = {"spec.driver": cfg.driver} | ({"spec.nodeName": node} if node else {})
+        for obj in api.list(kind, MANAGED_BY, fields=fields):
+            api.delete(kind, obj["metadata"]["name"])
+            slices += 1
+    except NotServed:
+        missing.append("ResourceSlices")
+    try:
+        kind = taint_rule_kind(pick_version(api, RESOURCE_GROUP, TAINT_RULE_VERSIONS, "devicetaintrules"))
+        for obj in api.list(kind, MANAGED_BY):
             labels = obj.get("metadata", {}).get("labels", {})
             if node is None or labels.get(f"{cfg.prefix}/node") == node:
-                api.delete(taint_rule_kind(version), obj["metadata"]["name"])
+                api.delete(kind, obj["metadata"]["name"])
                 rules += 1
-        break
-    return PruneResult(labels=cleared, node_features=features, slices=slices, taint_rules=rules, files=files)
-
-
-def _groups(api: KubeApi) -> set[str]:
-    return {"nfd.k8s-sigs.io"} if api.served_versions("nfd.k8s-sigs.io") else set()
+    except NotServed:
+        missing.append("DeviceTaintRules")
+    return PruneResult(labels=cleared, node_features=features, slices=slices, taint_rules=rules, files=files,
+                       not_served=tuple(missing))

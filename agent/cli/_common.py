@@ -1,0 +1,109 @@
+"""What the commands share: the discovery flags, discovery from them, reading a saved snapshot, exit status.
+
+Imported while the parser is built, so it loads nothing beyond argparse at import: the model, discovery and
+output load inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    import topology
+
+    from ..discovery import DiscoveryContext
+
+EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
+
+_ENV_SYSFS_ROOT = "TOPOLINK_SYSFS_ROOT"
+_ENV_NVML_LIBRARY = "TOPOLINK_NVML_LIBRARY"
+
+
+class InputError(Exception):
+    """An input file or directory that cannot be used: exit 3 with one line saying why."""
+
+
+def version() -> str:
+    from importlib import metadata  # about 35 ms: paid only by --version
+
+    try:
+        return metadata.version("topolink")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0+unknown"
+
+
+def add_discovery_args(p: argparse.ArgumentParser) -> None:
+    from ..discovery import SOURCE_FLAGS  # names, defaults and help without importing the sources
+
+    p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
+                   help=f"read /sys and /proc below DIR (a gathered tree); default ${_ENV_SYSFS_ROOT} or /. "
+                        "A root other than / turns NVML off unless --nvml-library names the tree's own")
+    p.add_argument("--nvml-library", metavar="PATH", default=os.environ.get(_ENV_NVML_LIBRARY),
+                   help=f"load NVML from PATH instead of libnvidia-ml.so.1; default ${_ENV_NVML_LIBRARY}")
+    p.add_argument("--node-name", metavar="NAME", help="node name to record (default: the host name)")
+    for name, enabled_by_default, help_text in SOURCE_FLAGS:
+        p.add_argument(f"--source.{name}", dest=f"source_{name}", action=argparse.BooleanOptionalAction,
+                       default=enabled_by_default,
+                       help=f"{help_text} (default: {'on' if enabled_by_default else 'off'})")
+
+
+def _context(args: argparse.Namespace) -> DiscoveryContext:
+    from pathlib import Path
+
+    from ..discovery import DiscoveryContext, FsRoot
+
+    root = Path(args.sysfs_root)
+    if not root.is_dir():
+        raise InputError(f"--sysfs-root {root}: not a directory")
+    return DiscoveryContext(root=FsRoot(root), nvml_library=args.nvml_library, node_name=args.node_name)
+
+
+def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
+    """Run discovery with the sources the flags enabled."""
+    from ..discovery import discover, source_table
+
+    enabled = [name for name in source_table() if getattr(args, f"source_{name}")]
+    return discover(_context(args), enabled)
+
+
+def exit_for(snap: topology.Snapshot) -> int:
+    import topology
+
+    if snap.complete:
+        return EXIT_OK
+    bad = [f"{o.name} {o.status.value}" for o in snap.sources if o.status is not topology.SourceStatus.OK
+           and o.status is not topology.SourceStatus.ABSENT]
+    print("topolink: incomplete snapshot" + (f" ({', '.join(bad)})" if bad else "") + "; unknown:", file=sys.stderr)
+    for line in topology.describe_unknown(snap.unknown):
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_INCOMPLETE
+
+
+def load_snapshot(path: str) -> topology.Snapshot:
+    """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report. Any
+    input, however broken, is an :class:`InputError` with one line saying why."""
+    import topology
+
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(topology.MAX_DOCUMENT_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(topology.MAX_DOCUMENT_BYTES + 1)
+        doc = topology.parse_json(data)
+        if isinstance(doc, dict) and isinstance(doc.get("snapshot"), dict):
+            doc = doc["snapshot"]
+        if not isinstance(doc, dict):
+            raise topology.SchemaError(f"not a {topology.SCHEMA} document")
+        return topology.from_dict(doc)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from exc
+    except topology.SchemaError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+    except RecursionError as exc:
+        raise InputError(f"{path}: not a snapshot: nested too deep") from exc
+
+

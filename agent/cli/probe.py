@@ -1,0 +1,165 @@
+"""``topolink probe`` and ``topolink selftest``: the command-line face of the ``probes`` package.
+
+Exit status of ``probe``: 0 at least one test produced a number; 4 none could (every test waived or
+failed: no GPU, no library, busy GPUs, budgets overrun); 2 usage (unknown test); 3 unreadable --from file.
+Exit status of ``selftest``: 0 no test failed and at least one passed; 1 a test failed; 4 none could run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+
+if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs neither
+    from typing import Any, TextIO
+
+    import topology
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
+_PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
+                 "its reason); 2 usage (also: a --sysfs-root or --nvml-library other than the live machine's, "
+                 "whose devices this machine's numbers must not be put on); 3 unreadable --from file or "
+                 "unwritable -o (checked before any measuring).")
+_SELFTEST_EPILOG = "Exit status: 0 no test failed and one passed; 1 a test failed; 4 none could run here."
+
+
+def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``probe`` and ``selftest`` to the ``topolink`` subcommands."""
+    p = sub.add_parser("probe", help="measure bandwidth and latency (copies, all-reduce, GPUDirect RDMA)",
+                       description="Run the probes of a profile in budgeted child processes and print the "
+                                   "measured matrices beside the theoretical rates.", epilog=_PROBE_EPILOG)
+    p.add_argument("--tests", metavar="NAME", nargs="+", help="only these tests (see --list)")
+    p.add_argument("--list", action="store_true", help="list the tests of each backend and exit")
+    p.add_argument("--profile", choices=("quick", "full"), default="quick",
+                   help="quick: small and bounded, for periodic runs; full: nvbandwidth's defaults (512 MiB, "
+                        "4 warm-up + 16 timed copies, median of 3) and an all-reduce sweep to 8 GiB")
+    p.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="auto: cuda when there are GPUs and CuPy is installed, else cpu")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("--force", action="store_true", help="also probe GPUs that run compute processes or are busy")
+    p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="probe against a saved snapshot")
+    add_discovery_args(p)
+    p.set_defaults(handler=_cmd_probe)
+
+    s = sub.add_parser("selftest", help="run every probe at tiny sizes and say pass/fail per test",
+                       epilog=_SELFTEST_EPILOG)
+    s.add_argument("--gpu", action="store_true", help="the CUDA tests (default: the cpu backend's)")
+    add_discovery_args(s)
+    s.set_defaults(handler=_cmd_selftest)
+
+
+class ProgressBar:
+    """A one-line bar on standard error, drawn only when it is a terminal."""
+
+    def __init__(self, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.stream, self.width = stream, width
+        self.active = stream.isatty()
+        self.drawn = False
+
+    def __call__(self, done: int, total: int, key: str) -> None:
+        if not self.active or total == 0:
+            return
+        filled = self.width * done // total
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {done}/{total} {key[:60]:<60}")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _snapshot(args: argparse.Namespace) -> topology.Snapshot:
+    from ._common import discover_from_args, load_snapshot
+
+    return load_snapshot(args.from_file) if getattr(args, "from_file", None) else discover_from_args(args)
+
+
+def _refuse_fixture(args: argparse.Namespace) -> str | None:
+    """Probes measure this machine: a tree from another one (``--sysfs-root``, a machine profile's test
+    NVML) would put this machine's numbers on that machine's NUMA nodes and GPUs."""
+    root = getattr(args, "sysfs_root", "/")
+    if getattr(args, "from_file", None):
+        return None
+    if os.path.realpath(root) != "/" or getattr(args, "nvml_library", None):
+        return (f"refusing to measure: discovery reads a tree from elsewhere (--sysfs-root {root}"
+                f"{', --nvml-library ' + args.nvml_library if args.nvml_library else ''}), and the numbers "
+                "would be this machine's put on that tree's devices. Run probe with the live root (/).")
+    return None
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from ._output import check_output
+
+    check_output(args.output)
+    if args.list:
+        import probes
+
+        for backend in probes.BACKENDS:
+            for spec in probes.specs_for(backend):
+                print(f"{backend:<5} {spec.name:<48} {spec.description}")
+        return EXIT_OK
+    if (why := _refuse_fixture(args)) is not None:
+        print(f"topolink probe: {why}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_probe(args, _snapshot(args))
+
+
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    if (why := _refuse_fixture(args)) is not None:
+        print(f"topolink selftest: {why}", file=sys.stderr)
+        return EXIT_USAGE
+    snap = _snapshot(args)
+    return run_selftest(args, snap)
+
+
+def run_probe(args: argparse.Namespace, snapshot: topology.Snapshot) -> int:
+    import probes
+
+    from ._output import write_output
+
+    bar = ProgressBar()
+    try:
+        report = probes.run_probes(snapshot, profile_name=args.profile, backend=args.backend, tests=args.tests,
+                                   force=args.force, progress=bar)
+    except probes.ProbeError as exc:
+        print(f"topolink probe: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        bar.finish()
+    if args.format == "json":
+        text = probes.report_json(report, snapshot) + "\n"
+    else:
+        text = probes.render_report(report, snapshot) + "\n"
+    write_output(text, args.output)
+    if not report.ran:
+        print("topolink probe: no test could run (each is listed with its reason)", file=sys.stderr)
+        return EXIT_NONE_RAN
+    return EXIT_OK
+
+
+def run_selftest(args: argparse.Namespace, snapshot: topology.Snapshot | None = None) -> int:
+    import probes
+
+    bar = ProgressBar()
+    try:
+        lines, report = probes.selftest(snapshot, gpu=args.gpu, progress=bar)
+    finally:
+        bar.finish()
+    print(f"topolink selftest: {report.backend} backend, {report.elapsed_s:.1f} s")
+    for note in report.notes:
+        print(f"note: {note}")
+    for line in lines:
+        print(f"{line.verdict:<4} {line.test:<48} {line.detail}")
+    if any(line.verdict == "FAIL" for line in lines):
+        return EXIT_FAILED
+    if not any(line.verdict == "PASS" for line in lines):
+        return EXIT_NONE_RAN
+    return EXIT_OK

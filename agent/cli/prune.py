@@ -1,0 +1,59 @@
+"""``topolink prune``: remove what topolink published to Kubernetes, on one node or the whole cluster.
+
+Exit status: 0 pruned (also when there was nothing to remove, or the server does not serve a kind at all);
+1 the API server refused or failed a request (what was removed before it stays removed; run it again);
+2 usage, or no readable kubeconfig.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+_EPILOG = ("Without --node-name every node is pruned. Stop the agents first (delete the DaemonSet), or they "
+           "publish again on their next pass. Exit status: 0 pruned; 1 an API request failed; 2 usage or no "
+           "readable kubeconfig.")
+
+
+def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``prune`` to the ``topolink`` subcommands (it discovers nothing: no discovery flags)."""
+    del add_discovery_args
+    from exporter.kube import add_kube_args
+
+    p = sub.add_parser("prune", help="remove every label, NodeFeature, ResourceSlice and taint rule topolink made",
+                       description="The uninstall path: clears our labels (an empty server-side apply, so only "
+                                   "keys our field manager owns go), and deletes our NodeFeatures, ResourceSlices "
+                                   "and DeviceTaintRules, on one node or on every node.", epilog=_EPILOG)
+    add_kube_args(p)
+    p.set_defaults(handler=_cmd_prune)
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    from exporter.kube import BadConfig, InvalidObject, PublishError, config_from_args, prune
+
+    try:
+        cfg = config_from_args(args)
+    except (ValueError, InvalidObject) as exc:  # a prefix or driver name the API would refuse
+        print(f"topolink prune: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    target = args.node_name  # only the flag: $NODE_NAME in a shell must not narrow an uninstall
+    try:
+        done = prune(cfg, target)
+    except BadConfig as exc:
+        print(f"topolink prune: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PublishError as exc:
+        print(f"topolink prune: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"pruned {'node ' + target if target else 'every node'}: labels cleared on {done.labels} node(s), "
+          f"{done.node_features} NodeFeature(s), {done.slices} ResourceSlice(s), {done.taint_rules} "
+          f"DeviceTaintRule(s), {done.files} feature file(s) removed")
+    for kind in done.not_served:
+        print(f"{kind}: not served by this API server, nothing to prune")
+    return EXIT_OK

@@ -1,0 +1,165 @@
+"""``topolink serve``: the node agent's command line. Every flag has a ``TOPOLINK_*`` environment variable.
+
+Exit status: 0 stopped by SIGTERM or SIGINT; 1 the HTTP server could not start (address in use); 2 usage
+(a missing or unreadable --kubeconfig too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from exporter import Sink
+
+_EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM or SIGINT stops probes (their process groups are killed) and "
+           "exits 0. Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage or no readable "
+           "kubeconfig.")
+
+
+def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None],
+                environ: Mapping[str, str] | None = None) -> None:
+    """Add ``serve`` to the ``topolink`` subcommands."""
+    from exporter._http_flags import add_http_args
+    from exporter.kube import add_kube_args
+    from exporter.kube._flags import path_arg
+
+    env = os.environ if environ is None else environ
+
+    def default(name: str, value: str | None) -> str | None:
+        return env.get(f"TOPOLINK_{name}", value)
+
+    s = sub.add_parser("serve", help="run the node agent: discovery, probes, metrics and the HTTP API",
+                       description="The node agent: discovers on an interval and on SIGHUP, probes idle GPUs on "
+                                   "a schedule with a duty-cycle bound, keeps state across restarts, serves "
+                                   "Prometheus metrics and an HTTP API with a picture of the node.",
+                       epilog=_EPILOG)
+    s.add_argument("--host", default=default("HOST", "0.0.0.0"),
+                   help="address to listen on ($TOPOLINK_HOST, default 0.0.0.0)")
+    s.add_argument("--port", type=int, default=int(default("PORT", "9402") or 9402),
+                   help="TCP port ($TOPOLINK_PORT, default 9402)")
+    s.add_argument("--discovery-interval", type=float, metavar="SECONDS",
+                   default=float(default("DISCOVERY_INTERVAL", "60") or 60),
+                   help="seconds between discovery passes ($TOPOLINK_DISCOVERY_INTERVAL, default 60)")
+    s.add_argument("--probe-interval", type=float, metavar="SECONDS",
+                   default=float(default("PROBE_INTERVAL", "86400") or 86400),
+                   help="seconds between scheduled probe passes; 0 turns scheduled probes off "
+                        "($TOPOLINK_PROBE_INTERVAL, default 86400: once after start, then daily)")
+    s.add_argument("--probe-duty-cycle", type=float, metavar="RATIO",
+                   default=float(default("PROBE_DUTY_CYCLE", "0.01") or 0.01),
+                   help="most of wall time spent probing ($TOPOLINK_PROBE_DUTY_CYCLE, default 0.01)")
+    s.add_argument("--probe-profile", choices=("quick", "full", "selftest"), default=default("PROBE_PROFILE", "quick"),
+                   help="probe sizes ($TOPOLINK_PROBE_PROFILE, default quick)")
+    s.add_argument("--probe-backend", choices=("auto", "cuda", "cpu"), default=default("PROBE_BACKEND", "auto"),
+                   help="auto: cuda when there are GPUs and CuPy, else cpu ($TOPOLINK_PROBE_BACKEND)")
+    tests = default("PROBE_TESTS", None)
+    s.add_argument("--probe-tests", nargs="+", metavar="NAME", default=tests.split(",") if tests else None,
+                   help="only these tests ($TOPOLINK_PROBE_TESTS, comma separated; default all)")
+    timeout = default("PROBE_ITEM_TIMEOUT", None)
+    s.add_argument("--probe-item-timeout", type=float, metavar="SECONDS", default=float(timeout) if timeout else None,
+                   help="cap on each probe item's wall-time budget ($TOPOLINK_PROBE_ITEM_TIMEOUT; default the plan's)")
+    s.add_argument("--state-dir", type=path_arg, default=default("STATE_DIR", "/var/lib/topolink") or ".",
+                   help="where the last complete snapshot and probe report are kept ($TOPOLINK_STATE_DIR, "
+                        "default /var/lib/topolink)")
+    s.add_argument("--log-format", choices=("text", "json"), default=default("LOG_FORMAT", "text"),
+                   help="one line per event ($TOPOLINK_LOG_FORMAT, default text)")
+    s.add_argument("--http-probe-token-file", type=path_arg, metavar="FILE",
+                   default=default("HTTP_PROBE_TOKEN_FILE", None) or None,
+                   help="turns POST /v1/probe on, with the bearer token in FILE ($TOPOLINK_HTTP_PROBE_TOKEN_FILE; "
+                        "default off)")
+    s.add_argument("--dot-timeout", type=float, metavar="SECONDS", default=float(default("DOT_TIMEOUT", "10") or 10),
+                   help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
+    add_http_args(s, env)
+    s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
+    add_discovery_args(s)
+    add_kube_args(s, node_name=False, environ=env)  # discovery's --node-name ($NODE_NAME) names our node
+    s.set_defaults(handler=_cmd_serve, node_name=env.get("NODE_NAME"))
+
+
+def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> list[Sink]:
+    """The Kubernetes sinks the flags ask for. Outside a cluster (no service account environment, no
+    kubeconfig) nothing is published through the API: serve then runs as a local agent, and says so."""
+    import dataclasses
+
+    from exporter.kube import config_from_args, sinks_from_config
+
+    cfg = config_from_args(args, env)
+    reachable = bool(env.get("KUBERNETES_SERVICE_HOST") or cfg.kubeconfig or env.get("KUBECONFIG"))
+    if cfg.needs_api and not reachable:
+        print("topolink serve: no Kubernetes API (not in a cluster, no --kubeconfig): labels and ResourceSlices "
+              "are not published", file=sys.stderr)
+        cfg = dataclasses.replace(cfg, labels_via="none" if cfg.labels_via != "file" else "file",
+                                  resource_slices=False, device_taint_rules=False)
+    if cfg.labels_via == "none" and not cfg.needs_api:
+        return []
+    return sinks_from_config(cfg)
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from exporter import metrics_markdown
+
+    if args.print_metrics:
+        sys.stdout.write(metrics_markdown())
+        return 0
+    token = None
+    if args.http_probe_token_file is not None:
+        try:
+            token = args.http_probe_token_file.read_text().strip()
+        except OSError as exc:
+            print(f"topolink serve: --http-probe-token-file: {exc}", file=sys.stderr)
+            return 2
+        if not token:
+            print("topolink serve: --http-probe-token-file is empty", file=sys.stderr)
+            return 2
+    if args.probe_duty_cycle <= 0 or args.probe_duty_cycle > 1 or args.discovery_interval <= 0:
+        print("topolink serve: --probe-duty-cycle must be in (0, 1] and --discovery-interval > 0", file=sys.stderr)
+        return 2
+    from exporter import limits_from_args
+
+    try:
+        http = limits_from_args(args)
+    except ValueError as exc:
+        print(f"topolink serve: {exc}", file=sys.stderr)
+        return 2
+    from probes import render_bandwidth_matrix
+
+    from ..serve import ServeConfig, nvml_busy, run
+    from ._common import discover_from_args, version
+
+    config = ServeConfig(host=args.host, port=args.port, discovery_interval_s=args.discovery_interval,
+                         probe_interval_s=args.probe_interval, duty_cycle=args.probe_duty_cycle,
+                         probe_profile=args.probe_profile, probe_backend=args.probe_backend,
+                         probe_tests=tuple(args.probe_tests) if args.probe_tests else None,
+                         probe_item_timeout_s=args.probe_item_timeout, state_dir=args.state_dir,
+                         log_format=args.log_format, probe_token=token, dot_timeout_s=args.dot_timeout,
+                         version=version(), http=http)
+    from exporter.kube import BadConfig
+
+    try:
+        sinks = build_sinks(args)
+    except BadConfig as exc:  # a --kubeconfig that is missing or unreadable: a usage error, no traceback
+        print(f"topolink serve: {exc}", file=sys.stderr)
+        return 2
+    return run(config, lambda: discover_from_args(args), nvml_busy(args.nvml_library), sinks,
+               render_bandwidth_matrix)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agent.cli.serve``: the ``serve`` command on its own."""
+    from ._common import add_discovery_args
+
+    parser = argparse.ArgumentParser(prog="topolink")
+    add_parsers(parser.add_subparsers(dest="command", required=True), add_discovery_args)
+    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    result: int = args.handler(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""``discover``: run the enabled sources against one root and assemble what they read into a Snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterable
+
+from topology import Problem, Snapshot, SourceStatus, facts_of
+
+from .assemble._nvml import NVML_ONLY, merge_nvml
+from .assemble._snapshot import assemble
+from .doors import DiscoveryContext
+from .sources import Gathered, run_sources, source_table
+from .sources.nvml import NvmlFacts
+
+
+def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None) -> Snapshot:
+    """One discovery pass. ``enabled_sources`` defaults to the table's defaults; an unknown name is a
+    ValueError (a usage mistake). What the machine gets wrong becomes problems in the snapshot."""
+    table = source_table()
+    if enabled_sources is None:
+        names = [name for name, spec in table.items() if spec.enabled_by_default]
+    else:
+        names = list(enabled_sources)
+        unknown = sorted(set(names) - table.keys())
+        if unknown:
+            raise ValueError(f"unknown source(s): {', '.join(unknown)}; known: {', '.join(table)}")
+    taken_at = time.time()
+    gathered = run_sources(ctx, names)
+    node, problem = _node_name(ctx)
+    if problem is not None:
+        gathered = Gathered(facts=gathered.facts, outcomes=gathered.outcomes,
+                            problems=(*gathered.problems, problem))
+    snap = assemble(gathered, node=node, taken_at=taken_at)
+    nvml = gathered.get("nvml", NvmlFacts)
+    snap = _without_nvml(snap) if nvml is None else merge_nvml(snap, nvml)
+    return settle(snap)
+
+
+def _without_nvml(snap: Snapshot) -> Snapshot:
+    """NVML failed or was turned off while GPUs are on the bus: what only NVML tells of them is unknown.
+    (NVML absent, no driver, is different: those facts do not exist, nothing is missing.)"""
+    status = next((o.status for o in snap.sources if o.name == "nvml"), None)
+    if status not in (SourceStatus.FAILED, SourceStatus.DISABLED) or not snap.gpus:
+        return snap
+    unknown = tuple(f for g in snap.gpus for f in facts_of(g.id, *NVML_ONLY))
+    note = Problem(source="nvml", subject="nvml", message=f"NVML not read ({status.value}): identity, NVLinks, "
+                   "P2P, fabric and MIG of the GPUs found on the PCI bus are unknown", unknown=unknown)
+    return dataclasses.replace(snap, problems=(*snap.problems, note))
+
+
+def settle(snap: Snapshot) -> Snapshot:
+    """A source that read its subsystem but left some facts unknown is ``partial``, not ``ok``."""
+    partial = {p.source for p in snap.problems if p.unknown}
+    outcomes = tuple(dataclasses.replace(o, status=SourceStatus.PARTIAL)
+                     if o.status is SourceStatus.OK and o.name in partial else o for o in snap.sources)
+    return dataclasses.replace(snap, sources=outcomes)
+
+
+def _node_name(ctx: DiscoveryContext) -> tuple[str, Problem | None]:
+    if ctx.node_name:
+        return ctx.node_name, None
+    try:
+        name = ctx.root.attr("/proc/sys/kernel/hostname")
+    except OSError:
+        name = None
+    if name and len(name) <= 253 and name.isprintable() and " " not in name:
+        return name, None
+    if name:
+        return "unknown", Problem(source="discover", subject="node",
+                                  message=f"/proc/sys/kernel/hostname is not a host name: {name[:40]!r}")
+    if ctx.live:
+        return os.uname().nodename, None  # gethostname(2) is uname's nodename on Linux
+    return "unknown", Problem(source="discover", subject="node", message="no /proc/sys/kernel/hostname in the tree")

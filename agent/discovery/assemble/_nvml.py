@@ -1,0 +1,281 @@
+"""``merge_nvml``: NVML's facts into a sysfs snapshot, by canonical PCI bus id. Pure.
+
+- GPUs: NVML's values win where it gave one; a GPU NVML sees and sysfs does not is added; a GPU on the
+  PCI bus that NVML does not list is kept as sysfs saw it, with a problem.
+- NVLinks: one :class:`Link` per GPU pair (bonded links counted once: the larger count of the two ends,
+  a problem when the ends disagree), one per GPU and visible NVSwitch (remote bus id). A lost GPU keeps
+  its place and what was read of it, marked ``lost``, but no NVLinks: it carries no traffic. Links whose remote
+  is the sentinel ``FFFFFFFF:FF:FF.0`` go to one synthetic ``nvswitch0`` (not on PCI), counted from field
+  147 (links connected to NVSwitches). ``topology.PathIndex`` then gives NV# = direct links + the smaller
+  of the two GPUs' switch links.
+- Matrices ``nvml_common_ancestor`` (nvmlGpuTopologyLevel_t) and ``nvml_p2p_<caps>`` (nvmlGpuP2PStatus_t)
+  over the GPUs in NVML index order; -1 on the diagonal and where NVML did not answer.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TypeVar
+
+from topology import (
+    Aspect,
+    Fact,
+    Gpu,
+    Link,
+    LinkKind,
+    Matrix,
+    MatrixKind,
+    NvSwitch,
+    PcieLinkState,
+    Problem,
+    Snapshot,
+    facts_of,
+    node_fact,
+    nvlink_bytes_per_second,
+    nvlink_gen_from_nvml,
+)
+
+from ..sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvmlFacts, NvmlGpuFacts
+
+T = TypeVar("T")
+SOURCE = "nvml"
+# What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).
+NVML_ONLY = (Aspect.IDENTITY, Aspect.NVLINKS, Aspect.P2P, Aspect.FABRIC, Aspect.MIG, Aspect.NUMA)
+_NVML_ONLY = NVML_ONLY
+SYNTHETIC_SWITCH = "nvswitch0"
+ANCESTOR_MATRIX = "nvml_common_ancestor"
+_NVIDIA, _NVSWITCH_CLASS = 0x10DE, 0x0680
+
+
+def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
+    problems: list[Problem] = [*snap.problems, *facts.problems]
+    gpus = {g.id: g for g in snap.gpus}
+    placed: dict[int, str] = {}
+    for g in facts.gpus:
+        if g.bus_id is None:
+            problems.append(Problem(source=SOURCE, subject=f"nvml:gpu{g.index}",
+                                    message="NVML GPU without a PCI bus id: not placed in the graph",
+                                    unknown=(node_fact(Aspect.GPUS),)))
+            continue
+        gpus[g.bus_id] = _enrich(gpus.get(g.bus_id) or Gpu(id=g.bus_id), g)
+        placed[g.index] = g.bus_id
+    pci_ids = {f.id for f in snap.pci}
+    for gpu in gpus.values():
+        if gpu.index is None:
+            problems.append(Problem(source=SOURCE, subject=gpu.id,
+                                    message="on the PCI bus but not among NVML's GPUs (not bound to the driver, "
+                                            "excluded, or unreadable): what only NVML tells is unknown",
+                                    unknown=facts_of(gpu.id, *_NVML_ONLY)))
+        elif gpu.id not in pci_ids:
+            problems.append(Problem(source=SOURCE, subject=gpu.id,
+                                    message="NVML lists this GPU but the PCI source does not: its PCIe path and "
+                                            "NUMA node are unknown",
+                                    unknown=facts_of(gpu.id, Aspect.PCIE_PATH, Aspect.NUMA)))
+    # A GPU lost, or one NVML cannot place (no bus id), leaves every other GPU's P2P row with it unknown.
+    absent = sorted(g.bus_id or f"nvml:gpu{g.index}" for g in facts.gpus if g.lost or g.bus_id is None)
+    if absent:
+        peers = tuple(f for gid in sorted(placed.values()) if gid not in absent for f in facts_of(gid, Aspect.P2P))
+        problems.append(Problem(source=SOURCE, subject=",".join(absent),
+                                message="P2P status and common ancestor of every GPU with these GPU(s) unknown",
+                                unknown=peers))
+    switches = {s.id: s for s in snap.nvswitches}
+    links = _nvlinks(snap, facts, gpus.keys(), switches, problems)
+    if absent and SYNTHETIC_SWITCH not in switches:  # it is known only through GPUs' links: maybe theirs
+        problems.append(Problem(source=SOURCE, subject=SYNTHETIC_SWITCH, message="NVSwitches off the PCI bus are "
+                                "seen only through GPUs' NVLinks, and some GPUs were not read",
+                                unknown=facts_of(SYNTHETIC_SWITCH, Aspect.ALL)))
+    versions = dict(snap.versions)
+    for key, value in (("nvidia_driver", facts.driver_version), ("nvml", facts.nvml_version),
+                       ("cuda_driver", facts.cuda_driver_version)):
+        if value:
+            versions[key] = value
+    kept = [link for link in snap.links if link.kind is not LinkKind.NVLINK]
+    ordered = sorted(gpus.values(), key=lambda g: (g.index is None, g.index or 0, g.id))
+    matrices = [m for m in snap.matrices if not m.name.startswith("nvml_")] + _matrices(facts, placed)
+    gpu_memory = {g.gpu_numa_id for g in ordered if g.gpu_numa_id is not None}
+    numa_nodes = tuple(replace(n, gpu_memory=True) if n.os_index in gpu_memory and not n.gpu_memory else n
+                       for n in snap.numa_nodes)
+    return replace(
+        snap,
+        numa_nodes=numa_nodes,
+        gpus=tuple(ordered),
+        nvswitches=tuple(sorted(switches.values(), key=lambda s: s.id)),
+        links=tuple(sorted([*kept, *links], key=lambda link: link.id)),
+        matrices=tuple(matrices),
+        versions=tuple(sorted(versions.items())),
+        problems=tuple(sorted(set(problems), key=lambda p: (p.source, p.subject, p.message))),
+    )
+
+
+def _pick(new: T | None, old: T) -> T:
+    return old if new is None else new
+
+
+def _enrich(base: Gpu, g: NvmlGpuFacts) -> Gpu:
+    pick = _pick
+    return replace(
+        base,
+        index=g.index,
+        minor=pick(g.minor, base.minor),
+        uuid=pick(g.uuid, base.uuid),
+        name=pick(g.name, base.name),
+        memory_bytes=pick(g.memory_bytes, base.memory_bytes),
+        pci_device_id=pick(g.pci_device_id, base.pci_device_id),
+        gpu_numa_id=pick(g.gpu_numa_id, base.gpu_numa_id),
+        cpu_affinity=pick(g.cpu_affinity, base.cpu_affinity),
+        memory_affinity=pick(g.memory_affinity, base.memory_affinity),
+        mig_enabled=pick(g.mig_enabled, base.mig_enabled),
+        mig_instances=g.mig_instances or base.mig_instances,
+        fabric=pick(g.fabric, base.fabric),
+        pcie=_pcie(base.pcie, g.pcie),
+        compute_capability=pick(g.compute_capability, base.compute_capability),
+        architecture=pick(g.architecture, base.architecture),
+        lost=g.lost or base.lost,
+    )
+
+
+def _pcie(sysfs: PcieLinkState | None, nvml: PcieLinkState | None) -> PcieLinkState | None:
+    if nvml is None or sysfs is None:
+        return nvml or sysfs
+    return PcieLinkState(
+        current_gen=sysfs.current_gen if nvml.current_gen is None else nvml.current_gen,
+        current_width=sysfs.current_width if nvml.current_width is None else nvml.current_width,
+        max_gen=sysfs.max_gen if nvml.max_gen is None else nvml.max_gen,
+        max_width=sysfs.max_width if nvml.max_width is None else nvml.max_width,
+    )
+
+
+def _is_switch(snap: Snapshot, switches: dict[str, NvSwitch], bus_id: str) -> bool:
+    if bus_id in switches:
+        return True
+    f = next((p for p in snap.pci if p.id == bus_id), None)
+    return f is not None and f.vendor_id == _NVIDIA and f.class_code >> 8 == _NVSWITCH_CLASS
+
+
+def _nvlinks(snap: Snapshot, facts: NvmlFacts, gpu_ids: Iterable[str], switches: dict[str, NvSwitch],
+             problems: list[Problem]) -> list[Link]:
+    gpu_set = set(gpu_ids)
+    lost = {g.bus_id for g in facts.gpus if g.lost and g.bus_id is not None}
+    seen: dict[tuple[str, str], int] = defaultdict(int)  # (this end, other end) -> active links seen here
+    versions: dict[frozenset[str], set[int]] = defaultdict(set)
+    pci_ids = {p.id for p in snap.pci}
+    for g in facts.gpus:
+        if g.bus_id is None or g.bus_id in lost:
+            continue  # a lost GPU carries nothing: its links, read or half read, are left out
+        sentinel = 0
+        for link in g.links:
+            if not link.active:
+                continue
+            if link.remote_sentinel:
+                sentinel += 1
+                if link.version is not None:
+                    versions[frozenset((g.bus_id, SYNTHETIC_SWITCH))].add(link.version)
+                continue
+            remote = link.remote_bus_id
+            if remote is None:
+                continue  # unreadable: the GPU's NVLinks are unknown, a problem says so
+            if remote in lost:
+                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                                        message=f"NVLink {link.link} goes to the lost GPU {remote}",
+                                        unknown=facts_of(g.bus_id, Aspect.NVLINKS)))
+                continue
+            to_switch = link.remote_type == REMOTE_SWITCH or (
+                link.remote_type in (REMOTE_UNKNOWN, None) and _is_switch(snap, switches, remote))
+            to_gpu = link.remote_type == REMOTE_GPU or remote in gpu_set
+            if to_gpu and not to_switch and remote not in gpu_set:
+                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                                        message=f"NVLink {link.link} goes to GPU {remote}, which is not among the "
+                                                "GPUs: its NVLinks are unknown",
+                                        unknown=facts_of(g.bus_id, Aspect.NVLINKS)))
+                continue
+            if to_switch:
+                switches.setdefault(remote, NvSwitch(id=remote, visible_on_pci=remote in pci_ids))
+            elif not to_gpu:
+                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                                        message=f"NVLink {link.link} goes to {remote} (remote type "
+                                                f"{link.remote_type}), neither a GPU nor an NVSwitch: not modelled"))
+                continue
+            seen[(g.bus_id, remote)] += 1
+            if link.version is not None:
+                versions[frozenset((g.bus_id, remote))].add(link.version)
+        if sentinel:
+            switches.setdefault(SYNTHETIC_SWITCH, NvSwitch(id=SYNTHETIC_SWITCH, visible_on_pci=False))
+            visible = sum(n for (a, b), n in seen.items() if a == g.bus_id and b in switches)
+            from_field = None if g.nvswitch_link_count is None else g.nvswitch_link_count - visible
+            seen[(g.bus_id, SYNTHETIC_SWITCH)] = from_field if from_field and from_field > 0 else sentinel
+    return _links_from_counts(seen, versions, problems)
+
+
+def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozenset[str], set[int]],
+                       problems: list[Problem]) -> list[Link]:
+    out = []
+    done: set[frozenset[str]] = set()
+    for (a, b), count in sorted(seen.items()):
+        pair = frozenset((a, b))
+        if pair in done:
+            continue
+        done.add(pair)
+        other = seen.get((b, a))
+        if other is not None and other != count:
+            problems.append(Problem(source=SOURCE, subject=f"{min(a, b)}--{max(a, b)}",
+                                    message=f"NVLink count differs between the ends: {count} seen from {a}, "
+                                            f"{other} from {b}",
+                                    unknown=_nvlinks_of(pair)))
+        bonded = max(count, other or 0)
+        gen = _generation(pair, versions.get(pair, set()), problems)
+        lo, hi = sorted(pair)
+        out.append(Link(a=lo, b=hi, kind=LinkKind.NVLINK, count=bonded, nvlink_version=gen,
+                        bytes_per_second=nvlink_bytes_per_second(gen, bonded)))
+    return out
+
+
+def _generation(pair: frozenset[str], enums: set[int], problems: list[Problem]) -> int | None:
+    subject = "--".join(sorted(pair))
+    if not enums:
+        return None
+    if len(enums) > 1:
+        problems.append(Problem(source=SOURCE, subject=subject,
+                                message=f"bonded NVLinks report different versions {sorted(enums)}",
+                                unknown=_nvlinks_of(pair)))
+    gens = {nvlink_gen_from_nvml(e) for e in enums}
+    if None in gens:
+        problems.append(Problem(source=SOURCE, subject=subject,
+                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): no rate",
+                                unknown=_nvlinks_of(pair)))
+        return None
+    return min(g for g in gens if g is not None)
+
+
+def _nvlinks_of(pair: frozenset[str]) -> tuple[Fact, ...]:
+    """The NVLinks of the GPUs of a pair (a synthetic or real NVSwitch end is no GPU: its own links are not)."""
+    return tuple(Fact(subject=end, aspect=Aspect.NVLINKS) for end in sorted(pair) if ":" in end)
+
+
+def _matrices(facts: NvmlFacts, placed: dict[int, str]) -> list[Matrix]:
+    order = sorted(placed)
+    if not order:
+        return []
+    ids = tuple(placed[i] for i in order)
+    pos = {index: n for n, index in enumerate(order)}
+    size = len(ids)
+    grids: dict[str, list[list[float]]] = {name: [[-1.0] * size for _ in range(size)]
+                                           for name in (ANCESTOR_MATRIX, *(f"nvml_p2p_{c}" for c in P2P_CAPS))}
+    caps_name = {v: k for k, v in P2P_CAPS.items()}
+    for p in facts.pairs:
+        if p.a not in pos or p.b not in pos:
+            continue
+        i, j = pos[p.a], pos[p.b]
+        cells = [(ANCESTOR_MATRIX, p.common_ancestor)]
+        cells += [(f"nvml_p2p_{caps_name[c]}", s) for c, s in p.p2p if c in caps_name]
+        for name, value in cells:
+            if value is not None:
+                grids[name][i][j] = grids[name][j][i] = float(value)
+    out = []
+    for name, grid in grids.items():
+        ancestor = name == ANCESTOR_MATRIX
+        out.append(Matrix(name=name, kind=MatrixKind.FROM_OS | MatrixKind.HOPS if ancestor else MatrixKind.FROM_OS,
+                          unit="nvml_topology_level" if ancestor else "nvml_p2p_status", ids=ids,
+                          values=tuple(tuple(row) for row in grid)))
+    return out

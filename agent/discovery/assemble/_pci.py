@@ -1,0 +1,170 @@
+"""PCI facts into model entities: functions with their NUMA locality, root complexes, GPUs, NVSwitches.
+
+Locality, one rule everywhere (paths, the NUMA Affinity column, labels): a function's NUMA node is the
+kernel's ``numa_node`` when it names a node of this machine, and none when the kernel says -1 (firmware
+gave no proximity). It is never inferred from ``local_cpus``: ``nvidia-smi`` does not either, and prints
+``N/A`` in the NUMA Affinity column and ``SYS`` across root complexes for such a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from topology import (
+    Aspect,
+    Gpu,
+    HostBridge,
+    NvSwitch,
+    PcieLinkState,
+    PciFunction,
+    Problem,
+    facts_of,
+    pcie_gen_from_gts,
+)
+
+from ..sources.pci import PciDeviceFacts
+
+NVIDIA = 0x10DE
+_GPU_CLASSES = (0x0300, 0x0302)  # VGA-compatible, 3D controller
+_NVSWITCH_CLASS = 0x0680  # bridge, other
+
+
+class NumaPlaces:
+    """The machine's NUMA nodes, to check each device's ``numa_node`` against."""
+
+    def __init__(self, nodes: frozenset[int] | None) -> None:
+        self._known = nodes  # None: the NUMA source did not say (its failure is a problem already)
+
+    def locate(self, dev: PciDeviceFacts, problems: list[Problem]) -> int | None:
+        if dev.numa_node is None or self._known is None or dev.numa_node in self._known:
+            return dev.numa_node
+        problems.append(Problem(source="pci", subject=dev.bus_id,
+                                message=f"numa_node {dev.numa_node} is not a NUMA node of this machine",
+                                unknown=facts_of(dev.bus_id, Aspect.NUMA)))
+        return None
+
+
+def link_state(dev: PciDeviceFacts) -> PcieLinkState | None:
+    if dev.current_link_gts is None and dev.max_link_gts is None and dev.current_link_width is None \
+            and dev.max_link_width is None:
+        return None
+    return PcieLinkState(
+        current_gen=None if dev.current_link_gts is None else pcie_gen_from_gts(dev.current_link_gts),
+        current_width=dev.current_link_width,
+        max_gen=None if dev.max_link_gts is None else pcie_gen_from_gts(dev.max_link_gts),
+        max_width=dev.max_link_width,
+    )
+
+
+def functions(devices: Sequence[PciDeviceFacts], places: NumaPlaces,
+              problems: list[Problem]) -> dict[str, PciFunction]:
+    """One PciFunction per device, keyed by bus id. Missing ids are 0 (a problem is already recorded)."""
+    out: dict[str, PciFunction] = {}
+    for dev in devices:
+        out[dev.bus_id] = PciFunction(
+            id=dev.bus_id,
+            parent=dev.parent,
+            vendor_id=dev.vendor_id or 0,
+            device_id=dev.device_id or 0,
+            class_code=dev.class_code or 0,
+            numa_node=places.locate(dev, problems),
+            local_cpus=dev.local_cpus,
+            link=link_state(dev),
+            driver=dev.driver,
+            acs_enabled=dev.acs_redirect,
+        )
+    return out
+
+
+def unrooted(funcs: Mapping[str, PciFunction], roots: set[str], problems: list[Problem]) -> set[str]:
+    """Functions whose chain of parents never reaches a root complex (a cycle, or a parent nobody has):
+    their PCIe path is unknown, and said so, instead of being guessed."""
+    state: dict[str, bool] = {}  # id -> reaches a root
+    for start in funcs:
+        chain: list[str] = []
+        node: str | None = start
+        verdict = False
+        while node is not None:
+            if node in roots:
+                verdict = True
+                break
+            if node in state:
+                verdict = state[node]
+                break
+            if node in chain or node not in funcs:
+                break
+            chain.append(node)
+            node = funcs[node].parent
+        for n in chain:
+            state[n] = verdict
+    bad = {n for n, ok in state.items() if not ok}
+    for n in sorted(bad):
+        problems.append(Problem(source="pci", subject=n, message="its chain of parent bridges never reaches a root "
+                                "complex (a cycle or a missing bridge): PCIe path unknown",
+                                unknown=facts_of(n, Aspect.PCIE_PATH, Aspect.NUMA)))
+    _below_unknown(funcs, problems)
+    return bad
+
+
+def _below_unknown(funcs: Mapping[str, PciFunction], problems: list[Problem]) -> None:
+    """A function below a bridge whose place is unknown does not know its own path either."""
+    unknown = {f.subject for p in problems for f in p.unknown if f.aspect is Aspect.PCIE_PATH}
+    if not unknown:
+        return
+    for bdf, f in funcs.items():
+        if bdf in unknown:
+            continue
+        node, seen = f.parent, {bdf}
+        while node in funcs and node not in seen:
+            if node in unknown:
+                problems.append(Problem(source="pci", subject=bdf, message=f"below {node}, whose place in the PCIe "
+                                        "tree is unknown: its own path is unknown too",
+                                        unknown=facts_of(bdf, Aspect.PCIE_PATH)))
+                break
+            seen.add(node)
+            node = funcs[node].parent
+
+
+def host_bridges(devices: Sequence[PciDeviceFacts], funcs: Mapping[str, PciFunction]) -> tuple[HostBridge, ...]:
+    """Every root complex, with the NUMA node its functions agree on (None when they don't say or differ)."""
+    nodes: dict[str, set[int]] = {}
+    for dev in devices:
+        if not dev.placed:
+            continue  # a placeholder root is no root complex of the machine
+        seen = nodes.setdefault(dev.host_bridge, set())
+        numa = funcs[dev.bus_id].numa_node
+        if numa is not None:
+            seen.add(numa)
+    out = []
+    for hb, agreed in nodes.items():
+        domain, bus = hb.removeprefix("pci").split(":")
+        out.append(HostBridge(id=hb, domain=int(domain, 16), bus=int(bus, 16),
+                              numa_node=next(iter(agreed)) if len(agreed) == 1 else None))
+    return tuple(sorted(out, key=lambda h: (h.domain, h.bus)))
+
+
+def is_gpu(f: PciFunction) -> bool:
+    return f.vendor_id == NVIDIA and f.class_code >> 8 in _GPU_CLASSES
+
+
+def gpus(funcs: Mapping[str, PciFunction], driver_gpus: Mapping[str, int | None]) -> tuple[Gpu, ...]:
+    """NVIDIA GPUs found by PCI, driver or not; also the functions the NVIDIA driver lists as its GPUs
+    (their vendor file may be unreadable). ``index`` stays None: only NVML numbers GPUs."""
+    out = []
+    for bdf, f in funcs.items():
+        if not (is_gpu(f) or bdf in driver_gpus):
+            continue
+        out.append(Gpu(
+            id=bdf,
+            pci_device_id=f.device_id or None,
+            numa_node=f.numa_node,
+            cpu_affinity=f.local_cpus or (),
+            gpu_numa_id=driver_gpus.get(bdf),
+            pcie=f.link,
+        ))
+    return tuple(out)
+
+
+def nvswitches(funcs: Mapping[str, PciFunction]) -> tuple[NvSwitch, ...]:
+    return tuple(NvSwitch(id=bdf, pci_device_id=f.device_id)
+                 for bdf, f in funcs.items() if f.vendor_id == NVIDIA and f.class_code >> 8 == _NVSWITCH_CLASS)

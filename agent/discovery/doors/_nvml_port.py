@@ -1,0 +1,276 @@
+"""NVML behind one narrow port: exactly the calls discovery makes, through nvidia-ml-py.
+
+``pynvml`` is imported inside functions (driverless discovery never loads it) and its errors are
+translated here, once, into :class:`NvmlError` kinds chained ``from`` the original. Every call through
+the port is counted.
+
+A specific library (a machine profile's test NVML) is loaded by handing nvidia-ml-py the ``CDLL``
+before ``nvmlInit``: pynvml keeps the library in the module global ``nvmlLib`` and loads
+``libnvidia-ml.so.1`` only while that is ``None``; setting ``LD_LIBRARY_PATH`` would be too late in a
+running process. Function pointers are cached per name in ``_nvmlGetFunctionPointer_cache``, so that
+cache is emptied whenever the library changes; one process can then discover several profiles in turn.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NewType, TypeVar
+
+from ._nvml_errors import (
+    KINDS,
+    NvmlError,
+    NvmlLibraryNotFound,
+)
+
+Handle = NewType("Handle", object)
+T = TypeVar("T")
+
+CPU_SET_WORDS = 64  # 4096 CPUs, 64 per word
+NODE_SET_WORDS = 16  # 1024 NUMA nodes
+_AFFINITY_SCOPE_NODE = 0
+_ARGUMENT_VERSION_MISMATCH = 25
+_FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
+
+@dataclass(frozen=True, slots=True)
+class RawFabric:
+    """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
+
+    state: int
+    status: int
+    clique_id: int
+    cluster_uuid: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RawField:
+    field_id: int
+    code: int  # the per-field nvmlReturn_t
+    value: int
+
+
+_lock = threading.Lock()
+_loaded: str | None = None  # the library this module put into pynvml, None for pynvml's default
+
+
+def _use_library(pynvml: Any, library: str | None) -> None:
+    global _loaded  # noqa: PLW0603 - one process, one pynvml: which library it holds is process state
+    with _lock:
+        if library == _loaded:
+            return
+        if library is None:
+            lib = None  # back to pynvml's own lookup of libnvidia-ml.so.1
+        else:
+            try:
+                lib = ctypes.CDLL(library)
+            except OSError as exc:
+                raise NvmlLibraryNotFound("dlopen", 12, f"{library}: {exc}") from exc
+        with pynvml.libLoadLock:
+            pynvml.nvmlLib = lib
+            cache = getattr(pynvml, "_nvmlGetFunctionPointer_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+        _loaded = library
+
+
+class NvmlPort:
+    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml`; ``close`` shuts down."""
+
+    def __init__(self, pynvml: Any) -> None:
+        self._nv = pynvml
+        self.calls = 0
+        self.max_links = int(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18))
+
+    def _call(self, name: str, fn: Callable[..., T], *args: Any) -> T:
+        self.calls += 1
+        try:
+            return fn(*args)
+        except self._nv.NVMLError as exc:
+            value = getattr(exc, "value", None)
+            code = value if isinstance(value, int) else None
+            kind = KINDS.get(code, NvmlError) if code is not None else NvmlError
+            raise kind(name, code) from exc
+
+    # -- system ------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._call("nvmlShutdown", self._nv.nvmlShutdown)
+
+    def driver_version(self) -> str:
+        return str(self._call("nvmlSystemGetDriverVersion", self._nv.nvmlSystemGetDriverVersion))
+
+    def nvml_version(self) -> str:
+        return str(self._call("nvmlSystemGetNVMLVersion", self._nv.nvmlSystemGetNVMLVersion))
+
+    def cuda_driver_version(self) -> int:
+        return int(self._call("nvmlSystemGetCudaDriverVersion", self._nv.nvmlSystemGetCudaDriverVersion))
+
+    def device_count(self) -> int:
+        return int(self._call("nvmlDeviceGetCount_v2", self._nv.nvmlDeviceGetCount))
+
+    def handle(self, index: int) -> Handle:
+        return Handle(self._call("nvmlDeviceGetHandleByIndex_v2", self._nv.nvmlDeviceGetHandleByIndex, index))
+
+    # -- one device --------------------------------------------------------------------------------
+    def index(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetIndex", self._nv.nvmlDeviceGetIndex, h))
+
+    def uuid(self, h: Handle) -> str:
+        return str(self._call("nvmlDeviceGetUUID", self._nv.nvmlDeviceGetUUID, h))
+
+    def name(self, h: Handle) -> str:
+        return str(self._call("nvmlDeviceGetName", self._nv.nvmlDeviceGetName, h))
+
+    def memory_total(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMemoryInfo", self._nv.nvmlDeviceGetMemoryInfo, h).total)
+
+    def minor(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMinorNumber", self._nv.nvmlDeviceGetMinorNumber, h))
+
+    def pci(self, h: Handle) -> tuple[str, int]:
+        """(bus id as NVML spells it, ``pciDeviceId`` = device << 16 | vendor)."""
+        info = self._call("nvmlDeviceGetPciInfo_v3", self._nv.nvmlDeviceGetPciInfo_v3, h)
+        bus_id = info.busId  # pynvml's structure decodes on every attribute access: once
+        return (bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)), int(info.pciDeviceId)
+
+    def numa_node_id(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetNumaNodeId", self._nv.nvmlDeviceGetNumaNodeId, h))
+
+    def cpu_affinity(self, h: Handle) -> tuple[int, ...]:
+        words = self._call("nvmlDeviceGetCpuAffinity", self._nv.nvmlDeviceGetCpuAffinity, h, CPU_SET_WORDS)
+        return _bits(words)
+
+    def memory_affinity(self, h: Handle) -> tuple[int, ...]:
+        words = self._call("nvmlDeviceGetMemoryAffinity", self._nv.nvmlDeviceGetMemoryAffinity, h,
+                           NODE_SET_WORDS, _AFFINITY_SCOPE_NODE)
+        return _bits(words)
+
+    def pcie_current_gen(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetCurrPcieLinkGeneration", self._nv.nvmlDeviceGetCurrPcieLinkGeneration, h))
+
+    def pcie_current_width(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetCurrPcieLinkWidth", self._nv.nvmlDeviceGetCurrPcieLinkWidth, h))
+
+    def pcie_max_gen(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMaxPcieLinkGeneration", self._nv.nvmlDeviceGetMaxPcieLinkGeneration, h))
+
+    def pcie_max_width(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMaxPcieLinkWidth", self._nv.nvmlDeviceGetMaxPcieLinkWidth, h))
+
+    def compute_capability(self, h: Handle) -> tuple[int, int]:
+        major, minor = self._call("nvmlDeviceGetCudaComputeCapability", self._nv.nvmlDeviceGetCudaComputeCapability, h)
+        return int(major), int(minor)
+
+    def architecture(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetArchitecture", self._nv.nvmlDeviceGetArchitecture, h))
+
+    def fabric(self, h: Handle) -> RawFabric:
+        """``nvmlDeviceGetGpuFabricInfoV`` with the v3 struct, or v2 where the driver predates v3."""
+        nv = self._nv
+        v3 = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None)
+        candidates = ([v3] if v3 is not None else []) + [nv.c_nvmlGpuFabricInfo_v2_t]
+        for i, struct in enumerate(candidates):
+            info = struct()
+            try:
+                self._call("nvmlDeviceGetGpuFabricInfoV", nv.nvmlDeviceGetGpuFabricInfoV, h, ctypes.byref(info))
+            except NvmlError as exc:
+                if exc.code == _ARGUMENT_VERSION_MISMATCH and i + 1 < len(candidates):
+                    continue
+                raise
+            return RawFabric(state=int(info.state) & 0xFF, status=int(info.status), clique_id=int(info.cliqueId),
+                             cluster_uuid=bytes(info.clusterUuid))
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    def field_values(self, h: Handle, field_ids: tuple[int, ...]) -> tuple[RawField, ...]:
+        values = self._call("nvmlDeviceGetFieldValues", self._nv.nvmlDeviceGetFieldValues, h, list(field_ids))
+        return tuple(RawField(int(v.fieldId), int(v.nvmlReturn), int(v.value.uiVal)) for v in values)
+
+    # -- MIG ---------------------------------------------------------------------------------------
+    def mig_mode(self, h: Handle) -> tuple[int, int]:
+        current, pending = self._call("nvmlDeviceGetMigMode", self._nv.nvmlDeviceGetMigMode, h)
+        return int(current), int(pending)
+
+    def max_mig_devices(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMaxMigDeviceCount", self._nv.nvmlDeviceGetMaxMigDeviceCount, h))
+
+    def mig_device(self, h: Handle, slot: int) -> Handle:
+        return Handle(self._call("nvmlDeviceGetMigDeviceHandleByIndex", self._nv.nvmlDeviceGetMigDeviceHandleByIndex,
+                                 h, slot))
+
+    def gpu_instance_id(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetGpuInstanceId", self._nv.nvmlDeviceGetGpuInstanceId, h))
+
+    def compute_instance_id(self, h: Handle) -> int:
+        return int(self._call("nvmlDeviceGetComputeInstanceId", self._nv.nvmlDeviceGetComputeInstanceId, h))
+
+    # -- NVLink ------------------------------------------------------------------------------------
+    def nvlink_active(self, h: Handle, link: int) -> bool:
+        return bool(self._call("nvmlDeviceGetNvLinkState", self._nv.nvmlDeviceGetNvLinkState, h, link))
+
+    def nvlink_version(self, h: Handle, link: int) -> int:
+        return int(self._call("nvmlDeviceGetNvLinkVersion", self._nv.nvmlDeviceGetNvLinkVersion, h, link))
+
+    def nvlink_remote_type(self, h: Handle, link: int) -> int:
+        return int(self._call("nvmlDeviceGetNvLinkRemoteDeviceType", self._nv.nvmlDeviceGetNvLinkRemoteDeviceType,
+                              h, link))
+
+    def nvlink_remote_bus_id(self, h: Handle, link: int) -> str:
+        bus_id = self._call("nvmlDeviceGetNvLinkRemotePciInfo_v2", self._nv.nvmlDeviceGetNvLinkRemotePciInfo, h,
+                            link).busId
+        return bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+
+    # -- pairs -------------------------------------------------------------------------------------
+    def common_ancestor(self, a: Handle, b: Handle) -> int:
+        return int(self._call("nvmlDeviceGetTopologyCommonAncestor", self._nv.nvmlDeviceGetTopologyCommonAncestor,
+                              a, b))
+
+    def p2p_status(self, a: Handle, b: Handle, caps_index: int) -> int:
+        # An int, never pynvml's NVML_P2P_CAPS_INDEX_READ: that constant is the tuple (0,).
+        return int(self._call("nvmlDeviceGetP2PStatus", self._nv.nvmlDeviceGetP2PStatus, a, b, int(caps_index)))
+
+
+def _bits(words: Any) -> tuple[int, ...]:
+    """Set bits of a mask of 64-bit words, lowest first: the words as one integer, read off its binary
+    digits (a 4096-CPU mask is 64 words, nearly all zero, and a loop per word or per bit is slow)."""
+    if isinstance(words, ctypes.Array) and ctypes.sizeof(words._type_) == 8 and sys.byteorder == "little":
+        value = int.from_bytes(bytes(words), "little")  # what pynvml returns: c_ulonglong words in memory
+    else:
+        value = 0
+        for i, word in enumerate(words):
+            value |= (int(word) & _WORD) << (64 * i)
+    return tuple([i for i, digit in enumerate(bin(value)[:1:-1]) if digit == "1"])
+
+
+_WORD = 0xFFFFFFFFFFFFFFFF
+
+
+_DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no library is given
+
+
+def _default_library_loadable() -> bool:
+    """Whether pynvml's own lookup would find a library: a dlopen, without importing pynvml (about 20 ms)."""
+    if "pynvml" in sys.modules:
+        return True  # already paid for; let pynvml decide as before
+    try:
+        ctypes.CDLL(_DEFAULT_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
+def open_nvml(library: str | None) -> NvmlPort:
+    """Loads NVML (``library`` or the system's) and initialises it. Raises :class:`NvmlLibraryNotFound`
+    when there is no library, another :class:`NvmlError` when ``nvmlInit`` fails."""
+    if library is None and not _default_library_loadable():
+        # The same error pynvml's nvmlInit raises when it cannot load the library.
+        raise NvmlLibraryNotFound("nvmlInitWithFlags", 12)
+    try:
+        import pynvml
+    except ImportError as exc:
+        raise NvmlLibraryNotFound("import pynvml", None, f"nvidia-ml-py is not installed: {exc}") from exc
+    _use_library(pynvml, library)
+    port = NvmlPort(pynvml)
+    port._call("nvmlInitWithFlags", pynvml.nvmlInit)
+    return port

@@ -1,0 +1,85 @@
+"""What GPUDirect RDMA needs from the host, as far as sysfs and procfs tell.
+
+Peer memory: the ``nvidia_peermem`` module (or the older ``nv_peer_mem``) and the peer-memory clients in
+``/sys/kernel/mm/memory_peers`` (``nv_mem``). dma-buf: needs NVIDIA's open kernel modules (the
+proprietary ones do not export GPU memory as dma-buf) and a Linux 5.12 or newer kernel. Each fact is
+``None`` when the tree does not show it (a copy without ``/sys/module``), never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from topology import NODE, Aspect, Problem
+
+from ..doors import DiscoveryContext
+from ._registry import register
+from ._sysfs import Reader
+
+SOURCE = "gdr"
+_MODULES = "/sys/module"
+_MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
+_PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+_RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GdrHostFacts:
+    peermem_loaded: bool | None = None
+    memory_peers: tuple[str, ...] = ()
+    nvidia_loaded: bool | None = None
+    nvidia_open_module: bool | None = None  # the open GPU kernel modules (dma-buf capable)
+    kernel_release: str | None = None  # uname -r
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def kernel_version(self) -> tuple[int, int] | None:
+        m = _RELEASE.match(self.kernel_release or "")
+        return None if m is None else (int(m.group(1)), int(m.group(2)))
+
+
+_GDR = (Aspect.GDR,)
+
+
+@register(SOURCE, covers=(Aspect.GDR,), help="GPUDirect RDMA readiness: nvidia_peermem, memory_peers, dma-buf")
+def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
+    root = ctx.root
+    r = Reader(root, SOURCE, "gdr", "/", fact_subject=NODE)
+    modules_known = root.is_dir(_MODULES)
+    if not modules_known and root.exists(_MODULES):
+        r.problem(f"{_MODULES} is not a directory: which modules are loaded is unknown", _GDR)
+    peers = tuple(p for p in r.listdir("sys/kernel/mm/memory_peers", _GDR) if p.isprintable() and len(p) <= 64)
+    if root.readlink(_MEMORY_PEERS) is not None:  # a real directory in sysfs, never a link
+        r.problem(f"{_MEMORY_PEERS} is a link: its peer-memory clients are unknown", _GDR)
+        peers = ()
+    return GdrHostFacts(
+        peermem_loaded=any(root.exists(_MODULES, m) for m in _PEERMEM_MODULES) if modules_known else None,
+        memory_peers=peers,
+        nvidia_loaded=root.exists(_MODULES, "nvidia") if modules_known else None,
+        nvidia_open_module=_open_module(r),
+        kernel_release=_release(r.text("proc/sys/kernel/osrelease", _GDR), r),
+        problems=tuple(r.problems),
+    )
+
+
+def _open_module(r: Reader) -> bool | None:
+    # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06 ..." for the open modules;
+    # the proprietary ones say "NVIDIA UNIX x86_64 Kernel Module".
+    text = r.text("proc/driver/nvidia/version", _GDR)
+    if text is None:
+        return None
+    first = text.splitlines()[0] if text else ""
+    if "Kernel Module" not in first:
+        r.problem(f"/proc/driver/nvidia/version: unexpected {first[:60]!r}", _GDR)
+        return None
+    return "Open Kernel Module" in first
+
+
+def _release(text: str | None, r: Reader) -> str | None:
+    if not text:
+        return None
+    if not _RELEASE.match(text) or len(text) > 128 or not text.isprintable():
+        r.problem(f"osrelease: unexpected {text[:60]!r}", _GDR)
+        return None
+    return text

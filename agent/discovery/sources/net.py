@@ -1,0 +1,74 @@
+"""Network interfaces from ``/sys/class/net``: which PCI function each sits on, or that it is virtual."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topology import Aspect, Problem
+
+from ..doors import DiscoveryContext, FsRoot
+from ._parse import bounded, decimal
+from ._registry import register
+from ._sysfs import Reader, class_entries, pci_function_in
+
+SOURCE = "net"
+_CLASS = "/sys/class/net"
+_VIRTUAL = "/sys/devices/virtual/"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetIfFacts:
+    name: str
+    pci_bus_id: str | None = None  # the nearest PCI function below it; None for virtual or non-PCI ones
+    virtual: bool = False  # lo, bridges, bonds, VLANs, veth: no device of their own
+    operstate: str | None = None  # up, down, unknown, ...
+    speed_mbps: int | None = None  # None when the link is down or the driver does not say
+    arp_type: int | None = None  # 1 Ethernet, 32 InfiniBand
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetFacts:
+    interfaces: tuple[NetIfFacts, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+
+_PORTS = (Aspect.PORTS,)
+_OPERSTATES = ("up", "down", "unknown", "dormant", "notpresent", "lowerlayerdown", "testing")
+
+
+@register(SOURCE, covers=(Aspect.NICS,), help="network interfaces and their PCI functions (/sys/class/net)")
+def read_net(ctx: DiscoveryContext) -> NetFacts:
+    root = ctx.root
+    entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/net")
+    interfaces = [_read_interface(root, name, entry, path) for name, entry, path in entries]
+    return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))
+
+
+def _read_interface(root: FsRoot, name: str, entry: str, path: str | None) -> NetIfFacts:
+    if path is None or path.startswith(_VIRTUAL):
+        return NetIfFacts(name=name, virtual=True)
+    bdf = pci_function_in(path)
+    r = Reader(root, SOURCE, name, entry, fact_subject=bdf or f"net:{name}")
+    operstate = r.text("operstate", _PORTS, required=True)
+    if operstate is not None and operstate not in _OPERSTATES:
+        r.problem(f"operstate: unexpected {operstate[:40]!r}", _PORTS)
+        operstate = None
+    arp_type = r.parsed("type", bounded(0, 0xFFFF), _PORTS)
+    speed = _speed(root, entry)
+    return NetIfFacts(name=name, pci_bus_id=bdf, operstate=operstate or None, speed_mbps=speed, arp_type=arp_type,
+                      problems=tuple(r.problems))
+
+
+def _speed(root: FsRoot, entry: str) -> int | None:
+    # Reading `speed` of a link that is down fails with EINVAL, and drivers that do not know print -1:
+    # both mean "not known", not a problem.
+    try:
+        text = root.attr(entry, "speed")
+    except OSError:
+        return None
+    try:
+        value = decimal(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and 0 < value <= 10_000_000 else None

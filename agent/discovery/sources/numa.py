@@ -1,0 +1,157 @@
+"""NUMA nodes from ``/sys/devices/system/node``: CPUs, memory, the kernel's distance (SLIT) rows.
+
+On Linux that directory exists on every machine, one-node ones included (``node0``), so a missing,
+unreadable or empty one is a failed source, never "one node holding every CPU". GPU memory that the
+NVIDIA driver onlined as NUMA nodes (POWER9 + V100, Grace Hopper) is named in
+``/proc/driver/nvidia/gpus/<bus id>/numa_status``. Every number is range-checked where it is parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from topology import NODE, Aspect, BadPciAddress, Problem, canonical_bdf, node_fact, parse_cpulist, parse_cpumask
+
+from ..doors import DiscoveryContext, FsRoot
+from ._parse import MAX_NUMA_NODES, bounded, decimal
+from ._registry import SourceError, register
+from ._sysfs import Reader, describe_os_error
+
+SOURCE = "numa"
+_NODES = "/sys/devices/system/node"
+_NODE_DIR = re.compile(r"^node([0-9]{1,5})$")
+_MEM_TOTAL = re.compile(r"MemTotal:\s+([0-9]{1,16})\s*kB")
+_MAX_MEMORY_KB = 1 << 50  # a petabyte-scale kB count (2**60 bytes) is already beyond any machine
+_NUMA = (Aspect.NUMA,)
+_DRIVER_GPUS = "/proc/driver/nvidia/gpus"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NumaNodeFacts:
+    os_index: int
+    cpus: tuple[int, ...] = ()  # as the node lists them (online and offline)
+    memory_bytes: int | None = None
+    distances: tuple[int, ...] | None = None  # one per node, in ascending node order (the kernel's)
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriverGpuFacts:
+    """A GPU the NVIDIA driver lists in /proc, with the NUMA node it onlined the GPU's memory as."""
+
+    bus_id: str
+    memory_node: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NumaFacts:
+    nodes: tuple[NumaNodeFacts, ...] = ()
+    online_cpus: tuple[int, ...] | None = None
+    driver_gpus: tuple[DriverGpuFacts, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+
+# The NVIDIA driver's GPU list under /proc names GPUs too (one whose vendor file is unreadable).
+@register(SOURCE, covers=(Aspect.NUMA, Aspect.GPUS),
+          help="NUMA nodes, their CPUs, memory and distances (/sys/devices/system/node)")
+def read_numa(ctx: DiscoveryContext) -> NumaFacts:
+    root = ctx.root
+    problems: list[Problem] = []
+    online = _online_cpus(root, problems)
+    if not root.is_dir(_NODES):
+        raise SourceError(f"{_NODES} is missing: every Linux kernel has it, so NUMA placement is unknown")
+    try:
+        entries = root.listdir(_NODES)
+    except OSError as exc:
+        raise SourceError(f"{_NODES}: {describe_os_error(exc)}") from exc
+    indexes = sorted(int(m.group(1)) for e in entries if (m := _NODE_DIR.match(e)))
+    indexes = [i for i in indexes if i < MAX_NUMA_NODES]
+    if not indexes:
+        raise SourceError(f"{_NODES} lists no node: NUMA placement is unknown")
+    nodes = tuple(_read_node(root, i) for i in indexes)
+    return NumaFacts(nodes=nodes, online_cpus=online,
+                     driver_gpus=_driver_gpus(root, problems), problems=tuple(problems))
+
+
+def _online_cpus(root: FsRoot, problems: list[Problem]) -> tuple[int, ...] | None:
+    r = Reader(root, SOURCE, "cpus", "/sys/devices/system/cpu", fact_subject=NODE)
+    online = r.parsed("online", parse_cpulist, _NUMA)
+    problems.extend(r.problems)
+    return online
+
+
+def _read_node(root: FsRoot, index: int) -> NumaNodeFacts:
+    r = Reader(root, SOURCE, f"numa{index}", f"{_NODES}/node{index}", fact_subject=NODE)
+    cpus = r.parsed("cpulist", parse_cpulist, _NUMA)
+    if cpus is None:
+        cpus = r.parsed("cpumap", parse_cpumask, _NUMA, required=True)
+    return NumaNodeFacts(
+        os_index=index,
+        cpus=cpus or (),
+        memory_bytes=r.parsed("meminfo", _mem_total, _NUMA, required=True),
+        distances=r.parsed("distance", _distances, _NUMA, required=True),
+        problems=tuple(r.problems),
+    )
+
+
+def _mem_total(text: str) -> int:
+    m = _MEM_TOTAL.search(text)
+    if m is None:
+        raise ValueError("no MemTotal")
+    kb = int(m.group(1))
+    if kb > _MAX_MEMORY_KB:
+        raise ValueError(f"MemTotal {kb} kB")
+    return kb * 1024
+
+
+_SLIT = bounded(1, 255)  # ACPI SLIT entries are one byte: 10 local, 255 unreachable
+
+
+def _distances(text: str) -> tuple[int, ...]:
+    parts = text.split()
+    if not parts or len(parts) > MAX_NUMA_NODES:
+        raise ValueError(text[:60])
+    return tuple(_SLIT(v) for v in parts)
+
+
+def _driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts, ...]:
+    try:
+        names = root.listdir(_DRIVER_GPUS)
+    except OSError as exc:
+        problems.append(Problem(source=SOURCE, subject="nvidia", message=f"{_DRIVER_GPUS}: {describe_os_error(exc)}",
+                                unknown=(node_fact(Aspect.NUMA),)))
+        return ()
+    out = []
+    for name in names:
+        try:
+            bdf = canonical_bdf(name)
+        except BadPciAddress:
+            problems.append(Problem(source=SOURCE, subject=name, message=f"{_DRIVER_GPUS}/{name}: not a PCI address",
+                                    unknown=(node_fact(Aspect.NUMA),)))
+            continue
+        directory = f"{_DRIVER_GPUS}/{name}"
+        r = Reader(root, SOURCE, bdf, directory, fact_subject=NODE)  # which nodes are GPU memory
+        try:
+            real = root.is_plain_dir(directory)  # a directory, never a link
+        except OSError:
+            real = False
+        if not real:
+            r.problem(f"{directory} is not the driver's directory for the GPU", _NUMA)
+            node = None
+        else:
+            node = r.parsed("numa_status", _numa_status_node, _NUMA)
+        problems.extend(r.problems)
+        out.append(DriverGpuFacts(bus_id=bdf, memory_node=node))
+    return tuple(out)
+
+
+def _numa_status_node(text: str) -> int | None:
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Node":
+            node = decimal(value)
+            if node < -1 or node >= MAX_NUMA_NODES:
+                raise ValueError(value)
+            return None if node < 0 else node
+    raise ValueError("no Node line")

@@ -1,0 +1,66 @@
+"""The NVML source: GPUs, NVLinks, GPU pairs, fabric and MIG as the driver reports them.
+
+Absent (sysfs-only discovery) when NVML may not be used (a fixture root without its own test NVML), when
+there is no library, or when ``nvmlInit`` says no driver is loaded. Any other ``nvmlInit`` failure (for
+example a library/kernel module version mismatch) is a failure of the source: one problem, sysfs-only
+discovery, an incomplete snapshot. Per-call failures are problems in the facts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from topology import Aspect
+
+from ..doors import DiscoveryContext, NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
+from ._nvml_facts import (
+    FIELD_NVLINK_LINK_COUNT,
+    FIELD_NVSWITCH_CONNECTED_LINK_COUNT,
+    P2P_CAPS,
+    REMOTE_GPU,
+    REMOTE_IBMNPU,
+    REMOTE_SWITCH,
+    REMOTE_UNKNOWN,
+    NvLinkFact,
+    NvmlFacts,
+    NvmlGpuFacts,
+    NvmlPairFacts,
+)
+from ._nvml_read import collect
+from ._nvml_walk import SOURCE
+from ._registry import SourceError, SubsystemAbsent, register
+
+
+@register(SOURCE, covers=(Aspect.GPUS, Aspect.NVLINKS, Aspect.VERSIONS),
+          help="GPUs, NVLinks, P2P, fabric and MIG through NVML (nvidia-ml-py)")
+def read_nvml(ctx: DiscoveryContext) -> NvmlFacts:
+    if not ctx.nvml_allowed:
+        raise SubsystemAbsent("NVML is off for a sysfs root other than / without its own NVML library")
+    try:
+        port = open_nvml(ctx.nvml_library)
+    except (NvmlLibraryNotFound, NvmlDriverNotLoaded) as exc:
+        raise SubsystemAbsent(f"no NVIDIA driver: {exc}") from exc
+    except NvmlError as exc:
+        raise SourceError(f"NVML did not initialise: {exc}") from exc
+    try:
+        facts = collect(port)
+    finally:
+        with contextlib.suppress(NvmlError):
+            port.close()
+    return facts
+
+
+__all__ = [
+    "FIELD_NVLINK_LINK_COUNT",
+    "FIELD_NVSWITCH_CONNECTED_LINK_COUNT",
+    "P2P_CAPS",
+    "REMOTE_GPU",
+    "REMOTE_IBMNPU",
+    "REMOTE_SWITCH",
+    "REMOTE_UNKNOWN",
+    "NvLinkFact",
+    "NvmlFacts",
+    "NvmlGpuFacts",
+    "NvmlPairFacts",
+    "read_nvml",
+]

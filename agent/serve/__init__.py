@@ -1,0 +1,16 @@
+"""The node agent (``topolink serve``): discovery and probe loops, state across restarts, the HTTP server.
+
+  ``_run``    threads and signals: the discovery loop, the probe loop, a sink's watch, uvicorn, SIGHUP/SIGTERM
+  ``_agent``  one agent's state and passes: the served snapshot, what each pass changed, the probe schedule
+  ``_probe``  probe passes in child processes, only on idle GPUs; killing them at shutdown
+  ``_state``  the state directory: last complete snapshot and probe report, written atomically
+  ``_log``    one line per event, text or JSON
+Imports ``agent.discovery`` (the NVML door for idleness), ``probes``, ``exporter`` and ``topology``;
+imported by the command line (``agent.cli.serve``).
+"""
+
+from ._agent import Agent, ServeConfig, next_probe_at
+from ._probe import nvml_busy
+from ._run import run
+
+__all__ = ["Agent", "ServeConfig", "next_probe_at", "nvml_busy", "run"]

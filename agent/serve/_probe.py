@@ -1,0 +1,126 @@
+"""One probe pass for the agent: the probes package's plan and child-process runner, one item at a time,
+with NVML asked before each item whether the GPUs it touches are idle (a busy GPU is skipped, with why).
+
+``topolink probe`` asks once, at plan time; a daemon that measures for hours must ask again before every
+item, since a job may have started on the GPU since. Each item still runs in its own budgeted child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
+
+import probes
+from probes.core import spec, specs_for
+from probes.harness import ask_capabilities, assemble, run_items
+from topology import Snapshot
+
+Busy = Callable[[], dict[str, str]]  # bus id -> why busy ("" when idle); ANY: every GPU
+ANY = "*"
+BUSY = "busy"  # the outcome status of an item skipped because a GPU was in use
+
+
+def nvml_busy(library: str | None) -> Busy:
+    """Asks NVML (the profile's library when one is named) for compute processes and utilisation."""
+
+    def ask() -> dict[str, str]:
+        from probes import read_busy
+
+        from ..discovery.doors import NvmlError, open_nvml
+
+        try:
+            port = open_nvml(library)  # puts the right library into pynvml, then read_busy nests a session
+        except NvmlError:
+            return {}  # no NVML: nothing can be running on a GPU it manages
+        try:
+            return read_busy()
+        except Exception as exc:  # pynvml raises more than NVMLError (a library version mismatch)
+            return {ANY: f"could not ask NVML whether it is idle: {type(exc).__name__}: {exc}"}
+        finally:
+            with contextlib.suppress(NvmlError):
+                port.close()
+
+    return ask
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Item:
+    test: str
+    subjects: tuple[str, ...]
+    status: str  # ok | waived | failed | busy
+    reason: str = ""
+
+
+def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[str] | None, busy: Busy,
+             stop: threading.Event, item_timeout_s: float | None = None,
+             on_item: Callable[[Item], None] = lambda i: None) -> probes.ProbeReport:
+    """Plan, then for each item: stop requested -> end; a GPU busy -> skip; else run it in a child."""
+    t0 = time.monotonic()
+    prof = probes.profile(profile)
+    chosen = probes.choose_backend(backend, snap)
+    caps = ask_capabilities(chosen)
+    if backend == "auto" and chosen == "cuda" and caps.error:
+        chosen, caps = "cpu", ask_capabilities("cpu")
+    plan = probes.make_plan(snap, prof, caps, tests=tests)
+    outcomes = [probes.ProbeOutcome(test=w.test, subjects=w.subjects, status=probes.Status.WAIVED, reason=w.reason)
+                for w in plan.waived]
+    for w in plan.waived:
+        on_item(Item(w.test, w.subjects, "waived", w.reason))
+    gpu_ids = {g.id for g in snap.gpus}
+    for item in plan.items:
+        if stop.is_set():
+            break
+        touched = [s for s in item.subjects if s in gpu_ids]
+        answer = busy() if touched else {}
+        why = {g: r for g in touched if (r := answer.get(g) or answer.get(ANY, ""))}
+        if why:
+            reason = "; ".join(f"GPU {g} is busy ({r})" for g, r in sorted(why.items()))
+            outcomes.append(probes.ProbeOutcome(test=item.test, subjects=item.subjects,
+                                                status=probes.Status.WAIVED, reason=reason))
+            on_item(Item(item.test, item.subjects, BUSY, reason))
+            continue
+        budgeted = item if item_timeout_s is None else dataclasses.replace(
+            item, wall_budget_s=min(item.wall_budget_s, item_timeout_s))
+        raw = run_items(chosen, [budgeted], startup_budget_s=plan.startup_budget_s)[item.key]
+        outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time())
+        outcomes.append(outcome)
+        on_item(Item(item.test, item.subjects, outcome.status.value, outcome.reason))
+    order = {s.name: n for n, s in enumerate(specs_for(chosen))}
+    outcomes.sort(key=lambda o: order.get(o.test, len(order)))
+    return probes.ProbeReport(profile=prof.name, backend=chosen, outcomes=tuple(outcomes), versions=caps.versions,
+                              elapsed_s=time.monotonic() - t0)
+
+
+def _children(pid: int) -> Iterator[int]:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            yield int(entry.name)
+
+
+def kill_children() -> int:
+    """SIGKILL every child of this process with its process group (a probe child leads its own session, so
+    its gloo ranks and perftest go with it). Returns how many were signalled."""
+    killed = 0
+    for child in _children(os.getpid()):
+        try:
+            if os.getpgid(child) == child:
+                os.killpg(child, signal.SIGKILL)
+            else:
+                os.kill(child, signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:
+            continue
+    return killed

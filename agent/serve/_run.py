@@ -1,0 +1,208 @@
+"""The agent's threads and signals: discovery and probe loops, uvicorn in a thread, SIGHUP, SIGTERM and SIGINT."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
+
+from exporter import Sink, WatchingSink
+from topology import Snapshot
+
+from ._agent import Agent, ServeConfig, next_probe_at
+from ._log import event, setup
+from ._probe import Busy, kill_children
+
+_STOP_GRACE_S = 4.0  # SIGTERM to exit: within the 5 s a DaemonSet's pod is given at the least
+
+
+class Wake:
+    """Asks the discovery loop for a pass now, and says why: SIGHUP, or a sink that saw its objects changed."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._why = ""
+
+    def __call__(self, why: str) -> None:
+        with self._lock:
+            self._why = self._why or why  # several wakes before the pass: the first reason is reported
+        self._event.set()
+
+    def wait(self, timeout: float) -> str:
+        """The reason of a wake within ``timeout``, or ``interval``."""
+        woke = self._event.wait(timeout)
+        with self._lock:
+            why, self._why = self._why, ""
+            self._event.clear()
+        return why if woke and why else "interval"
+
+
+def discovery_loop(agent: Agent, wake: Wake) -> None:
+    why = "start"
+    while not agent.stopping.is_set():
+        agent.discover_once(why)
+        _return_free_memory()
+        why = wake.wait(agent.config.discovery_interval_s)
+
+
+def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake) -> None:
+    try:
+        sink.watch(agent.stopping, wake)
+    except Exception as exc:  # a bug here must not take the agent down: the sink still publishes every pass
+        event(agent.log, "watch failed", logging.ERROR, sink=sink.name, error=f"{type(exc).__name__}: {exc}")
+
+
+def probe_loop(agent: Agent) -> None:
+    try:
+        _probe_loop(agent)
+    except Exception as exc:  # a bug here must not take the agent down: it serves without probes
+        event(agent.log, "probe loop failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+
+
+def _probe_loop(agent: Agent) -> None:
+    cfg = agent.config
+    scheduled = cfg.probe_interval_s > 0
+    next_at = time.monotonic()  # the first pass: as soon as there is a snapshot and the GPUs are idle
+    while not agent.stopping.is_set():
+        requested = agent.probe_wake.wait(max(0.0, min(next_at - time.monotonic(), 1.0)) if scheduled else 1.0)
+        agent.probe_wake.clear()
+        if agent.stopping.is_set():
+            return
+        if not requested and (not scheduled or time.monotonic() < next_at):
+            continue
+        if not requested and not agent.gpus_idle():
+            event(agent.log, "probe pass postponed", reason="a GPU is in use")
+            next_at = time.monotonic() + cfg.discovery_interval_s
+            continue
+        started = time.monotonic()
+        if not agent.probe_once("request" if requested else "schedule"):
+            next_at = time.monotonic() + 1.0
+            continue
+        if not requested or scheduled:
+            next_at = next_probe_at(started, time.monotonic(), cfg.probe_interval_s, cfg.duty_cycle)
+
+
+class _HttpProbes:
+    """``POST /v1/probe``: one pass at a time, run by the probe thread."""
+
+    def __init__(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def start(self) -> str | None:
+        return self._agent.probe_start()
+
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        return self._agent.probe_status(run_id)
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def _few_malloc_arenas() -> None:
+    """glibc gives each thread that allocates its own arena (up to 8 per core), and the server's threads
+    each keep megabytes there; two arenas keep the resident size near what the objects need. Elsewhere
+    (musl, macOS) there is nothing to tune."""
+    m_arena_max = -8
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(m_arena_max, 2)
+
+
+def _return_free_memory() -> None:
+    """A discovery pass allocates and frees thousands of small objects; hand the freed pages back (glibc
+    keeps them otherwise), so the agent's resident size is what it serves, not its busiest moment."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks: Sequence[Sink],
+        measured_matrix: Callable[[Snapshot], str]) -> int:
+    from exporter import HttpConfig, HttpStats, MetricsCache, connection_cap, create_app, http_server, listen
+
+    _few_malloc_arenas()
+    log = setup(config.log_format)
+    address = f"{config.host}:{config.port}"
+    try:  # bound here, before any thread starts: a port in use is one clear line and exit 1
+        sock = listen(config.host, config.port)
+    except OSError as exc:
+        event(log, "http server could not start", logging.ERROR, address=address, error=str(exc))
+        return 1
+    host, port = sock.getsockname()[:2]
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    cap = connection_cap(config.http.max_connections)
+    if cap < config.http.max_connections:
+        event(log, "connection cap lowered", logging.WARNING, wanted=config.http.max_connections, cap=cap,
+              reason="the open-file limit")
+    stats = HttpStats()
+    sinks_log = logging.getLogger("exporter")  # the sinks' own lines (a watch restarted) in the same format
+    sinks_log.handlers[:], sinks_log.propagate = list(log.handlers), False
+    sinks_log.setLevel(logging.INFO)
+    agent = Agent(config, discover, busy, sinks, log=log)
+    cache = MetricsCache(lambda: agent.view, stats)
+    agent.on_view = cache.prime
+    app = create_app(lambda: agent.view, cache,
+                     HttpConfig(probe_token=config.probe_token, dot_timeout_s=config.dot_timeout_s,
+                                measured_matrix=measured_matrix),
+                     probes=_HttpProbes(agent) if config.probe_token is not None else None)
+    server = http_server(app, dataclasses.replace(config.http, max_connections=cap), stats)
+    stop = threading.Event()
+    wake = Wake()
+    stopped_by: list[str] = []
+
+    def on_stop(signum: int, frame: FrameType | None) -> None:
+        stopped_by.append(signal.Signals(signum).name)
+        stop.set()
+
+    def on_hup(signum: int, frame: FrameType | None) -> None:
+        wake("SIGHUP")
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    threads = [threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True),
+               threading.Thread(target=discovery_loop, args=(agent, wake), name="discovery", daemon=True),
+               threading.Thread(target=probe_loop, args=(agent,), name="probes", daemon=True)]
+    # Blocked in a read of the API server's stream most of the time: daemon threads, never joined.
+    watchers = [threading.Thread(target=watch_loop, args=(agent, s, wake), name=f"watch-{s.name}", daemon=True)
+                for s in sinks if isinstance(s, WatchingSink)]
+    event(log, "agent starting", version=config.version, address=address, max_connections=cap,
+          discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
+          state_dir=str(config.state_dir))
+    for t in threads + watchers:
+        t.start()
+    code = 0
+    while not stop.wait(0.25):
+        if not threads[0].is_alive():
+            event(log, "http server stopped", logging.ERROR, address=address)
+            code = 1
+            break
+    deadline = time.monotonic() + _STOP_GRACE_S
+    if stopped_by:
+        event(log, "agent stopping", signal=stopped_by[0])
+    else:
+        event(log, "agent stopping", logging.ERROR, reason="the http server stopped")
+    agent.stopping.set()
+    wake("stop")
+    server.should_exit = True
+    killed = kill_children()
+    threads[2].join(max(0.0, deadline - time.monotonic() - 1.0))
+    killed += kill_children()  # a child started between the first sweep and the stop flag
+    threads[0].join(max(0.0, deadline - time.monotonic()))
+    event(log, "agent stopped", probe_processes_killed=killed)
+    return code

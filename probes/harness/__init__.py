@@ -1,0 +1,44 @@
+"""The harness: plans which tests run where (pure), runs each item in a child process with a wall-time
+and memory budget (killed and reported when it overruns, hangs or dies), warms up, times and verifies
+through the backend seam, turns timings into measurements, renders the report, and offers the public
+entry points (run, self-test, join the results to a snapshot).
+
+Imports: ``probes.core`` and ``topology``. It names a backend only as a string for the registry, so it
+imports neither ``probes.cpu`` nor ``probes.cuda``; the child process loads the one it is asked for.
+Imported by: ``probes`` (the public names) and the node agent's probe loop (``ask_capabilities``,
+``run_items``, ``assemble``).
+"""
+
+from ._api import (
+    REPORT_SCHEMA,
+    SelftestLine,
+    apply_report,
+    choose_backend,
+    report_json,
+    report_to_dict,
+    run_probes,
+    selftest,
+    snapshot_from_caps,
+)
+from ._plan import make_plan
+from ._process import ask_capabilities, run_items
+from ._report import render_bandwidth_matrix, render_report
+from ._runner import assemble
+
+__all__ = [
+    "REPORT_SCHEMA",
+    "SelftestLine",
+    "apply_report",
+    "ask_capabilities",
+    "assemble",
+    "choose_backend",
+    "make_plan",
+    "render_bandwidth_matrix",
+    "render_report",
+    "report_json",
+    "report_to_dict",
+    "run_items",
+    "run_probes",
+    "selftest",
+    "snapshot_from_caps",
+]

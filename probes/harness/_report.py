@@ -1,0 +1,134 @@
+"""Renderers, pure: nvbandwidth-like matrices, collective sweeps, measured beside theoretical with the
+ratio, and what did not run with why. A number that was not measured prints as N/A, never as 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from topology import LinkCapability, Measurement, Snapshot, Source
+
+from ..core import Kind, ProbeReport, Status, specs_for
+
+NA = "N/A"
+_W = 10  # nvbandwidth's column width
+
+
+def label(snap: Snapshot, subject: str) -> str:
+    gpu = next((g for g in snap.gpus if g.id == subject), None)
+    if gpu is not None:
+        return f"GPU{gpu.index}" if gpu.index is not None else subject
+    if subject.startswith("numa") and subject[4:].isdigit():
+        return f"NUMA{subject[4:]}"
+    nic = next((n for n in snap.nics if n.id == subject), None)
+    return nic.name if nic is not None else subject
+
+
+def _value(m: Measurement) -> str:
+    if m.unit == "seconds":
+        return f"{m.value * 1e9:.2f}"
+    return f"{m.value / 1e9:.2f}"
+
+
+def matrix(snap: Snapshot, title: str, cells: Iterable[Measurement]) -> str:
+    """Rows are ``subjects[0]``, columns ``subjects[1]`` (one row for one-subject tests); N/A where none."""
+    grid: dict[tuple[str, str], str] = {}
+    rows: list[str] = []
+    cols: list[str] = []
+    for m in cells:
+        row, col = (m.subjects[0], m.subjects[1]) if len(m.subjects) > 1 else ("", m.subjects[0])
+        rows += [row] if row not in rows else []
+        cols += [col] if col not in cols else []
+        grid[row, col] = _value(m)
+    order = {g.id: (g.index if g.index is not None else 1 << 20, g.id) for g in snap.gpus}
+    key = lambda s: order.get(s, (-1, s))  # noqa: E731 - host rows first, then GPUs by index
+    rows.sort(key=key)
+    cols.sort(key=key)
+    lines = [title, " " * _W + "".join(f"{label(snap, c):>{_W}}" for c in cols)]
+    for r in rows:
+        lines.append(f"{label(snap, r) if r else '':>{_W}}" + "".join(f"{grid.get((r, c), NA):>{_W}}" for c in cols))
+    return "\n".join(lines)
+
+
+def versus_theoretical(snap: Snapshot, measurements: Sequence[Measurement]) -> str:
+    rows = []
+    cap = LinkCapability(snap)
+    for m in measurements:
+        peak = cap.of(m)
+        if peak:
+            subjects = " ".join(label(snap, s) for s in m.subjects)
+            rows.append(f"{m.test:<48} {subjects:<24} {m.direction:>6} {m.value / 1e9:>10.2f} {peak / 1e9:>11.2f} "
+                        f"{m.value / peak:>6.2f}")
+    if not rows:
+        return ""
+    head = f"{'test':<48} {'between':<24} {'dir':>6} {'measured':>10} {'theoretical':>11} {'ratio':>6}"
+    return "\n".join(["Measured vs theoretical (GB/s per direction)", head, *rows])
+
+
+def sweep_table(snap: Snapshot, subjects: tuple[str, ...], sweep: Sequence[Measurement]) -> str:
+    who = " ".join(label(snap, s) for s in subjects)
+    lines = [f"  over {who}", f"{'size (B)':>14} {'algbw GB/s':>11} {'busbw GB/s':>11} {'cv':>6}"]
+    for alg in (m for m in sweep if m.direction == "algbw"):
+        bus = next(m for m in sweep if m.direction == "busbw" and m.size_bytes == alg.size_bytes)
+        cv = f"{alg.stats.cv:.3f}" if alg.stats else NA
+        lines.append(f"{alg.size_bytes or 0:>14} {alg.value / 1e9:>11.2f} {bus.value / 1e9:>11.2f} {cv:>6}")
+    return "\n".join(lines)
+
+
+def render_report(report: ProbeReport, snap: Snapshot) -> str:
+    out = [f"topolink probe: profile {report.profile}, backend {report.backend}, {report.elapsed_s:.1f} s"]
+    out += [f"note: {n}" for n in report.notes]
+    if report.versions:
+        out.append("versions: " + ", ".join(f"{k} {v}" for k, v in report.versions))
+    for spec in specs_for(report.backend):
+        outcomes = [o for o in report.outcomes if o.test == spec.name]
+        if not outcomes:
+            continue
+        out.append("")
+        out.append(f"Running {spec.name}.")
+        done = [m for o in outcomes for m in o.measurements]
+        if spec.kind is Kind.COLLECTIVE:
+            out.append(spec.description)
+            for o in (o for o in outcomes if o.status is Status.OK):
+                bus = next(m for m in o.measurements if m.direction == "busbw")
+                out.append(f"  peak busbw {bus.value / 1e9:.2f} GB/s at {bus.size_bytes} B "
+                           f"over {len(o.subjects)} ranks")
+                out.append(sweep_table(snap, o.subjects, o.sweep))
+        else:
+            for direction in dict.fromkeys(m.direction for m in done):
+                title = spec.description + ("" if len(spec.channels) == 1 else f" [{direction}]")
+                out.append(matrix(snap, title, (m for m in done if m.direction == direction)))
+            if not done:
+                out.append(spec.description + ": nothing measured")
+        for o in outcomes:
+            if o.status is not Status.OK:
+                who = " ".join(label(snap, s) for s in o.subjects) or "-"
+                out.append(f"  {o.status.value.upper()} {who}: {o.reason}")
+    versus = versus_theoretical(snap, report.measurements)
+    if versus:
+        out += ["", versus]
+    ran = sum(o.status is Status.OK for o in report.outcomes)
+    out += ["", f"{ran} ran, {sum(o.status is Status.WAIVED for o in report.outcomes)} waived, "
+                f"{sum(o.status is Status.FAILED for o in report.outcomes)} failed"]
+    return "\n".join(out)
+
+
+def render_bandwidth_matrix(snap: Snapshot) -> str:
+    """The measured matrices a snapshot carries (``topolink topo --bandwidth``)."""
+    measured = [m for m in snap.measurements if m.source is Source.MEASURED]
+    if not measured:
+        return "no measured bandwidth in this snapshot: run `topolink probe`"
+    out: list[str] = []
+    for test in dict.fromkeys(m.test for m in measured):
+        ms = [m for m in measured if m.test == test]
+        for direction in dict.fromkeys(m.direction for m in ms):
+            cells = [m for m in ms if m.direction == direction]
+            unit = "ns" if cells[0].unit == "seconds" else "GB/s"
+            if direction in ("busbw", "algbw"):  # a collective over a group: one line per group
+                for m in cells:
+                    who = " ".join(label(snap, s) for s in m.subjects)
+                    out.append(f"{test} {direction} over {who}: {_value(m)} {unit} at {m.size_bytes} B")
+                continue
+            out.append(matrix(snap, f"{test} {direction} ({unit}, {cells[0].method})", cells))
+            out.append("")
+    versus = versus_theoretical(snap, measured)
+    return "\n".join(out + ([versus] if versus else [])).rstrip() + "\n"

@@ -1,0 +1,183 @@
+"""The slice watch loop and its cache against a scripted fake of the ``KubeApi`` port: each way a watch ends
+(the server's timeout, 410 inside the stream, a broken connection, RBAC) leads where it should, every restart
+is counted by reason, and only changes made by others wake the agent. The real thing is in
+``tests/test_apiserver_publish.py``; here each case is exact and instant."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from exporter.kube import Backoff, Expired, Forbidden, Unavailable
+from exporter.kube._api import Kind, slice_kind
+from exporter.kube._slice_cache import SliceCache
+from exporter.kube._slice_watch import RESTART_REASONS, slice_fields, watch_slices
+from exporter.kube._watch_stream import decode_event
+
+KIND = slice_kind("v1")
+FIELDS = slice_fields("n1", "gpu.topology")
+
+
+def obj(name: str, rv: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": rv}, "spec": {"nodeName": "n1", "driver": "gpu.topology"}}
+
+
+Step = Callable[[], Iterator[tuple[str, dict[str, Any]]]]
+
+
+class ScriptedApi:
+    """``list_versioned`` answers ``items`` at ``rv``; each ``watch`` plays the next step of the script (the
+    last one, which sets ``stop``, ends the loop)."""
+
+    def __init__(self, stop: threading.Event, items: list[dict[str, Any]], rv: str, steps: list[Step]) -> None:
+        self.stop, self.items, self.rv, self.steps = stop, items, rv, steps
+        self.lists: list[Mapping[str, str]] = []
+        self.watches: list[str | None] = []
+
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
+                       fields: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
+        self.lists.append(dict(fields))
+        return list(self.items), self.rv
+
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              resource_version: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+        self.watches.append(resource_version)
+        if not self.steps:
+            self.stop.set()
+            return
+        yield from self.steps.pop(0)()
+
+
+def opened(*events: tuple[str, dict[str, Any]], then: Exception | None = None) -> Step:
+    def step() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        yield from events
+        if then is not None:
+            raise then
+    return step
+
+
+def refused(error: Exception) -> Step:
+    def step() -> Iterator[tuple[str, dict[str, Any]]]:
+        raise error
+        yield  # pragma: no cover - a generator that fails when first read
+    return step
+
+
+def run(api: ScriptedApi, cache: SliceCache | None = None) -> tuple[Counter[str], list[str], SliceCache]:
+    cache = cache or SliceCache()
+    restarts: Counter[str] = Counter(dict.fromkeys(RESTART_REASONS, 0))
+    woken: list[str] = []
+    watch_slices(api, lambda: KIND, fields=FIELDS, cache=cache, wake=woken.append, stop=api.stop,
+                 restarts=restarts, backoff=Backoff(base=0.001, cap=0.001))
+    return restarts, woken, cache
+
+
+def test_a_410_inside_the_stream_lists_again_at_once() -> None:
+    stop = threading.Event()
+
+    def expired() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        yield "BOOKMARK", {"metadata": {"resourceVersion": "12"}}
+        api.rv = "20"  # the server moved on (it restarted, and others wrote meanwhile)
+        raise Expired("watch resourceslices: 410 too old resource version: 12 (20)")
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired])
+    restarts, woken, cache = run(api)
+    assert restarts["expired"] == 1 and restarts["error"] == 0
+    assert api.lists == [FIELDS, FIELDS]  # listed again, with the same field selectors
+    assert api.watches == ["10", "20"]  # then watched from the new list's version, without waiting
+    assert woken == [] and [o["metadata"]["name"] for o in cache.view() or []] == ["a"]
+
+
+def test_the_servers_timeout_resumes_from_the_last_version_seen_bookmarks_included() -> None:
+    stop = threading.Event()
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [
+        opened(("BOOKMARK", {"metadata": {"resourceVersion": "40"}})),
+        opened(("MODIFIED", obj("a", "45")))])
+    restarts, woken, _ = run(api)
+    assert api.lists == [FIELDS]  # listed once, at the start
+    assert api.watches == ["10", "40", "45"]
+    assert restarts["closed"] == 3  # the third: the script's end
+    assert woken == ["resourceslice a changed"]  # someone else's edit of our slice
+
+
+def test_a_broken_connection_resumes_from_its_version_and_is_stale_meanwhile() -> None:
+    stop = threading.Event()
+    cache = SliceCache()
+    seen: list[list[dict[str, Any]] | None] = []
+
+    def broken() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        yield "ADDED", obj("b", "11")
+        raise Unavailable("watch resourceslices: ReadError")
+
+    def check() -> Iterator[tuple[str, dict[str, Any]]]:
+        seen.append(cache.view())  # after the failure, before the server accepts the watch again
+        yield "OPEN", {}
+        seen.append(cache.view())
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [broken, check])
+    restarts, _, _ = run(api, cache)
+    assert restarts["error"] == 1 and api.lists == [FIELDS] and api.watches[:2] == ["10", "11"]
+    assert seen[0] is None and [o["metadata"]["name"] for o in seen[1] or []] == ["a", "b"]
+
+
+@pytest.mark.parametrize("error", [Forbidden("watch resourceslices: 403"), Unavailable("x")])
+def test_forbidden_gives_up_other_failures_retry(error: Exception) -> None:
+    stop = threading.Event()
+    api = ScriptedApi(stop, [], "1", [refused(error)])
+    restarts, _, cache = run(api)
+    assert cache.view() is None or isinstance(error, Unavailable)
+    assert restarts["error"] == (1 if isinstance(error, Unavailable) else 0)
+    assert len(api.watches) == (2 if isinstance(error, Unavailable) else 1)
+
+
+def test_an_error_event_is_raised_as_its_status() -> None:
+    line = ('{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure",'
+            '"message":"too old resource version: 207 (220)","reason":"Expired","code":410}}')
+    with pytest.raises(Expired, match="410 too old resource version"):
+        decode_event(line, "watch resourceslices")
+    with pytest.raises(Unavailable):
+        decode_event('{"type":"ERROR","object":{"code":500,"message":"etcd"}}', "watch")
+    assert decode_event('{"type":"DELETED","object":{"metadata":{"name":"a"}}}', "w") == (
+        "DELETED", {"metadata": {"name": "a"}})
+
+
+def test_the_cache_wakes_only_for_changes_of_others() -> None:
+    cache = SliceCache()
+    assert cache.view() is None  # not fresh before a watch lists
+    assert cache.replace([obj("a", "5")]) == []
+    cache.writing(["a", "b"])
+    assert cache.event("MODIFIED", obj("a", "6")) is None  # our own update, its event before our write returned
+    cache.written([obj("a", "6"), obj("b", "7")], [], ["a", "b"])
+    assert cache.event("ADDED", obj("b", "7")) is None  # our own create, its event after
+    assert cache.event("MODIFIED", obj("a", "5")) is None  # an event older than what we hold
+    assert cache.event("DELETED", obj("b", "8")) == "resourceslice b deleted"  # kubelet
+    assert cache.event("MODIFIED", obj("a", "9")) == "resourceslice a changed"  # someone's edit
+    cache.writing(["a"])
+    cache.written([], ["a"], [])
+    assert cache.event("DELETED", obj("a", "10")) is None  # our own delete
+    assert cache.view() == []
+    cache.written([], [], ["c"])  # published while not watching; gone before the watch lists
+    cache.stale()
+    assert cache.view() is None
+    assert cache.replace([]) == ["resourceslice c missing"]
+
+
+def test_restart_counters_are_exported_at_zero_from_the_start() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from exporter import SnapshotCollector, View, sink_stats
+    from exporter.kube import ResourceSliceSink, SliceConfig
+    from topology import Snapshot
+
+    sink = ResourceSliceSink(None, "n1", SliceConfig())  # type: ignore[arg-type]  # no request before publish
+    view = View(snapshot=Snapshot(node="n1"), sinks=(sink_stats(sink),))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(lambda: view))
+    text = generate_latest(registry).decode()
+    for reason in RESTART_REASONS:
+        assert f'topolink_sink_watch_restarts_total{{reason="{reason}",sink="resource-slices"}} 0.0' in text
