@@ -1,9 +1,21 @@
-"""`topolink serve` /metrics beside Debian's prometheus-node-exporter, on loopback. Prints a table.
+"""`topolink serve` /metrics beside Debian's prometheus-node-exporter, on loopback; then /metrics with and
+without slow clients holding connections; then, when asked, a memory soak. Prints tables.
 
     .venv/bin/python benchmarks/serve.py [--scrapes 10000] [--idle-seconds 60]
+        [--slow-clients 1000] [--slow-seconds 30] [--slow-rounds 2] [--soak-seconds 0] [--soak-every 60]
 
 topolink serves the hgx-h100 profile with a full set of probe results (every CUDA copy, latency and
 all-reduce result a node would have; synthetic, marked source=simulated) loaded from its state directory.
+
+- Exporters: ``--scrapes`` back-to-back scrapes on one keep-alive connection, plain text; resident size after
+  them and CPU while idle for ``--idle-seconds``.
+- Slow clients: p50/p99/max of /metrics (gzip asked, as Prometheus does, a scrape every 1 ms on one
+  keep-alive connection) for ``--slow-seconds`` with no other client, then as long again with
+  ``--slow-clients`` connections that never finish a request (half send nothing, half a byte a second);
+  the server closes them at its header timeout or evicts them at its cap, and the pool (a process of its
+  own) opens them again. ``--slow-rounds`` alternations of the two, so that drift on a shared machine shows.
+- Soak (``--soak-seconds`` > 0): one gzip scrape a second, a discovery pass a minute; the resident size every
+  ``--soak-every`` seconds, its least-squares slope over the whole soak and over its second half.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ import argparse
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -24,6 +37,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks._serve_load import (  # noqa: E402
+    Scraper,
+    SlowClients,
+    cpu_seconds,
+    open_file_room,
+    quantiles_ms,
+    rss_mib,
+    slope_mib_per_hour,
+)
 from tests.serve_machines import discover_profile, full_measurements  # noqa: E402
 from topology import to_dict  # noqa: E402
 
@@ -43,52 +65,100 @@ def wait_up(port: int, path: str, timeout: float = 30.0) -> None:
             if c.getresponse().status == 200:
                 return
         except OSError:
-            time.sleep(0.2)
+            pass
+        time.sleep(0.2)
     raise SystemExit(f"nothing answered on 127.0.0.1:{port}{path}")
 
 
-def scrape(port: int, n: int) -> tuple[list[float], bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    times, body = [], b""
-    for _ in range(n):
-        t0 = time.perf_counter()
-        conn.request("GET", "/metrics")
-        body = conn.getresponse().read()
-        times.append(time.perf_counter() - t0)
-    return times, body
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(name: str, pid: int, port: int, scrapes: int, idle_s: float) -> dict[str, str]:
-    times, body = scrape(port, scrapes)
+    s = Scraper(port)
+    times, body = [], b""
+    for _ in range(scrapes):
+        elapsed, body = s.once()
+        times.append(elapsed)
+    zipped = Scraper(port, gzip=True).once()[1]
     series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
-    rss = rss_mb(pid)
+    rss = rss_mib(pid)
     c0 = cpu_seconds(pid)
     time.sleep(idle_s)
     idle = (cpu_seconds(pid) - c0) / idle_s * 100
-    q = statistics.quantiles(times, n=100)
-    return {"exporter": name, "p50 ms": f"{q[49] * 1e3:.2f}", "p99 ms": f"{q[98] * 1e3:.2f}", "series": str(series),
-            "bytes": str(len(body)), f"RSS MB after {scrapes}": f"{rss:.1f}",
+    p50, p99, _ = quantiles_ms(times)
+    return {"exporter": name, "p50 ms": f"{p50:.2f}", "p99 ms": f"{p99:.2f}", "series": str(series),
+            "bytes": str(len(body)), "gzip bytes": str(len(zipped)), f"RSS MiB after {scrapes}": f"{rss:.1f}",
             f"idle CPU % ({idle_s:g} s)": f"{idle:.2f}"}
+
+
+def print_table(rows: list[dict[str, str]]) -> None:
+    keys = list(rows[0])
+    widths = [max(len(k), *(len(r.get(k, "")) for r in rows)) for k in keys]
+    print(" | ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)))
+    print("-|-".join("-" * w for w in widths))
+    for r in rows:
+        print(" | ".join(r.get(k, "").ljust(w) for k, w in zip(keys, widths, strict=True)))
+    print()
+
+
+def closed_counters(port: int) -> str:
+    body = Scraper(port).once()[1].decode()
+    found = re.findall(r'^topolink_http_connections_closed_total\{reason="(\w+)"\} ([\d.e+]+)$', body, re.M)
+    return ", ".join(f"{reason} {float(n):.0f}" for reason, n in found)
+
+
+def slow_clients(pid: int, port: int, n: int, seconds: float, rounds: int) -> list[dict[str, str]]:
+    room = open_file_room(n + 256) - 128
+    if room < n:
+        print(f"(only {room} slow clients: this process's open-file limit allows no more)")
+        n = room
+    rows = []
+    for clients in (0, n) * rounds:
+        pool = SlowClients(port, clients)
+        pool.start()
+        pool.wait_ready()  # all connected before timing starts
+        times = Scraper(port, gzip=True).for_seconds(seconds, pause_s=0.001)
+        pool.stop.set()
+        pool.join(10)
+        p50, p99, worst = quantiles_ms(times)
+        rows.append({"slow clients": str(clients), "held at the end": str(pool.connected),
+                     "reopened": str(pool.reopened), "scrapes": str(len(times)), "p50 ms": f"{p50:.2f}",
+                     "p99 ms": f"{p99:.2f}", "max ms": f"{worst:.2f}", "RSS MiB": f"{rss_mib(pid):.1f}",
+                     "closed by the server (cumulative)": closed_counters(port)})
+    return rows
+
+
+def soak(pid: int, port: int, seconds: float, every: float) -> None:
+    scraper = Scraper(port, gzip=True)
+    t0 = time.monotonic()
+    samples: list[tuple[float, float]] = [(0.0, rss_mib(pid))]
+    next_sample = every
+    print(f"{'minute':>8}  {'RSS MiB':>7}")
+    print(f"{0.0:8.2f}  {samples[0][1]:7.1f}")
+    while (now := time.monotonic() - t0) < seconds:
+        scraper.once()
+        if now >= next_sample:
+            samples.append((now, rss_mib(pid)))
+            print(f"{now / 60:8.2f}  {samples[-1][1]:7.1f}", flush=True)
+            next_sample += every
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - now)))
+    samples.append((time.monotonic() - t0, rss_mib(pid)))
+    half = [s for s in samples if s[0] >= seconds / 2]
+    steady = statistics.median(s[1] for s in half)
+    print(f"\nsoak {seconds:g} s, one scrape a second (measured): RSS start {samples[0][1]:.1f} MiB, "
+          f"end {samples[-1][1]:.1f} MiB, max {max(s[1] for s in samples):.1f} MiB, median of the second half "
+          f"{steady:.1f} MiB; slope {slope_mib_per_hour(samples):+.2f} MiB/h over the soak, "
+          f"{slope_mib_per_hour(half):+.2f} MiB/h over its second half")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scrapes", type=int, default=10_000)
     ap.add_argument("--idle-seconds", type=float, default=60.0)
+    ap.add_argument("--slow-clients", type=int, default=1000)
+    ap.add_argument("--slow-seconds", type=float, default=30.0)
+    ap.add_argument("--slow-rounds", type=int, default=2)
+    ap.add_argument("--soak-seconds", type=float, default=0.0)
+    ap.add_argument("--soak-every", type=float, default=60.0)
     args = ap.parse_args()
-    rows = []
+    rows: list[dict[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="topolink-bench-") as tmp:
         work = Path(tmp)
         snap, node = discover_profile("hgx-h100", work)
@@ -106,28 +176,28 @@ def main() -> int:
             wait_up(port, "/readyz")
             rows.append(measure("topolink serve (hgx-h100)", serve.pid, port, args.scrapes, args.idle_seconds))
             maps = Path(f"/proc/{serve.pid}/maps").read_text()
-            rows[-1]["cupy/torch loaded"] = "yes" if ("cupy" in maps or "torch" in maps) else "no"
+            rows[-1]["cupy/torch/pydantic loaded"] = "yes" if any(m in maps for m in ("cupy", "torch", "pydantic")) \
+                else "no"
+            exe = shutil.which("prometheus-node-exporter")
+            if exe:
+                ne_port = free_port()
+                ne = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{ne_port}"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+                try:
+                    wait_up(ne_port, "/metrics")
+                    rows.append(measure("prometheus-node-exporter", ne.pid, ne_port, args.scrapes, args.idle_seconds))
+                    rows[-1]["cupy/torch/pydantic loaded"] = "-"
+                finally:
+                    ne.terminate()
+                    ne.wait(timeout=10)
+            print_table(rows)
+            if args.slow_clients > 0:
+                print_table(slow_clients(serve.pid, port, args.slow_clients, args.slow_seconds, args.slow_rounds))
+            if args.soak_seconds > 0:
+                soak(serve.pid, port, args.soak_seconds, args.soak_every)
         finally:
             serve.terminate()
             serve.wait(timeout=10)
-        exe = shutil.which("prometheus-node-exporter")
-        if exe:
-            port = free_port()
-            ne = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-            try:
-                wait_up(port, "/metrics")
-                rows.append(measure("prometheus-node-exporter", ne.pid, port, args.scrapes, args.idle_seconds))
-                rows[-1]["cupy/torch loaded"] = "-"
-            finally:
-                ne.terminate()
-                ne.wait(timeout=10)
-    keys = list(rows[0])
-    widths = [max(len(k), *(len(r.get(k, "")) for r in rows)) for k in keys]
-    print(" | ".join(k.ljust(w) for k, w in zip(keys, widths, strict=True)))
-    print("-|-".join("-" * w for w in widths))
-    for r in rows:
-        print(" | ".join(r.get(k, "").ljust(w) for k, w in zip(keys, widths, strict=True)))
     return 0
 
 

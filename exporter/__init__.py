@@ -1,6 +1,6 @@
 """Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file.
 
-``create_app`` (the HTTP API) is loaded on first use only: it needs FastAPI, which nothing but
+``create_app`` (the HTTP API) is loaded on first use only: it needs Starlette, which nothing but
 ``topolink serve`` may import.
 """
 
@@ -9,11 +9,15 @@ from topology._lazy import lazy_names as _lazy_names
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 
 if _TYPE_CHECKING:
+    from ._exposition import Exposition, MetricsCache
     from ._families import FAMILIES, Family, metrics_markdown, series_bound
-    from ._http import HttpConfig, ProbeControl, create_app
-    from ._metrics import Exposition, MetricsCache, SnapshotCollector, families
+    from ._http import HttpConfig, ProbeControl, create_app, readiness
+    from ._http_flags import add_http_args
+    from ._http_limits import HttpLimits, HttpStats, limits_from_args
+    from ._metrics import SnapshotCollector, families
     from ._page import page
     from ._picture import Svg, picture_dot, render_svg
+    from ._server import connection_cap, http_server, listen
     from ._sink import PublishResult, Sink, WatchingSink
     from ._view import ProbeStats, SinkStats, View, sink_stats
 
@@ -22,6 +26,8 @@ __all__ = [
     "Exposition",
     "Family",
     "HttpConfig",
+    "HttpLimits",
+    "HttpStats",
     "MetricsCache",
     "ProbeControl",
     "ProbeStats",
@@ -32,24 +38,32 @@ __all__ = [
     "Svg",
     "View",
     "WatchingSink",
+    "add_http_args",
+    "connection_cap",
     "create_app",
     "families",
+    "http_server",
+    "limits_from_args",
+    "listen",
     "metrics_markdown",
     "page",
     "picture_dot",
+    "readiness",
     "render_svg",
     "series_bound",
     "sink_stats",
 ]
 
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
-# prometheus_client, FastAPI or a Kubernetes client (only ``topolink serve`` needs them).
+# prometheus_client, Starlette or a Kubernetes client (only ``topolink serve`` needs them).
 _WHERE = {
-    'Exposition': '_metrics',
+    'Exposition': '_exposition',
     'FAMILIES': '_families',
     'Family': '_families',
     'HttpConfig': '_http',
-    'MetricsCache': '_metrics',
+    'HttpLimits': '_http_limits',
+    'HttpStats': '_http_limits',
+    'MetricsCache': '_exposition',
     'ProbeControl': '_http',
     'ProbeStats': '_view',
     'PublishResult': '_sink',
@@ -59,11 +73,17 @@ _WHERE = {
     'Svg': '_picture',
     'View': '_view',
     'WatchingSink': '_sink',
+    'add_http_args': '_http_flags',
+    'connection_cap': '_server',
     'create_app': '_http',
     'families': '_metrics',
+    'http_server': '_server',
+    'limits_from_args': '_http_limits',
+    'listen': '_server',
     'metrics_markdown': '_families',
     'page': '_page',
     'picture_dot': '_picture',
+    'readiness': '_http',
     'render_svg': '_picture',
     'series_bound': '_families',
     'sink_stats': '_view',

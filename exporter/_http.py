@@ -1,7 +1,9 @@
-"""The HTTP API (FastAPI): metrics, health, the snapshot as JSON/DOT/SVG/text, the page, and probes on demand.
+"""The HTTP API (Starlette): metrics, health, the snapshot as JSON/DOT/SVG/text, the page, and probes on demand.
 
 Imported only by ``topolink serve``. Every response is built from the current :class:`View`; what is
-costly to build (JSON, DOT, SVG, matrices) is built once per view generation. A bad request gets a 4xx.
+costly to build (JSON, DOT, SVG, matrices, the exposition and its gzip) is built once per view generation.
+A bad request gets a 4xx (the server answers an oversized head with 431 before the app sees it). Every GET
+route answers HEAD with the same headers and no body.
 """
 
 from __future__ import annotations
@@ -14,21 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from topology import dumps, matrix
 
-from ._metrics import MetricsCache
+from ._exposition import MetricsCache
+from ._negotiate import OPENMETRICS, TEXT, accepts_gzip, etag_matches, negotiate_metrics
 from ._page import page
 from ._picture import Svg, picture_dot, render_svg
 from ._view import View
-
-TEXT = "text/plain; version=0.0.4; charset=utf-8"
-OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
 class ProbeControl(Protocol):
@@ -45,55 +46,31 @@ class HttpConfig:
     measured_matrix: Callable[[Any], str] = lambda snap: ""  # the measured matrices of a snapshot, as text
 
 
-def _media_types(accept: str) -> list[str]:
-    return [part.split(";", 1)[0].strip().lower() for part in accept.split(",") if part.strip()]
-
-
-def negotiate_metrics(accept: str | None) -> str | None:
-    """The content type for an ``Accept`` header; None when it accepts nothing we serve (406)."""
-    if not accept:
-        return TEXT
-    types = _media_types(accept)
-    if "application/openmetrics-text" in types:
-        return OPENMETRICS
-    if any(t in ("text/plain", "text/*", "*/*") for t in types):
-        return TEXT
-    return None
+def _header(scope: Scope, name: bytes) -> str | None:
+    found = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name]
+    return ", ".join(found) if found else None  # repeated fields are one comma-separated list (RFC 9110 5.3)
 
 
 class MetricsEndpoint:
-    """Raw ASGI: Starlette's ``Route`` passes an object through as an app, so ``/metrics`` is exact."""
+    """Raw ASGI: Starlette's ``Route`` passes an object through as an app, so ``/metrics`` is exact.
+    Text or OpenMetrics by ``Accept``; gzip when ``Accept-Encoding`` asks (Prometheus does)."""
 
     def __init__(self, cache: MetricsCache) -> None:
         self._cache = cache
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        accept = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k == b"accept"), None)
-        ctype = negotiate_metrics(accept)
+        ctype = negotiate_metrics(_header(scope, b"accept"))
+        headers = [(b"vary", b"Accept, Accept-Encoding")]
         if ctype is None:
             body, status, ctype = b"not acceptable: text/plain or application/openmetrics-text\n", 406, TEXT
         else:
-            rendered = self._cache.exposition()
-            body, status = (rendered.openmetrics if ctype == OPENMETRICS else rendered.text), 200
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
-
-
-class HeaderLimit:
-    """431 for a request whose headers exceed ``limit`` bytes, before any route sees it."""
-
-    def __init__(self, app: ASGIApp, limit: int = 16 * 1024) -> None:
-        self._app, self._limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and sum(len(k) + len(v) for k, v in scope.get("headers", ())) > self._limit:
-            body = b"request headers too large\n"
-            await send({"type": "http.response.start", "status": 431,
-                        "headers": [(b"content-type", b"text/plain"), (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self._app(scope, receive, send)
+            gzipped = accepts_gzip(_header(scope, b"accept-encoding"))
+            body, status = self._cache.body(openmetrics=ctype == OPENMETRICS, gzipped=gzipped), 200
+            if gzipped:
+                headers.append((b"content-encoding", b"gzip"))
+        headers += [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
 
 
 class _Renders:
@@ -135,13 +112,19 @@ class _Renders:
         raise KeyError(what)  # pragma: no cover - a programming error
 
 
+def readiness(view: View | None) -> tuple[int, str]:
+    """``/readyz``: 503 until the first snapshot; then 200, with every degradation named on its own line.
+    An unwritable state directory degrades but does not unready: the agent still serves true facts, and an
+    unready pod would leave its Service and stall a DaemonSet rollout on exactly the node to look at."""
+    if view is None:
+        return 503, "not ready: the first discovery pass is running\n"
+    lines = [f"degraded: {why}" for why in view.degradations]
+    return 200, "\n".join(["ready" + (" (degraded)" if lines else ""), *lines]) + "\n"
+
+
 def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
-               probes: ProbeControl | None = None) -> FastAPI:
-    app = FastAPI(title="topolink", docs_url=None, redoc_url=None, openapi_url=None)
-    app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
-    app.add_middleware(HeaderLimit)
+               probes: ProbeControl | None = None) -> Starlette:
     renders = _Renders(config)
-    app.router.routes.append(Route("/metrics", MetricsEndpoint(cache), methods=["GET"]))
 
     def view_or_503() -> View | Response:
         view = current()
@@ -149,43 +132,36 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
             return PlainTextResponse("no snapshot yet: the first discovery pass is running\n", status_code=503)
         return view
 
-    @app.get("/healthz", response_class=PlainTextResponse)
-    def healthz() -> str:
-        return "ok\n"
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok\n")
 
-    @app.get("/readyz")
-    def readyz() -> Response:
-        got = view_or_503()
-        return got if isinstance(got, Response) else PlainTextResponse("ready\n")
+    async def readyz(request: Request) -> Response:
+        status, text = readiness(current())
+        return PlainTextResponse(text, status_code=status)
 
-    @app.get("/v1/topology")
     async def topology_json(request: Request) -> Response:
         got = view_or_503()
         if isinstance(got, Response):
             return got
         body, etag = await run_in_threadpool(renders.get, got, "json")
-        match = request.headers.get("if-none-match", "")
-        if etag in [t.strip() for t in match.split(",")] or match.strip() == "*":
+        if etag_matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers={"ETag": etag})
         return Response(body, media_type="application/json", headers={"ETag": etag})
 
-    @app.get("/v1/topology/matrix")
-    async def topology_matrix() -> Response:
+    async def topology_matrix(request: Request) -> Response:
         got = view_or_503()
         if isinstance(got, Response):
             return got
         return PlainTextResponse(await run_in_threadpool(renders.get, got, "matrix"))
 
-    @app.get("/v1/topology.dot")
-    async def topology_dot() -> Response:
+    async def topology_dot(request: Request) -> Response:
         got = view_or_503()
         if isinstance(got, Response):
             return got
         text = await run_in_threadpool(renders.get, got, "dot")
         return Response(text, media_type="text/vnd.graphviz; charset=utf-8")
 
-    @app.get("/v1/topology.svg")
-    async def topology_svg() -> Response:
+    async def topology_svg(request: Request) -> Response:
         got = view_or_503()
         if isinstance(got, Response):
             return got
@@ -194,8 +170,7 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
             return PlainTextResponse(f"no picture: {svg.reason}\n", status_code=503)
         return Response(svg.svg, media_type="image/svg+xml")
 
-    @app.get("/", response_class=HTMLResponse)
-    async def index() -> Response:
+    async def index(request: Request) -> Response:
         got = view_or_503()
         if isinstance(got, Response):
             return got
@@ -208,7 +183,6 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
 
         return HTMLResponse(await run_in_threadpool(build))
 
-    @app.post("/v1/probe")
     def start_probe(request: Request) -> Response:
         if probes is None or config.probe_token is None:
             return JSONResponse({"detail": "probes over HTTP are off (serve --http-probe-token-file)"}, 403)
@@ -223,11 +197,21 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
         url = f"/v1/probe/{run_id}"
         return JSONResponse({"id": run_id, "status_url": url}, 202, headers={"Location": url})
 
-    @app.get("/v1/probe/{run_id}")
-    def probe_status(run_id: str) -> Response:
+    def probe_status(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
         found = probes.status(run_id) if probes is not None else None
         if found is None:
             return JSONResponse({"detail": f"no probe run {run_id!r}"}, 404)
         return JSONResponse(found)
 
+    # Plain functions run in the thread pool (they take the agent's lock), coroutines on the loop; every GET
+    # route answers HEAD too.
+    routes = [Route("/metrics", MetricsEndpoint(cache), methods=["GET"]),
+              Route("/healthz", healthz), Route("/readyz", readyz),
+              Route("/v1/topology", topology_json), Route("/v1/topology/matrix", topology_matrix),
+              Route("/v1/topology.dot", topology_dot), Route("/v1/topology.svg", topology_svg),
+              Route("/", index), Route("/v1/probe", start_probe, methods=["POST"]),
+              Route("/v1/probe/{run_id}", probe_status)]
+    app = Starlette(routes=routes)
+    app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
     return app

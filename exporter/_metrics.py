@@ -1,29 +1,27 @@
-"""The Prometheus collector over the agent's current :class:`View`, and the cached exposition.
+"""The Prometheus collectors: families from the agent's current :class:`View`, and the HTTP server's counters.
 
-``collect`` only reads the view reference and builds families: no NVML, no sysfs, no locks. The view
-changes only when the agent swaps it, so the exposition is rendered once per view (text and OpenMetrics)
-and every scrape in between gets the same bytes.
+``collect`` only reads the view reference and builds families: no NVML, no sysfs, no locks. Every label
+set is stable: a state is a value (a numeric code documented in the family's help), so a change of state
+moves a value instead of starting a series; every counter is there at 0 for each label set it can have.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
-from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from topology import SCHEMA, Snapshot, SourceStatus
 
 from ._derive import degraded, gpu_nic_rows, gpu_pair_rows, gpu_rows
-from ._families import BY_NAME, FAMILIES, Family
+from ._families import BY_NAME, DEGRADED_KINDS, FAMILIES, GPUDIRECT, SOURCE_STATUS, Family
+from ._http_limits import HttpStats
 from ._view import View
 
 _UP = (SourceStatus.OK, SourceStatus.ABSENT)
+RUN_STATUSES = ("ok", "waived", "failed", "busy")
+LIVE = ("topolink_http_connections_closed",)  # counted by the server as it runs, not kept in the view
 
 
 def _family(f: Family) -> Metric:
@@ -35,8 +33,8 @@ def _family(f: Family) -> Metric:
 
 
 class _Families:
-    def __init__(self) -> None:
-        self.by_name = {f.name: _family(f) for f in FAMILIES}
+    def __init__(self, names: Iterable[str]) -> None:
+        self.by_name = {name: _family(BY_NAME[name]) for name in names}
 
     def add(self, name: str, labels: Iterable[str], value: float) -> None:
         metric = self.by_name[name]
@@ -48,8 +46,8 @@ class _Families:
 
 
 def families(view: View) -> Iterator[Metric]:
-    """Every family, built from one view."""
-    out = _Families()
+    """Every family the view holds (all but :data:`LIVE`), built from one view."""
+    out = _Families(f.name for f in FAMILIES if f.name not in LIVE)
     add = out.add
     snap = view.snapshot
     add("topolink_build", [view.version], 1)
@@ -59,7 +57,8 @@ def families(view: View) -> Iterator[Metric]:
         add("topolink_snapshot_timestamp_seconds", [], snap.taken_at)
     add("topolink_discovery_passes", [], view.discovery_passes)
     for o in snap.sources:
-        add("topolink_source_up", [o.name, o.status.value], 1 if o.status in _UP else 0)
+        add("topolink_source_up", [o.name], 1 if o.status in _UP else 0)
+        add("topolink_source_status", [o.name], SOURCE_STATUS[o.status.value])
         add("topolink_source_duration_seconds", [o.name], o.duration_seconds)
         add("topolink_source_problems", [o.name], sum(p.source == o.name for p in snap.problems))
     for fact, since in view.stale_since:
@@ -67,8 +66,10 @@ def families(view: View) -> Iterator[Metric]:
     _topology(snap, add)
     _measurements(view, add)
     p = view.probes
-    for test, status, count in p.runs:
-        add("topolink_probe_runs", [test, status], count)
+    runs = {(test, status): n for test, status, n in p.runs}
+    for test in sorted(set(p.tests) | {t for t, _ in runs}):
+        for status in RUN_STATUSES:
+            add("topolink_probe_runs", [test, status], runs.get((test, status), 0))
     for test, when in p.last_success:
         add("topolink_probe_last_success_timestamp_seconds", [test], when)
     add("topolink_probe_busy_seconds", [], p.busy_seconds)
@@ -80,22 +81,25 @@ def families(view: View) -> Iterator[Metric]:
             add("topolink_sink_watch_restarts", [s.name, reason], n)
     for name, n in view.state_errors:
         add("topolink_state_file_errors", [name], n)
+    if view.state_writable is not None:
+        add("topolink_state_writable", [], 1 if view.state_writable else 0)
     yield from out.by_name.values()
 
 
 def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) -> None:
     rows = gpu_rows(snap)
     for row in rows:
-        add("topolink_gpu", [row.gpu, row.index, row.uuid, row.name, row.pcie_root, row.numa_node, row.island], 1)
+        add("topolink_gpu", [row.gpu, row.index, row.uuid, row.name, row.pcie_root, row.numa_node], 1)
+        add("topolink_gpu_nvlink_island", [row.gpu], int(row.island) if row.island else -1)
         for state, gen, width in row.pcie:
             if gen is not None:
                 add("topolink_gpu_pcie_link_generation", [row.gpu, state], gen)
             if width is not None:
                 add("topolink_gpu_pcie_link_width", [row.gpu, state], width)
         add("topolink_gpu_nvlinks", [row.gpu], row.nvlinks)
-    for a, b, path, nvlinks in gpu_pair_rows(snap):
-        add("topolink_gpu_pair_path", [a, b, path], 1)
+    for a, b, _, nvlinks, level in gpu_pair_rows(snap):
         add("topolink_gpu_pair_nvlinks", [a, b], nvlinks)
+        add("topolink_gpu_pair_pcie_path", [a, b], level)
     for island, size in sorted(Counter(r.island for r in rows if r.island).items()):
         add("topolink_nvlink_island_gpus", [island], size)
     distance = snap.matrix("numa_distance")
@@ -103,14 +107,20 @@ def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) 
         for i, a in enumerate(distance.ids):
             for j, b in enumerate(distance.ids):
                 add("topolink_numa_distance", [a, b], distance.values[i][j])
-    for gpu, nic, path, nearest, verdict in gpu_nic_rows(snap):
-        add("topolink_gpu_nic_path", [gpu, nic, path, "true" if nearest else "false"], 1)
-        add("topolink_gpu_nic_gpudirect_ready", [gpu, nic, verdict], 1 if verdict == "ready" else 0)
+    for gpu, nic, level, nearest, verdict in gpu_nic_rows(snap):
+        add("topolink_gpu_nic_pcie_path", [gpu, nic], level)
+        add("topolink_gpu_nic_nearest", [gpu, nic], 1 if nearest else 0)
+        add("topolink_gpu_nic_gpudirect_ready", [gpu, nic], 1 if verdict == "ready" else 0)
+        add("topolink_gpu_nic_gpudirect_verdict", [gpu, nic], GPUDIRECT[verdict])
     for link in snap.links:
         if link.bytes_per_second:
             add("topolink_link_bandwidth_bytes_per_second", [link.id, link.kind.value], link.bytes_per_second)
-    for subject, kind, reason in degraded(snap):
-        add("topolink_degraded", [subject, kind, reason], 1)
+    bad = {(subject, kind) for subject, kind, _ in degraded(snap)}
+    for row in rows:
+        for kind in DEGRADED_KINDS:
+            add("topolink_degraded", [row.gpu, kind], 1 if (row.gpu, kind) in bad else 0)
+    for n in sorted((n for n in snap.nics if n.rdma), key=lambda n: n.name):
+        add("topolink_degraded", [n.id, "pcie-width"], 1 if (n.id, "pcie-width") in bad else 0)
 
 
 def _measurements(view: View, add: Callable[[str, Iterable[str], float], None]) -> None:
@@ -126,6 +136,13 @@ def _measurements(view: View, add: Callable[[str, Iterable[str], float], None]) 
             add("topolink_bandwidth_measured_ratio", base, m.value / peak)
 
 
+def live_families(stats: HttpStats) -> Iterator[Metric]:
+    out = _Families(LIVE)
+    for reason, n in stats.closed.items():
+        out.add("topolink_http_connections_closed", [reason], n)
+    yield from out.by_name.values()
+
+
 class SnapshotCollector:
     """A custom collector: ``current()`` returns the view to export, or None before the first pass."""
 
@@ -133,7 +150,7 @@ class SnapshotCollector:
         self._current = current
 
     def describe(self) -> Iterable[Metric]:
-        return [_family(f) for f in FAMILIES]
+        return [_family(f) for f in FAMILIES if f.name not in LIVE]
 
     def collect(self) -> Iterable[Metric]:
         view = self._current()
@@ -142,34 +159,14 @@ class SnapshotCollector:
         return families(view)
 
 
-@dataclass(frozen=True, slots=True)
-class Exposition:
-    text: bytes
-    openmetrics: bytes
+class HttpCollector:
+    """The server's own counters, read as they are at scrape time."""
 
+    def __init__(self, stats: HttpStats) -> None:
+        self._stats = stats
 
-class MetricsCache:
-    """The agent's own registry with one collector; renders each view once, on the first scrape of it."""
+    def describe(self) -> Iterable[Metric]:
+        return [_family(BY_NAME[name]) for name in LIVE]
 
-    def __init__(self, current: Callable[[], View | None]) -> None:
-        self._current = current
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(SnapshotCollector(lambda: self._rendering))
-        self._rendering: View | None = None
-        self._lock = threading.Lock()
-        self._cached: tuple[int, Exposition] | None = None
-
-    def exposition(self) -> Exposition:
-        view = self._current()
-        key = -1 if view is None else view.generation
-        cached = self._cached
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        with self._lock:
-            if self._cached is not None and self._cached[0] == key:
-                return self._cached[1]
-            self._rendering = view
-            rendered = Exposition(generate_latest(self.registry),
-                                  generate_openmetrics(self.registry))  # type: ignore[no-untyped-call]
-            self._cached = (key, rendered)
-            return rendered
+    def collect(self) -> Iterable[Metric]:
+        return live_families(self._stats)

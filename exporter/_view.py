@@ -16,6 +16,7 @@ from ._sink import PublishResult, WatchingSink
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeStats:
     runs: tuple[tuple[str, str, int], ...] = ()  # (test, status, count) since the agent started
+    tests: tuple[str, ...] = ()  # the tests the agent may run: their counters start at 0
     last_success: tuple[tuple[str, float], ...] = ()  # (test, unix seconds)
     busy_seconds: float = 0.0  # wall time spent running probes since start
     duty_cycle: float = 0.0  # busy_seconds / wall time since start
@@ -56,5 +57,7 @@ class View:
     probes: ProbeStats = field(default_factory=ProbeStats)
     sinks: tuple[SinkStats, ...] = ()
     state_errors: tuple[tuple[str, int], ...] = ()  # (state file, corrupt or foreign loads)
+    state_writable: bool | None = None  # the state directory took the last write (None: none tried yet)
+    degradations: tuple[str, ...] = ()  # why the agent serves with less than it should (/readyz says each)
     discovery_passes: int = 0
     generation: int = 0  # bumps on every new view: the cache key of everything rendered from it

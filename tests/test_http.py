@@ -1,4 +1,5 @@
-"""The HTTP API in process (httpx through the ASGI app): routes, negotiation, ETags, the probe door, 4xx."""
+"""The HTTP API in process (httpx through the ASGI app): routes, HEAD, negotiation, gzip, ETags, readiness,
+the probe door, 4xx. The server's own limits (timeouts, the connection cap, 431) are in test_http_abuse.py."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
+from starlette.testclient import TestClient
 
 import topology as t
 from exporter import HttpConfig, MetricsCache, View, create_app
+from exporter._negotiate import accepts_gzip, etag_matches
 from tests.serve_machines import discover_profile
 
 
@@ -56,6 +58,30 @@ def test_metrics_exact_route_and_negotiation(hgx: t.Snapshot) -> None:
     assert c.get("/metrics", headers={"Accept": "image/png"}).status_code == 406
     assert c.get("/metrics/").status_code == 404  # exact: no redirect either way
     assert c.post("/metrics").status_code == 405
+    assert r.headers["vary"] == "Accept, Accept-Encoding"
+
+
+def test_metrics_gzip_when_asked(hgx: t.Snapshot) -> None:
+    c = client(View(snapshot=hgx, generation=1))
+    plain = c.get("/metrics", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
+    for asked in ("gzip", "deflate, gzip;q=0.5", "*", "x-gzip"):
+        r = c.get("/metrics", headers={"Accept-Encoding": asked})
+        assert r.headers["content-encoding"] == "gzip", asked
+        assert int(r.headers["content-length"]) < len(plain.content) / 5 and r.content == plain.content
+    assert "content-encoding" not in c.get("/metrics", headers={"Accept-Encoding": "gzip;q=0"}).headers
+    om = c.get("/metrics", headers={"Accept": "application/openmetrics-text", "Accept-Encoding": "gzip"})
+    assert om.headers["content-encoding"] == "gzip" and om.content.endswith(b"# EOF\n")
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/healthz", "/readyz", "/v1/topology", "/v1/topology/matrix",
+                                  "/v1/topology.dot", "/"])
+def test_head_on_every_get_route(hgx: t.Snapshot, path: str) -> None:
+    c = client(View(snapshot=hgx, generation=1))
+    got, head = c.get(path), c.head(path)
+    assert head.status_code == got.status_code == 200
+    assert head.content == b"" and head.headers["content-length"] == got.headers["content-length"]
+    assert head.headers["content-type"] == got.headers["content-type"]
 
 
 def test_topology_json_etag_and_304(hgx: t.Snapshot) -> None:
@@ -65,6 +91,30 @@ def test_topology_json_etag_and_304(hgx: t.Snapshot) -> None:
     etag = r.headers["etag"]
     assert c.get("/v1/topology", headers={"If-None-Match": etag}).status_code == 304
     assert c.get("/v1/topology", headers={"If-None-Match": '"other"'}).status_code == 200
+    assert c.get("/v1/topology", headers={"If-None-Match": f'"a", W/{etag}'}).status_code == 304  # weak compare
+    assert c.head("/v1/topology", headers={"If-None-Match": "*"}).status_code == 304
+
+
+def test_if_none_match_compares_weakly_and_reads_a_list_by_tags() -> None:
+    ours = '"abc"'
+    assert etag_matches('"abc"', ours) and etag_matches('W/"abc"', ours) and etag_matches(" * ", ours)
+    assert etag_matches('"x,y", W/"abc"', ours)  # a comma inside a tag is part of the tag
+    assert etag_matches(' , "q" ,, "abc" ', ours)  # empty list elements are allowed
+    assert not etag_matches('"abcd"', ours) and not etag_matches('"ab', ours) and not etag_matches("abc", ours)
+    assert not etag_matches(None, ours) and not etag_matches("", ours)
+
+
+def test_accept_encoding_weights() -> None:
+    assert accepts_gzip("gzip") and accepts_gzip("GZIP;q=0.1") and accepts_gzip("br, *;q=0.5")
+    assert not accepts_gzip(None) and not accepts_gzip("identity") and not accepts_gzip("gzip;q=0")
+    assert not accepts_gzip("*;q=0") and not accepts_gzip("gzip;q=zero") and not accepts_gzip("*, gzip;q=0")
+
+
+def test_readyz_names_each_degradation_and_stays_ready(hgx: t.Snapshot) -> None:
+    why = "state directory /x not writable (Permission denied): lost at the next restart"
+    r = client(View(snapshot=hgx, generation=1, state_writable=False, degradations=(why,))).get("/readyz")
+    assert r.status_code == 200 and r.text == f"ready (degraded)\ndegraded: {why}\n"
+    assert client(View(snapshot=hgx, generation=1)).get("/readyz").text == "ready\n"
 
 
 def test_matrix_dot_svg_and_page(hgx: t.Snapshot) -> None:

@@ -1,11 +1,14 @@
-"""The Prometheus exposition: families from the view, bounded cardinality, promtool-clean, cached."""
+"""The Prometheus exposition: families from the view, stable label sets, counters from zero, one value per
+fact, bounded cardinality, promtool-clean, cached, gzipped."""
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import re
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import prometheus_client
@@ -14,7 +17,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 import topology as t
-from exporter import FAMILIES, MetricsCache, ProbeStats, SinkStats, View, metrics_markdown, series_bound
+from exporter import (
+    FAMILIES,
+    HttpStats,
+    MetricsCache,
+    ProbeStats,
+    SinkStats,
+    View,
+    metrics_markdown,
+    page,
+    series_bound,
+)
 from tests.serve_machines import discover_profile, full_measurements
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -38,7 +51,7 @@ def value_samples(text: str, name: str) -> list[Sample]:
 
 
 def test_every_family_is_described_and_exported(hgx: t.Snapshot) -> None:
-    text = render(View(snapshot=hgx, generation=1))
+    text = MetricsCache(lambda: View(snapshot=hgx, generation=1), HttpStats()).exposition().text.decode()
     for f in FAMILIES:
         assert f"# TYPE {f.exposed.removesuffix('_total')} " in text or f"# TYPE {f.exposed} " in text, f.name
 
@@ -48,12 +61,53 @@ def test_gpu_count_nvlinks_paths_and_numa(hgx: t.Snapshot) -> None:
     assert len(samples(text, "topolink_gpu_info")) == 8
     nvlinks = samples(text, "topolink_gpu_nvlinks")
     assert len(nvlinks) == 8 and all(line.endswith(" 18.0") for line in nvlinks)
-    pairs = samples(text, "topolink_gpu_pair_path_info")
-    assert len(pairs) == 28 and all('path="NV18"' in line for line in pairs)
+    assert [s.value for s in value_samples(text, "topolink_gpu_pair_nvlinks")] == [18.0] * 28
+    assert len(value_samples(text, "topolink_gpu_pair_pcie_path")) == 28
     assert 'topolink_nvlink_island_gpus{island="0"} 8.0' in text
+    assert {s.value for s in value_samples(text, "topolink_gpu_nvlink_island")} == {0.0}
     assert len(samples(text, "topolink_numa_distance")) == 4
     assert 'topolink_snapshot_complete 1.0' in text
-    assert not samples(text, "topolink_degraded_info")
+    degraded = value_samples(text, "topolink_degraded")
+    assert len(degraded) == 3 * 8 + sum(n.rdma for n in hgx.nics) and all(s.value == 0 for s in degraded)
+
+
+def test_states_are_values_and_label_sets_do_not_change_with_them(hgx: t.Snapshot) -> None:
+    """A source that fails, a GPUDirect verdict that changes, a link that degrades: values move, the set of
+    series (names and label sets) stays the same."""
+    def keys(text: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        return {(s.name, tuple(sorted(s.labels.items()))) for f in text_string_to_metric_families(text)
+                for s in f.samples if not s.name.startswith("topolink_snapshot")}
+
+    before = render(View(snapshot=hgx, generation=1))
+    failed = tuple(dataclasses.replace(o, status=t.SourceStatus.FAILED) if o.name == "nvml" else o
+                   for o in hgx.sources)
+    gpu = hgx.gpus[0]
+    narrow = dataclasses.replace(gpu, pcie=t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16))
+    changed = dataclasses.replace(hgx, sources=failed, gpus=(narrow, *hgx.gpus[1:]))
+    after = render(View(snapshot=changed, generation=2))
+    assert keys(before) == keys(after)
+    status = {s.labels["source"]: s.value for s in value_samples(after, "topolink_source_status")}
+    up = {s.labels["source"]: s.value for s in value_samples(after, "topolink_source_up")}
+    assert (status["nvml"], up["nvml"], status["pci"], up["pci"]) == (4.0, 0.0, 0.0, 1.0)
+    width = {s.labels["kind"]: s.value for s in value_samples(after, "topolink_degraded")
+             if s.labels["subject"] == gpu.id}
+    assert width == {"pcie-width": 1.0, "nvlink-down": 0.0, "pcie-slow": 0.0}
+
+
+def test_one_value_per_fact_the_gpus_own_pcie_link(hgx: t.Snapshot) -> None:
+    """sysfs reads the GPU's link as x8, NVML as x16: discovery keeps NVML's on the GPU, and every metric and
+    the page say x16 (no degradation), never the function's sysfs copy."""
+    gpu = hgx.gpus[0]
+    x8 = t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16)
+    pci = tuple(dataclasses.replace(f, link=x8) if f.id == gpu.id else f for f in hgx.pci)
+    snap = dataclasses.replace(hgx, pci=pci)
+    text = render(View(snapshot=snap, generation=1))
+    width = {s.labels["state"]: s.value for s in value_samples(text, "topolink_gpu_pcie_link_width")
+             if s.labels["gpu"] == gpu.id}
+    assert width == {"current": 16.0, "max": 16.0}
+    assert all(s.value == 0 for s in value_samples(text, "topolink_degraded") if s.labels["subject"] == gpu.id)
+    assert "x8 of x16" not in page(View(snapshot=snap, generation=1), now=0, svg=None, svg_reason="",
+                                   measured_matrix="")
 
 
 def test_measured_theoretical_and_ratio(hgx: t.Snapshot) -> None:
@@ -73,11 +127,13 @@ def test_degraded_nvlink_and_pcie_width(hgx: t.Snapshot) -> None:
     one = next(lk for lk in hgx.links if lk.kind is t.LinkKind.NVLINK and gpu.id in (lk.a, lk.b))
     links = tuple(lk for lk in hgx.links if lk != one)
     narrow = t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16)
-    pci = tuple(dataclasses.replace(f, link=narrow) if f.id == gpu.id else f for f in hgx.pci)
-    text = render(View(snapshot=dataclasses.replace(hgx, links=links, pci=pci), generation=1))
-    bad = samples(text, "topolink_degraded_info")
-    assert any('kind="nvlink-down"' in b and gpu.id in b for b in bad)
-    assert any('kind="pcie-width"' in b and 'reason="x8 of x16"' in b for b in bad)
+    gpus = tuple(dataclasses.replace(g, pcie=narrow) if g.id == gpu.id else g for g in hgx.gpus)
+    view = View(snapshot=dataclasses.replace(hgx, links=links, gpus=gpus), generation=1)
+    bad = {(s.labels["subject"], s.labels["kind"]) for s in value_samples(render(view), "topolink_degraded")
+           if s.value == 1}
+    assert bad == {(gpu.id, "nvlink-down"), (gpu.id, "pcie-width")}
+    shown = page(view, now=0, svg=None, svg_reason="", measured_matrix="")
+    assert "x8 of x16" in shown and "nvlink-down" in shown
 
 
 def test_agent_counters_and_stale_facts(hgx: t.Snapshot) -> None:
@@ -90,22 +146,57 @@ def test_agent_counters_and_stale_facts(hgx: t.Snapshot) -> None:
     assert f'topolink_fact_unknown_since_timestamp_seconds{{aspect="nvlinks",subject="{fact.subject}"}} 1000.0' \
         in text
     assert 'topolink_probe_runs_total{status="ok",test="host_memcpy"} 2.0' in text
+    assert 'topolink_probe_runs_total{status="failed",test="host_memcpy"} 0.0' in text
     assert "topolink_probe_duty_cycle_ratio 0.004" in text
     assert 'topolink_sink_publish_total{result="written",sink="labels"} 3.0' in text
     assert 'topolink_state_file_errors_total{file="snapshot"} 1.0' in text
     assert "topolink_discovery_passes_total 3.0" in text
 
 
+def test_every_counter_is_there_at_zero_from_the_first_scrape(hgx: t.Snapshot) -> None:
+    view = View(snapshot=hgx, generation=1, probes=ProbeStats(tests=("host_memcpy", "all_reduce")),
+                sinks=(SinkStats(name="node-labels"),), state_errors=(("probe-report.json", 0), ("snapshot.json", 0)))
+    text = MetricsCache(lambda: view, HttpStats()).exposition().text.decode()
+    counters = {(s.name, tuple(sorted(s.labels.values()))): s.value for f in text_string_to_metric_families(text)
+                if f.type == "counter" for s in f.samples if s.name.endswith("_total")}
+    for test in ("host_memcpy", "all_reduce"):
+        for status in ("ok", "waived", "failed", "busy"):
+            assert counters[("topolink_probe_runs_total", tuple(sorted((status, test))))] == 0
+    for result in ("written", "unchanged", "failed"):
+        assert counters[("topolink_sink_publish_total", tuple(sorted(("node-labels", result))))] == 0
+    for name in ("probe-report.json", "snapshot.json"):
+        assert counters[("topolink_state_file_errors_total", (name,))] == 0
+    for reason in ("header_timeout", "evicted", "refused", "header_too_large"):
+        assert counters[("topolink_http_connections_closed_total", (reason,))] == 0
+
+
 def test_exposition_is_rendered_once_per_view_and_not_on_the_global_registry(hgx: t.Snapshot) -> None:
     views = [View(snapshot=hgx, generation=1)]
-    cache = MetricsCache(lambda: views[-1])
-    first = cache.exposition()
-    assert cache.exposition() is first
+    stats = HttpStats()
+    cache = MetricsCache(lambda: views[-1], stats)
+    first = cache.body(openmetrics=False, gzipped=False)
+    assert cache._parts()[0].raw is cache._parts()[0].raw  # one rendering per view
     views.append(dataclasses.replace(views[0], discovery_passes=5, generation=2))
-    assert cache.exposition() is not first and b"topolink_discovery_passes_total 5.0" in cache.exposition().text
-    assert b"# EOF" in first.openmetrics
+    assert b"topolink_discovery_passes_total 5.0" in cache.exposition().text
+    stats.count("evicted")  # live counters move between views, without a new view
+    assert b'topolink_http_connections_closed_total{reason="evicted"} 1.0' in cache.exposition().text
+    assert b"topolink_discovery_passes_total" in first
+    assert cache.exposition().openmetrics.endswith(b"# EOF\n") and cache.exposition().openmetrics.count(b"# EOF") == 1
     assert not any(n.startswith("topolink") for n in prometheus_client.REGISTRY._names_to_collectors)
     assert MetricsCache(lambda: None).exposition().text == b""
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_gzip_is_one_stream_of_the_same_bytes_as_live_counters_move(hgx: t.Snapshot, openmetrics: bool) -> None:
+    stats = HttpStats()
+    cache = MetricsCache(lambda: View(snapshot=hgx, generation=1), stats)
+    for _ in range(3):
+        zipped = cache.body(openmetrics=openmetrics, gzipped=True)
+        plain = cache.body(openmetrics=openmetrics, gzipped=False)
+        assert gzip.decompress(zipped) == plain and len(zipped) < len(plain) / 5
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        assert d.decompress(zipped) == plain and d.eof and not d.unused_data  # one member, nothing after it
+        stats.count("header_timeout")
 
 
 @pytest.mark.parametrize("profile", ["hgx-h100", "dgx-a100"])
@@ -117,7 +208,7 @@ def test_cardinality_within_the_documented_bound(profile: str, tmp_path: Path) -
                 stale_since=tuple((f, 1.0) for f in unknown),
                 probes=ProbeStats(runs=tuple((x, s, 1) for x in tests for s in ("ok", "waived", "failed", "busy")),
                                   last_success=tuple((x, 1.0) for x in tests)))
-    text = render(view)
+    text = MetricsCache(lambda: view, HttpStats()).exposition().text.decode()
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
     bound = series_bound(gpus=len(snap.gpus), nics=sum(n.rdma for n in snap.nics), numa=len(snap.numa_nodes),
                          sources=len(snap.sources), links=len(snap.links), measurements=len(snap.measurements),
@@ -133,8 +224,11 @@ def test_cardinality_within_the_documented_bound(profile: str, tmp_path: Path) -
 def test_promtool_check_metrics_is_clean(tmp_path: Path) -> None:
     snap = full_measurements(discover_profile("hgx-h100", tmp_path)[0])
     view = View(snapshot=snap, generation=1, theoretical=tuple(400e9 for _ in snap.measurements),
-                probes=ProbeStats(runs=(("host_memcpy", "ok", 1),)), sinks=(SinkStats(name="x"),))
-    out = subprocess.run(["promtool", "check", "metrics"], input=render(view), capture_output=True, text=True,
+                probes=ProbeStats(runs=(("host_memcpy", "ok", 1),)), sinks=(SinkStats(name="x"),),
+                state_writable=False)
+    text = MetricsCache(lambda: view, HttpStats()).exposition().text.decode()
+    assert "topolink_http_connections_closed_total" in text and "topolink_state_writable 0.0" in text
+    out = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out.stdout + out.stderr
 

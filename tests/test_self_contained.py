@@ -59,7 +59,8 @@ def test_the_hwloc_trees_travel_with_their_licence() -> None:
 SMALLEST: dict[str, list[str]] = {
     "startup.py": ["--runs", "1", "--scaled-gpus", "16"],
     "probes.py": ["--mib", "1", "--runs", "1"],
-    "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2"],
+    "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2", "--slow-clients", "20", "--slow-seconds", "0.5",
+                 "--slow-rounds", "1", "--soak-seconds", "2", "--soak-every", "1"],
     "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1", "--traffic-passes", "2",
                  "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],

@@ -18,14 +18,15 @@ if TYPE_CHECKING:
 
     from exporter import Sink
 
-_EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM stops probes (their process groups are killed) and exits 0. "
-           "Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage or no readable "
+_EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM or SIGINT stops probes (their process groups are killed) and "
+           "exits 0. Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage or no readable "
            "kubeconfig.")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None],
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
+    from exporter._http_flags import add_http_args
     from exporter.kube import add_kube_args
     from exporter.kube._flags import path_arg
 
@@ -74,6 +75,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                         "default off)")
     s.add_argument("--dot-timeout", type=float, metavar="SECONDS", default=float(default("DOT_TIMEOUT", "10") or 10),
                    help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
+    add_http_args(s, env)
     s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
     add_discovery_args(s)
     add_kube_args(s, node_name=False, environ=env)  # discovery's --node-name ($NODE_NAME) names our node
@@ -118,6 +120,13 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.probe_duty_cycle <= 0 or args.probe_duty_cycle > 1 or args.discovery_interval <= 0:
         print("topolink serve: --probe-duty-cycle must be in (0, 1] and --discovery-interval > 0", file=sys.stderr)
         return 2
+    from exporter import limits_from_args
+
+    try:
+        http = limits_from_args(args)
+    except ValueError as exc:
+        print(f"topolink serve: {exc}", file=sys.stderr)
+        return 2
     from probes import render_bandwidth_matrix
 
     from ..serve import ServeConfig, nvml_busy, run
@@ -129,7 +138,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                          probe_tests=tuple(args.probe_tests) if args.probe_tests else None,
                          probe_item_timeout_s=args.probe_item_timeout, state_dir=args.state_dir,
                          log_format=args.log_format, probe_token=token, dot_timeout_s=args.dot_timeout,
-                         version=version())
+                         version=version(), http=http)
     from exporter.kube import BadConfig
 
     try:

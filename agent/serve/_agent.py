@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import probes
-from exporter import ProbeStats, PublishResult, Sink, View, sink_stats
+from exporter import HttpLimits, ProbeStats, PublishResult, Sink, View, sink_stats
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._log import event
 from ._probe import BUSY, Busy, Item, run_pass
-from ._state import Loaded, StateDir, stale_since
+from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +42,7 @@ class ServeConfig:
     probe_token: str | None = None
     dot_timeout_s: float = 10.0
     version: str = "0+unknown"
+    http: HttpLimits = dataclasses.field(default_factory=HttpLimits)
 
 
 def next_probe_at(started: float, ended: float, interval_s: float, duty_cycle: float) -> float:
@@ -64,7 +65,11 @@ class Agent:
         self._measurements: tuple[Measurement, ...] = ()
         self._passes = 0
         self._generation = 0
-        self._state_errors: Counter[str] = Counter()
+        self._state_errors: Counter[str] = Counter({SNAPSHOT_FILE: 0, REPORT_FILE: 0})  # present from the start
+        self._state_error: str | None = None  # why the state directory refused the last write
+        self._state_tried = False
+        self._known_tests: tuple[str, ...] = ()
+        self.on_view: Callable[[], None] = lambda: None  # called with each new view (the metrics cache renders it)
         self._saved_key: tuple[object, ...] | None = None
         self._sink_totals = {s.name: sink_stats(s) for s in sinks}
         self._runs: Counter[tuple[str, str]] = Counter()
@@ -74,6 +79,7 @@ class Agent:
         self._probe_requests: dict[str, dict[str, Any]] = {}
         self.probe_wake = threading.Event()
         self.stopping = threading.Event()
+        self._state_result(self._state.writable())  # known from the first view on
 
     # -- discovery -----------------------------------------------------------------------------------
     def discover_once(self, why: str) -> None:
@@ -96,6 +102,8 @@ class Agent:
               gpus=len(served.gpus), seconds=round(time.monotonic() - t0, 3))
         if current.complete:
             self._save_snapshot(served)
+        else:
+            self._state_result(self._state.writable())
         self._publish(served)
 
     def _restore(self, first: Snapshot) -> None:
@@ -117,12 +125,26 @@ class Agent:
     def _save_snapshot(self, served: Snapshot) -> None:
         key = (structure_hash(served), served.measurements)
         if key == self._saved_key:
+            self._state_result(self._state.writable())  # nothing new to keep: still check it would be kept
             return
         try:
             self._state.save_snapshot(served)
             self._saved_key = key
+            self._state_result(None)
         except OSError as exc:
-            event(self.log, "state not written", logging.WARNING, file="snapshot.json", error=str(exc))
+            self._state_result(f"{SNAPSHOT_FILE}: {exc}")
+
+    def _state_result(self, error: str | None) -> None:
+        """Logs and shows a change in whether the state directory takes writes (not every failed pass)."""
+        if self._state_tried and (error is None) == (self._state_error is None):
+            return  # no change (another file may fail in other words): no new line, no new view
+        if error is not None:
+            event(self.log, "state not written", logging.WARNING, directory=str(self._state.root), error=error)
+        elif self._state_error is not None:
+            event(self.log, "state written again", directory=str(self._state.root))
+        with self._lock:
+            self._state_tried, self._state_error = True, error
+            self._rebuild()
 
     def _publish(self, served: Snapshot) -> None:
         changed = False
@@ -150,7 +172,11 @@ class Agent:
         for m in served.measurements:
             if m.taken_at is not None and m.source.value == "measured":
                 last[m.test] = max(last.get(m.test, 0.0), m.taken_at)
+        if not self._known_tests:
+            self._known_tests = tuple(self.config.probe_tests or (
+                s.name for s in probes.specs_for(probes.choose_backend(self.config.probe_backend, served))))
         stats = ProbeStats(runs=tuple((t, s, n) for (t, s), n in sorted(self._runs.items())),
+                           tests=self._known_tests,
                            last_success=tuple(sorted(last.items())), busy_seconds=self._busy_s,
                            duty_cycle=self._busy_s / elapsed, running=self._probe_running,
                            last_reasons=self._reasons)
@@ -159,7 +185,12 @@ class Agent:
                          theoretical=tuple(map(LinkCapability(served).of, served.measurements)), probes=stats,
                          sinks=tuple(self._sink_totals.values()),
                          state_errors=tuple(sorted(self._state_errors.items())),
+                         state_writable=None if not self._state_tried else self._state_error is None,
+                         degradations=() if self._state_error is None else (
+                             f"state directory {self._state.root} not writable ({self._state_error}): probe results "
+                             "and the last snapshot are lost at the next restart",),
                          discovery_passes=self._passes, generation=self._generation)
+        self.on_view()
 
     # -- probes --------------------------------------------------------------------------------------
     def probe_start(self) -> str | None:
@@ -192,6 +223,10 @@ class Agent:
         skipped: list[tuple[str, str, str]] = []
 
         def on_item(item: Item) -> None:
+            if self.stopping.is_set() and item.status == "failed":  # its child was killed by our shutdown
+                event(self.log, "probe stopped", test=item.test, subjects=",".join(item.subjects),
+                      reason="the agent is stopping")
+                return
             with self._lock:
                 self._runs[item.test, item.status] += 1
             if item.status != "ok":
@@ -227,7 +262,7 @@ class Agent:
             try:
                 self._state.save_report(probes.report_json(report, snap) + "\n")
             except OSError as exc:
-                event(self.log, "state not written", logging.WARNING, file="probe-report.json", error=str(exc))
+                self._state_result(f"{REPORT_FILE}: {exc}")
             if served.complete:
                 self._save_snapshot(served)
             self._publish(served)

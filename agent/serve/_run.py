@@ -1,7 +1,8 @@
-"""The agent's threads and signals: discovery and probe loops, uvicorn in a thread, SIGHUP and SIGTERM."""
+"""The agent's threads and signals: discovery and probe loops, uvicorn in a thread, SIGHUP, SIGTERM and SIGINT."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import signal
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
-from exporter import MetricsCache, Sink, WatchingSink
+from exporter import Sink, WatchingSink
 from topology import Snapshot
 
 from ._agent import Agent, ServeConfig, next_probe_at
@@ -132,28 +133,40 @@ def _return_free_memory() -> None:
 
 def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks: Sequence[Sink],
         measured_matrix: Callable[[Snapshot], str]) -> int:
-    import uvicorn
-
-    from exporter import HttpConfig, create_app
+    from exporter import HttpConfig, HttpStats, MetricsCache, connection_cap, create_app, http_server, listen
 
     _few_malloc_arenas()
     log = setup(config.log_format)
+    address = f"{config.host}:{config.port}"
+    try:  # bound here, before any thread starts: a port in use is one clear line and exit 1
+        sock = listen(config.host, config.port)
+    except OSError as exc:
+        event(log, "http server could not start", logging.ERROR, address=address, error=str(exc))
+        return 1
+    host, port = sock.getsockname()[:2]
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    cap = connection_cap(config.http.max_connections)
+    if cap < config.http.max_connections:
+        event(log, "connection cap lowered", logging.WARNING, wanted=config.http.max_connections, cap=cap,
+              reason="the open-file limit")
+    stats = HttpStats()
     sinks_log = logging.getLogger("exporter")  # the sinks' own lines (a watch restarted) in the same format
     sinks_log.handlers[:], sinks_log.propagate = list(log.handlers), False
     sinks_log.setLevel(logging.INFO)
     agent = Agent(config, discover, busy, sinks, log=log)
-    cache = MetricsCache(lambda: agent.view)
+    cache = MetricsCache(lambda: agent.view, stats)
+    agent.on_view = cache.prime
     app = create_app(lambda: agent.view, cache,
                      HttpConfig(probe_token=config.probe_token, dot_timeout_s=config.dot_timeout_s,
                                 measured_matrix=measured_matrix),
                      probes=_HttpProbes(agent) if config.probe_token is not None else None)
-    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
-                                           access_log=False, lifespan="off", timeout_graceful_shutdown=1,
-                                           h11_max_incomplete_event_size=32 * 1024))
+    server = http_server(app, dataclasses.replace(config.http, max_connections=cap), stats)
     stop = threading.Event()
     wake = Wake()
+    stopped_by: list[str] = []
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
+        stopped_by.append(signal.Signals(signum).name)
         stop.set()
 
     def on_hup(signum: int, frame: FrameType | None) -> None:
@@ -162,13 +175,13 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
-    threads = [threading.Thread(target=server.run, name="http", daemon=True),
+    threads = [threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True),
                threading.Thread(target=discovery_loop, args=(agent, wake), name="discovery", daemon=True),
                threading.Thread(target=probe_loop, args=(agent,), name="probes", daemon=True)]
     # Blocked in a read of the API server's stream most of the time: daemon threads, never joined.
     watchers = [threading.Thread(target=watch_loop, args=(agent, s, wake), name=f"watch-{s.name}", daemon=True)
                 for s in sinks if isinstance(s, WatchingSink)]
-    event(log, "agent starting", version=config.version, address=f"{config.host}:{config.port}",
+    event(log, "agent starting", version=config.version, address=address, max_connections=cap,
           discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
           state_dir=str(config.state_dir))
     for t in threads + watchers:
@@ -176,11 +189,14 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     code = 0
     while not stop.wait(0.25):
         if not threads[0].is_alive():
-            event(log, "http server stopped", logging.ERROR, address=f"{config.host}:{config.port}")
+            event(log, "http server stopped", logging.ERROR, address=address)
             code = 1
             break
     deadline = time.monotonic() + _STOP_GRACE_S
-    event(log, "agent stopping", signal="SIGTERM" if code == 0 else None)
+    if stopped_by:
+        event(log, "agent stopping", signal=stopped_by[0])
+    else:
+        event(log, "agent stopping", logging.ERROR, reason="the http server stopped")
     agent.stopping.set()
     wake("stop")
     server.should_exit = True

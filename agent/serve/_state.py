@@ -60,6 +60,17 @@ class StateDir:
     def save_report(self, text: str) -> None:
         _write_atomic(self.root / REPORT_FILE, text)
 
+    def writable(self) -> str | None:
+        """None when a file can be created in the directory now; else why not."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".write-check.")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            return str(exc)
+        return None
+
     def load(self, expected_hash: str) -> Loaded:
         snapshot: Snapshot | None = None
         measurements: tuple[Measurement, ...] = ()
