@@ -25,7 +25,8 @@ width:9px;height:9px;padding:0;font-size:0}table.heat th{background:#eee;font-we
 table.heat td.self{background:#444}table.heat .sep{border-left:2px solid #333}.heatkey span{display:inline-block;
 width:14px;height:10px;margin:0 3px 0 10px;vertical-align:middle}.heatkey{font-size:.8em;margin:.3em 0}
 """ + "".join(f"table.heat td.s{i}{{background:{c}}}" for i, c in enumerate(_SHADES)) + \
-    "".join(f"table.heat td.{n}{{background:{c}}}" for n, _, c in _CLASSES)
+    "".join(f"table.heat td.{n}{{background:{c}}}" for n, _, c in _CLASSES) + \
+    "table.heat td.s5,table.heat td.s6{color:#fff}"
 
 
 def measured_pairs(snap: Snapshot) -> dict[tuple[str, str], tuple[float, str]]:

@@ -23,7 +23,7 @@ CSS = """.topo{display:flex;flex-wrap:wrap;gap:10px;align-items:flex-start}
 .sock>h3{font-size:.85em;margin:0 0 4px;color:#333}.grp{display:flex;flex-wrap:wrap;gap:6px}
 .sw{border:1px dashed #999;border-radius:4px;padding:3px 4px 4px;background:#fff}
 .sw>div.h{font-size:.7em;color:#555;margin-bottom:3px;white-space:nowrap}.tiles{display:flex;flex-wrap:wrap;gap:4px}
-.gpu{width:108px;border:1px solid #666;border-left:8px solid #bbb;border-radius:3px;padding:2px 4px;
+.gpu{width:118px;border:1px solid #666;border-left:8px solid #bbb;border-radius:3px;padding:2px 4px;
 background:#eef7ee;font-size:.68em;line-height:1.25}.gpu b{font-size:1.45em;display:block}
 .gpu.bad{border-color:#c00;background:#fde8e8}.gpu.lost{background:#ddd;color:#666}
 .nic,.nvs{width:70px;border:1px solid #6a8;border-radius:3px;padding:2px 4px;background:#e8f1fb;font-size:.66em}

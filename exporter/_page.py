@@ -21,6 +21,7 @@ from ._layout import node_picture
 from ._placement_text import best_groups_table
 from ._view import View
 
+INLINE_TREE_GPUS = 16  # the Graphviz tree of a 72-GPU NVLink domain is a megabyte of edges: linked, not inlined
 _CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;
 border-bottom:1px solid #ccc;margin-top:1.6em}table{border-collapse:collapse;font-size:.9em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#f3f3f3}pre{background:#f8f8f8;
@@ -72,8 +73,9 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         "<h2>Pair bandwidth, measured against theoretical</h2>", pair_heatmap(snap),
         "<h2>Best GPU groups (estimates)</h2>", best_groups_table(placements),
         "<details><summary>PCIe tree (Graphviz)</summary>",
-        f'<div class="picture">{_inline(svg)}</div>' if svg is not None else
-        f'<p class="bad">No picture: {escape(svg_reason)}</p>', "</details>",
+        f'<p><a href="/v1/topology.svg">/v1/topology.svg</a> (not inlined above {INLINE_TREE_GPUS} GPUs)</p>'
+        if len(snap.gpus) > INLINE_TREE_GPUS else f'<div class="picture">{_inline(svg)}</div>' if svg is not None
+        else f'<p class="bad">No picture: {escape(svg_reason)}</p>', "</details>",
         "<h2>GPU and NIC matrix (nvidia-smi topo -m)</h2>",
         f"<pre>{escape(matrix(snap) or 'No GPU or RDMA NIC on this node.')}</pre>",
         "<h2>Measured bandwidth beside theoretical</h2>",

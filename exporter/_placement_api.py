@@ -86,7 +86,7 @@ class PlacementCache:
         for k in PAGE_SIZES:
             if k <= n:
                 try:
-                    out.append(self.answer(view, PlacementQuery(gpus=k, top=1)))
+                    out.append(self.answer(view, PlacementQuery(gpus=k)))  # the API's default: shared
                 except Busy:  # the page still renders; the section says which sizes are missing
                     continue
         return out
