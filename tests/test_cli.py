@@ -54,7 +54,8 @@ def test_help_loads_only_argparse_and_the_flag_modules() -> None:
                           capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
     added = modules_loaded_by("--help") - set(bare)
     ours = {m for m in added if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
-    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli.discover", "agent.cli.place",
+    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli.cluster", "agent.cli.discover",
+                    "agent.cli.place",
                     "agent.cli.probe", "agent.cli.prune", "agent.cli.serve", "agent.cli.topo", "agent.discovery",
                     "agent.discovery.sources", "agent.discovery.sources._catalog", "exporter", "exporter._http_flags",
                     "exporter.kube", "exporter.kube._flags", "topology", "topology._lazy"}
