@@ -5,6 +5,7 @@ of their own, and a fake list API that pages them as a kube-apiserver does (``li
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ class PagedApi:
     def served_versions(self, group: str) -> Sequence[str]:
         return ["v1", "v1beta2"] if group == "resource.k8s.io" else []
 
-    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> Obj:
+    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
         self.requests.append((path, dict(params), accept))
         if "continue" in params:
             self._continued += 1
@@ -68,7 +69,8 @@ class PagedApi:
             items = [s for s in self.fleet.slices if s["spec"]["driver"] == driver]
         start, limit = int(params.get("continue") or 0), int(params["limit"])
         rest = start + limit < len(items)
-        return {"items": items[start:start + limit], "metadata": {"continue": str(start + limit) if rest else ""}}
+        page = {"items": items[start:start + limit], "metadata": {"continue": str(start + limit) if rest else ""}}
+        return json.dumps(page).encode()
 
 
 def summaries_by_node(summaries: Sequence[t.NodeSummary]) -> dict[str, t.NodeSummary]:

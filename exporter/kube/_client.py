@@ -128,13 +128,13 @@ class LightkubeApi:
             return resp.json() if resp.status_code == 200 else {}
         return self._backoff.run(once)
 
-    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> Obj:
-        """One page of a list as JSON (``limit``/``continue`` in ``params``), retried as every call is; 410 Gone
-        (an expired continue token) raises :class:`~._errors.Expired`."""
+    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
+        """One page of a list, its JSON body undecoded (``limit``/``continue`` in ``params``), retried as every
+        call is; 410 Gone (an expired continue token) raises :class:`~._errors.Expired`."""
         http = self._http
         headers = {"Accept": accept} if accept else {}
 
-        def once() -> Obj:
+        def once() -> bytes:
             with _mapped(f"GET {path}"):
                 resp = http.get(path, params=dict(params), headers=headers)
             if resp.status_code != 200:
@@ -142,7 +142,7 @@ class LightkubeApi:
                 if resp.status_code in RETRYABLE:
                     raise Retryable(err, retry_after(resp.headers.get("Retry-After")))
                 raise err
-            return dict(resp.json())
+            return bytes(resp.content)
         return self._backoff.run(once)
 
     def served_versions(self, group: str) -> Sequence[str]:

@@ -3,8 +3,9 @@ folded into one ``topology.NodeSummary`` per node for ``topology.fleet_report``.
 
 Reading costs what a fleet of 10,000 nodes can afford: both lists are paginated (``limit``/``continue``, so
 no response holds the fleet), nodes are asked for as ``PartialObjectMetadataList`` (labels, not status or
-images) and only those carrying our ``gpu.count`` label, slices only of our driver; each page is folded
-into a few numbers per node and dropped. An expired continue token (410, the list was too slow for etcd's
+images) and only those carrying our ``gpu.count`` label, slices only of our driver; each page is decoded
+into just the fields read here (msgspec skips the rest, managedFields and all, without building them),
+folded into a few numbers per node and dropped. An expired continue token (410: the list outlived etcd's
 compaction) starts that list again once; what was folded is keyed by name, so nothing counts twice.
 
 What a summary says and where it comes from: product, GPU count and NVLink domain from the labels; the best
@@ -15,25 +16,84 @@ line rate (their ``rateGbps`` added up) from the slices: theoretical.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import msgspec
+
 from topology import NodeSummary, nvlink_bytes_per_second
 
-from ._api import RESOURCE_GROUP, SLICE_VERSIONS, Obj
+from ._api import RESOURCE_GROUP, SLICE_VERSIONS
 from ._busbw import KEY, SIZES
-from ._errors import Expired, NotFound
-from ._slices import devices_of
+from ._errors import Expired, InvalidObject, NotFound
 
 PAGE = 500
 PARTIAL = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
 class PageApi(Protocol):
-    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> Obj: ...
+    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes: ...
 
     def served_versions(self, group: str) -> Sequence[str]: ...
+
+
+# -- the fields read, and only those ------------------------------------------------------------------------
+
+class _ListMeta(msgspec.Struct, frozen=True):
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _Meta(msgspec.Struct, frozen=True):
+    name: str = ""
+    labels: dict[str, str] = {}
+
+
+class _Node(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
+
+
+class _NodeList(msgspec.Struct, frozen=True):
+    items: list[_Node] = []
+    metadata: _ListMeta = _ListMeta()
+
+
+class _Str(msgspec.Struct, frozen=True):
+    string: str | None = None
+
+
+class _Int(msgspec.Struct, frozen=True):
+    value: int | None = msgspec.field(default=None, name="int")
+
+
+class _Pool(msgspec.Struct, frozen=True):
+    generation: int = 0
+
+
+_ATTRS = (("type", _Str), ("nvlinkCount", _Int), ("nvlinkGen", _Int), ("rateGbps", _Int))
+
+
+@functools.cache
+def _slice_decoder(driver: str) -> msgspec.json.Decoder[Any]:
+    """A decoder of slice lists that builds only the four attributes read here, named in ``driver``'s domain;
+    every other attribute is skipped as it is parsed."""
+    attrs = msgspec.defstruct("Attributes", [(name, kind | None, None) for name, kind in _ATTRS],
+                              rename={name: f"{driver}/{name}" for name, _ in _ATTRS}, frozen=True)
+    listing: Any = list  # built at run time: subscripted with classes made here, not types mypy can see
+    basic = msgspec.defstruct("Basic", [("attributes", attrs, msgspec.field(default_factory=attrs))], frozen=True)
+    device = msgspec.defstruct("Device", [("attributes", attrs, msgspec.field(default_factory=attrs)),
+                                          ("basic", basic | None, None)], frozen=True)  # v1beta1 wraps them
+    spec = msgspec.defstruct("Spec", [("driver", str, ""), ("nodeName", str, ""), ("pool", _Pool, _Pool()),
+                                      ("devices", listing[device], msgspec.field(default_factory=list))], frozen=True)
+    item = msgspec.defstruct("Slice", [("metadata", _Meta, _Meta()),
+                                       ("spec", spec, msgspec.field(default_factory=spec))], frozen=True)
+    page = msgspec.defstruct("SliceList", [("items", listing[item], msgspec.field(default_factory=list)),
+                                           ("metadata", _ListMeta, _ListMeta())], frozen=True)
+    return msgspec.json.Decoder(page)
+
+
+_NODES = msgspec.json.Decoder(_NodeList)
 
 
 @dataclass(slots=True)
@@ -55,14 +115,14 @@ class ClusterRead:
     restarts: int = 0  # lists started again after an expired continue token
 
 
-def pages(api: PageApi, path: str, params: Mapping[str, str], *, limit: int = PAGE,
-          accept: str | None = None, restarts: list[int] | None = None) -> Iterator[list[Obj]]:
-    """The list's items, one page at a time; once, after 410 Gone, from the start again."""
+def pages(api: PageApi, path: str, params: Mapping[str, str], decoder: msgspec.json.Decoder[Any], *,
+          limit: int = PAGE, accept: str | None = None, restarts: list[int] | None = None) -> Iterator[list[Any]]:
+    """The list's items, one decoded page at a time; once, after 410 Gone, from the start again."""
     token, again = "", True
     while True:
         query = {**params, "limit": str(limit), **({"continue": token} if token else {})}
         try:
-            doc = api.get_page(path, query, accept)
+            body = api.get_page(path, query, accept)
         except Expired:
             if not token or not again:
                 raise
@@ -70,8 +130,12 @@ def pages(api: PageApi, path: str, params: Mapping[str, str], *, limit: int = PA
             if restarts is not None:
                 restarts.append(1)
             continue
-        yield list(doc.get("items") or ())
-        token = str((doc.get("metadata") or {}).get("continue") or "")
+        try:
+            page = decoder.decode(body)
+        except msgspec.DecodeError as exc:
+            raise InvalidObject(f"GET {path}: not a list of the expected kind: {exc}") from exc
+        yield page.items
+        token = page.metadata.continue_
         if not token:
             return
 
@@ -84,35 +148,29 @@ def slice_version(api: PageApi) -> str | None:
     return next((v for v in SLICE_VERSIONS if v in served), None)
 
 
-def _fold(figures: dict[str, _NodeFigures], obj: Obj, driver: str) -> None:
-    spec = obj.get("spec") or {}
-    node = spec.get("nodeName")
-    if not node or spec.get("driver") != driver:
+def _fold(figures: dict[str, _NodeFigures], obj: Any, driver: str) -> None:
+    """``obj``: a slice as ``_slice_decoder`` decodes it."""
+    spec = obj.spec
+    if not spec.nodeName or spec.driver != driver:
         return
-    generation = int((spec.get("pool") or {}).get("generation") or 0)
-    got = figures.setdefault(node, _NodeFigures())
-    if generation < got.generation:
+    got = figures.setdefault(spec.nodeName, _NodeFigures())
+    if spec.pool.generation < got.generation:
         return  # a slice of an older generation of the pool: consumers ignore it, so do we
-    if generation > got.generation:
-        figures[node] = got = _NodeFigures(generation=generation)
-    name = str((obj.get("metadata") or {}).get("name"))
-    if name in got.slices:
+    if spec.pool.generation > got.generation:
+        figures[spec.nodeName] = got = _NodeFigures(generation=spec.pool.generation)
+    if obj.metadata.name in got.slices:
         return
-    got.slices.add(name)
-    for device in devices_of(obj):
-        attrs = device["attributes"]
-
-        def value(name: str, attrs: Mapping[str, Any] = attrs) -> Any:
-            found = attrs.get(f"{driver}/{name}") or {}
-            return next(iter(found.values()), None)
-
-        kind = value("type")
+    got.slices.add(obj.metadata.name)
+    for device in spec.devices:
+        attrs = device.basic.attributes if device.basic is not None else device.attributes
+        kind = attrs.type.string if attrs.type else None
         if kind == "gpu":
-            count, gen = value("nvlinkCount"), value("nvlinkGen")
-            rate = nvlink_bytes_per_second(gen, count) if isinstance(count, int) and isinstance(gen, int) else None
-            got.gpu_rates.append(rate if rate else None)
-        elif kind == "nic" and isinstance(rate_gbps := value("rateGbps"), int):
-            got.nic_bytes_per_second += rate_gbps * 1e9 / 8
+            count = attrs.nvlinkCount.value if attrs.nvlinkCount else None
+            gen = attrs.nvlinkGen.value if attrs.nvlinkGen else None
+            rate = nvlink_bytes_per_second(gen, count) if count is not None and gen is not None else None
+            got.gpu_rates.append(rate or None)
+        elif kind == "nic" and attrs.rateGbps and attrs.rateGbps.value is not None:
+            got.nic_bytes_per_second += attrs.rateGbps.value * 1e9 / 8
             got.nics += 1
 
 
@@ -141,23 +199,24 @@ def read_cluster(api: PageApi, *, prefix: str = "gpu.topology", driver: str = "g
     restarts: list[int] = []
     count = 0
     labels: dict[str, dict[str, str]] = {}
-    for items in pages(api, "/api/v1/nodes", {"labelSelector": f"{prefix}/gpu.count"}, limit=limit,
+    mark = prefix + "/"
+    for nodes in pages(api, "/api/v1/nodes", {"labelSelector": f"{prefix}/gpu.count"}, _NODES, limit=limit,
                        accept=PARTIAL, restarts=restarts):
         count += 1
-        for node in items:
-            meta = node.get("metadata") or {}
-            mine = {k: v for k, v in (meta.get("labels") or {}).items() if k.startswith(prefix + "/")}
+        for node in nodes:
+            mine = {k: v for k, v in node.metadata.labels.items() if k.startswith(mark)}
             if f"{prefix}/gpu.count" in mine:  # a server that ignores the selector (an emulator) sends them all
-                labels[str(meta.get("name"))] = mine
+                labels[node.metadata.name] = mine
     version = slice_version(api)
     figures: dict[str, _NodeFigures] = {}
     slices: set[str] = set()
     if version is not None:
         path = f"/apis/{RESOURCE_GROUP}/{version}/resourceslices"
-        for items in pages(api, path, {"fieldSelector": f"spec.driver={driver}"}, limit=limit, restarts=restarts):
+        for items in pages(api, path, {"fieldSelector": f"spec.driver={driver}"}, _slice_decoder(driver), limit=limit,
+                           restarts=restarts):
             count += 1
             for obj in items:
-                slices.add(str((obj.get("metadata") or {}).get("name")))
+                slices.add(obj.metadata.name)
                 _fold(figures, obj, driver)
     summaries = [s for name in sorted(labels) if (s := summary_of(name, labels[name], prefix, figures.get(name)))]
     return ClusterRead(summaries=tuple(summaries), without_slices=tuple(n for n in sorted(labels) if n not in figures),
