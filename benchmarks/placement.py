@@ -91,6 +91,34 @@ def search(runs: int, work: Path) -> None:
     print_rows(rows, value_width=10)
 
 
+def served(runs: int, work: Path) -> None:
+    """GET /v1/placement and / through the agent's ASGI app: the first answer per snapshot searches, the next
+    ones come from the cache."""
+    from starlette.testclient import TestClient
+
+    from exporter import HttpConfig, MetricsCache, View, create_app
+
+    rows = []
+    for name, snap in (("hgx-h100", discover_profile("hgx-h100", work / "served")), ("NVL72 domain", nvl72())):
+        generation = [0]
+
+        def fresh(s: t.Snapshot = snap) -> TestClient:
+            generation[0] += 1
+            view = View(snapshot=s, generation=generation[0])
+            return TestClient(create_app(lambda: view, MetricsCache(lambda: view), HttpConfig()))
+
+        for path, label in (("/v1/placement?gpus=8", "GET /v1/placement?gpus=8"), ("/", "GET / (page)")):
+            first = _median_ms(lambda p=path: fresh().get(p), runs)
+            client = fresh()
+            client.get(path)
+            again = _median_ms(lambda p=path, c=client: c.get(p), runs)
+            size = len(client.get(path).content)
+            rows.append((f"{label}, {name}, {len(snap.gpus)} GPUs", f"{first:.1f} ms",
+                         f"cached: {again:.1f} ms; {size / 1e3:.0f} kB"))
+    print("\nServed (through the ASGI app in process; first request of a snapshot, then cached)")
+    print_rows(rows, value_width=10)
+
+
 def estimates(work: Path) -> None:
     rows = []
     snaps: dict[str, t.Snapshot] = {}
@@ -248,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="topolink-placement-") as tmp:
         work = Path(tmp)
         search(args.runs, work)
+        served(max(3, args.runs // 4), work)
         estimates(work)
         fleet(args.nodes, work)
         cluster(args.nodes, work)

@@ -27,7 +27,7 @@ from topology import dumps, matrix
 
 from ._exposition import MetricsCache
 from ._negotiate import OPENMETRICS, TEXT, accepts_gzip, etag_matches, negotiate_metrics
-from ._page import page
+from ._page import INLINE_TREE_GPUS, page
 from ._picture import Svg, picture_dot, render_svg
 from ._placement_api import PlacementCache, placement_endpoint
 from ._view import View
@@ -179,7 +179,8 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
         view = got
 
         def build() -> str:
-            svg: Svg = renders.get(view, "svg")
+            big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
+            svg: Svg = Svg(None, "linked") if big else renders.get(view, "svg")
             return page(view, now=time.time(), svg=svg.svg, svg_reason=svg.reason,
                         measured_matrix=renders.get(view, "measured"), placements=placements.page_groups(view))
 
