@@ -18,6 +18,7 @@ command's peak resident memory, same targets; then the same read in this process
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -99,12 +100,11 @@ def served(runs: int, work: Path) -> None:
     from exporter import HttpConfig, MetricsCache, View, create_app
 
     rows = []
+    generations = itertools.count(1)
     for name, snap in (("hgx-h100", discover_profile("hgx-h100", work / "served")), ("NVL72 domain", nvl72())):
-        generation = [0]
 
         def fresh(s: t.Snapshot = snap) -> TestClient:
-            generation[0] += 1
-            view = View(snapshot=s, generation=generation[0])
+            view = View(snapshot=s, generation=next(generations))
             return TestClient(create_app(lambda: view, MetricsCache(lambda: view), HttpConfig()))
 
         for path, label in (("/v1/placement?gpus=8", "GET /v1/placement?gpus=8"), ("/", "GET / (page)")):
