@@ -24,21 +24,23 @@ class Fleet:
     slices: list[Obj]  # ResourceSlices (v1)
 
 
-def fleet(workdir: Path, *, trays: int = 18, hgx: int = 2, slow_tray: int | None = 17) -> Fleet:
+def fleet(workdir: Path, *, trays: int = 18, hgx: int = 2, slow_tray: int | None = 17, prefix: str = P) -> Fleet:
     """``trays`` GB200 compute trays of one rack (the profile's fabric clique), ``hgx`` HGX H100 nodes;
-    ``slow_tray``'s labels say its best 4 GPUs estimate a class lower (as after a link fault)."""
+    ``slow_tray``'s labels say its best 4 GPUs estimate a class lower (as after a link fault). ``prefix`` is
+    the label prefix and the slices' driver (a server shared with other tests: a fleet of its own)."""
     tray = discover_profile("gb200-tray", workdir / "tray")
     box = discover_profile("hgx-h100", workdir / "hgx")
     nodes, slices = [], []
     for name, snap in [*((f"tray-{i:02d}", tray) for i in range(trays)), *((f"hgx-{i}", box) for i in range(hgx))]:
         named = dataclasses.replace(snap, node=name)
-        labels = desired_labels(named, LabelConfig(), {})
+        labels = desired_labels(named, LabelConfig(prefix=prefix), {})
         if name == f"tray-{slow_tray:02d}" if slow_tray is not None else False:
-            labels[f"{P}/allreduce-busbw-4"] = str(int(labels[f"{P}/allreduce-busbw-4"]) // 2)
+            labels[f"{prefix}/allreduce-busbw-4"] = str(int(labels[f"{prefix}/allreduce-busbw-4"]) // 2)
         labels |= {"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": "gpu"}
         nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
-        slices += build_slices(desired_devices(named, SliceConfig()), node=name, node_uid=f"uid-{name}",
-                               cfg=SliceConfig(), version="v1", generation=1)
+        cfg = SliceConfig(driver=prefix)
+        slices += build_slices(desired_devices(named, cfg), node=name, node_uid=f"uid-{name}", cfg=cfg,
+                               version="v1", generation=1)
     plain = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cpu-0", "labels": {"kubernetes.io/os": "linux"}}}
     return Fleet(nodes=[plain, *nodes], slices=slices)
 

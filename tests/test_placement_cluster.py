@@ -139,7 +139,9 @@ def test_usage_and_unreachable_servers_are_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.apiserver
 @pytest.mark.slow
-def test_pages_from_a_real_api_server(kube_apiserver: Any, small: Fleet) -> None:
+def test_pages_from_a_real_api_server(kube_apiserver: Any, tmp_path: Path) -> None:
+    ours = "fleet.example.com"  # the session's server holds other tests' nodes: this fleet has a prefix of its own
+    small = fleet(tmp_path, prefix=ours)
     with kube_apiserver.admin() as http:
         for node in small.nodes:
             r = http.post("/api/v1/nodes", json=node)
@@ -152,11 +154,13 @@ def test_pages_from_a_real_api_server(kube_apiserver: Any, small: Fleet) -> None
             assert r.status_code in (201, 409), r.text
     api = LightkubeApi.connect(kubeconfig=str(kube_apiserver.kubeconfig()))
     mark = kube_apiserver.audit_mark()
-    read = read_cluster(api, limit=3)
+    read = read_cluster(api, prefix=ours, driver=ours, limit=3)
     lists = [e for e in kube_apiserver.audit(mark) if e["verb"] == "list"]
-    assert len([e for e in lists if e["objectRef"]["resource"] == "nodes"]) == 7  # 20 nodes in pages of 3
-    assert all("limit=3" in e["requestURI"] for e in lists)
+    nodes = [e for e in lists if e["objectRef"]["resource"] == "nodes"]
+    assert len(nodes) == 7 and all("limit=3" in e["requestURI"] for e in lists)  # 20 nodes in pages of 3
+    assert sum("continue=" in e["requestURI"] for e in nodes) == 6
     by = summaries_by_node(read.summaries)
-    assert len(by) == 20 and by["hgx-0"].nic_bytes_per_second == 8 * 50 * GB and by["tray-03"].clique == CLIQUE
+    assert len(by) == 20 and read.slices == 20 and by["tray-03"].clique == CLIQUE
+    assert by["hgx-0"].nic_bytes_per_second == 8 * 50 * GB and by["hgx-0"].nvlink_bytes_per_second == 450 * GB
     report = t.fleet_report(read.summaries, gpus=16)
     assert report.fits[0].kind == "nvlink-domain" and [o.node for o in report.classes[0].outliers] == ["tray-17"]
