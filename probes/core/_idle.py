@@ -1,5 +1,6 @@
 """Is a GPU idle enough to measure? Compute processes or utilisation above 10% (DCGM's threshold for
-copy utilisation) make it busy; a probe refuses a busy GPU unless forced."""
+copy utilisation) make it busy; a probe refuses a busy GPU unless forced. The probe processes of this
+agent are not counted: a pass keeps one child, with its CUDA context, from its first item to its last."""
 
 from __future__ import annotations
 
@@ -8,6 +9,15 @@ import os
 from topology import BadPciAddress, canonical_bdf
 
 BUSY_PERCENT = 10
+_OURS: set[int] = set()
+
+
+def ours(pid: int, *, alive: bool = True) -> None:
+    """Note (or forget) a probe process of this agent: its own CUDA context never makes a GPU busy."""
+    if alive:
+        _OURS.add(pid)
+    else:
+        _OURS.discard(pid)
 
 
 def busy_reason(processes: int, gpu_percent: int | None, memory_percent: int | None,
@@ -41,7 +51,8 @@ def read_busy() -> dict[str, str]:
             except (pynvml.NVMLError, BadPciAddress):
                 continue
             try:
-                procs = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h) if p.pid != os.getpid()]
+                mine = _OURS | {os.getpid()}
+                procs = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h) if p.pid not in mine]
             except pynvml.NVMLError:
                 procs = []
             gpu: int | None
