@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from probes import Item, Status, Target
 from probes.core import RawResult, RawRow, spec
-from probes.harness import ask_capabilities, run_items
+from probes.harness import ProbeProcess, ask_capabilities, run_items
 from probes.harness._runner import assemble, peak
 from topology import Source
 
@@ -46,6 +50,20 @@ def test_a_child_that_cannot_start_fails_every_item_with_why() -> None:
     assert "exited with status 1" in results["a"].reason and "no_such_module" in results["a"].reason
     caps = ask_capabilities("no_such_module:Backend")
     assert "no_such_module" in caps.error
+
+
+@pytest.mark.slow
+def test_one_child_runs_the_items_and_a_dead_one_is_replaced_before_the_next() -> None:
+    with ProbeProcess("cpu", startup_budget_s=60) as process:
+        assert not process.capabilities().error
+        first = process.run(copy_item("first"))
+        pid = process.pid
+        assert first.status is Status.OK and pid is not None
+        os.kill(pid, signal.SIGKILL)  # dies between items, as a crash in a destructor would
+        time.sleep(0.1)
+        second = process.run(copy_item("second"))
+        assert second.status is Status.OK, second.reason
+        assert process.children_started == 2 and process.pid != pid
 
 
 def test_copy_bandwidth_is_bytes_times_copies_over_time() -> None:

@@ -189,38 +189,42 @@ class ProbeProcess:
         return Capabilities(backend=self.backend, error=self._broken)
 
     def run(self, item: Item, progress: Progress | None = None) -> RawResult:
-        """Run one item in the child; never raises for what happens there."""
+        """Run one item in the child; never raises for what happens there. A child found dead before the
+        item began (it died after the previous one) is replaced once."""
         note = progress or (lambda event, key: None)
-        if self._broken:
-            return _failed(item, self._broken)
-        if self._child is None:
-            why = self._start()
-            if why:
-                return _failed(item, f"{why} (before this item began)")
-        child = self._child
-        assert child is not None
-        started = time.monotonic()
-        sent = child.send({"item": item_to_dict(item)})
-        deadline = started + item.wall_budget_s
-        while sent:
-            event = child.next_event(deadline)
-            if isinstance(event, dict) and event.get("event") == "begin":
-                note("begin", item.key)
-                continue
-            if isinstance(event, dict) and event.get("event") == "end":
-                note("end", item.key)
-                return raw_from_dict(event["result"])
-            if event == "timeout":
-                child.kill()
-                reason = (f"killed at its wall-time budget of {item.wall_budget_s:.0f} s "
-                          "(hung, or far slower than expected)")
+        for attempt in (1, 2):
+            if self._broken:
+                return _failed(item, self._broken)
+            if self._child is None:
+                why = self._start()
+                if why:
+                    return _failed(item, f"{why} (before this item began)")
+            child = self._child
+            assert child is not None
+            started = time.monotonic()
+            began = False
+            sent = child.send({"item": item_to_dict(item)})
+            deadline = started + item.wall_budget_s
+            reason = ""
+            while sent:
+                event = child.next_event(deadline)
+                if isinstance(event, dict) and event.get("event") == "begin":
+                    began = True
+                    note("begin", item.key)
+                    continue
+                if isinstance(event, dict) and event.get("event") == "end":
+                    note("end", item.key)
+                    return raw_from_dict(event["result"])
+                if event == "timeout":
+                    child.kill()
+                    reason = (f"killed at its wall-time budget of {item.wall_budget_s:.0f} s "
+                              "(hung, or far slower than expected)")
                 break
-            reason = child.died()  # "eof": the child ended mid-item
-            break
-        else:
-            reason = child.died()
-        self._child = None
-        child.close(wait_s=0)
+            reason = reason or child.died()  # the child ended (mid-item, or before it)
+            self._child = None
+            child.close(wait_s=0)
+            if began or attempt == 2 or "wall-time budget" in reason:
+                break
         note("end", item.key)
         return _failed(item, reason, time.monotonic() - started)
 
