@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from probes import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, Target
-from probes.core import ProbeError, all_reduce_bytes
+from probes.core import ProbeError, all_reduce_bytes, counts, expected, modes, moved, sent
 from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch, sm_copy_bytes
 from probes.cuda._legs import Initiator, issuer, legs, peer_pairs
 
@@ -30,6 +30,28 @@ def test_all_reduce_bus_factor_is_2_n_minus_1_over_n(ranks: int, factor: float) 
 def test_gather_type_factors(op: str) -> None:
     assert BUS_FACTORS[op](8) == pytest.approx(7 / 8)
     assert BUS_FACTORS["broadcast"](8) == 1.0
+
+
+def test_collective_counts_are_nccl_tests() -> None:
+    # each rank's share rounded down to 16 bytes (4 floats); S = the larger of send and receive
+    ag = counts("all_gather", 1000, 3)
+    assert (ag.send, ag.recv, ag.param, ag.send_in_place, ag.recv_in_place) == (80, 240, 80, 80, 0)
+    rs = counts("reduce_scatter", 1000, 3)
+    assert (rs.send, rs.recv, rs.param, rs.send_in_place, rs.recv_in_place) == (240, 80, 80, 0, 80)
+    a2a = counts("alltoall", 1 << 20, 8)
+    assert (a2a.send, a2a.recv, a2a.param) == (1 << 18, 1 << 18, 1 << 15)
+    assert moved("all_gather", 1000, 3) == 960 and moved("all_reduce", 1000, 3) == 1000
+    assert modes("alltoall") == ("out_of_place",) and modes("all_gather") == ("out_of_place", "in_place")
+    with pytest.raises(ValueError):
+        counts("broadcast", 1, 1)
+
+
+def test_the_data_check_values_agree_with_what_is_sent() -> None:
+    n = 5
+    for p in range(n):  # alltoall: chunk j of rank p comes from rank j's chunk p
+        assert [expected("alltoall", p, n, j) for j in range(n)] == [sent("alltoall", j, n, p) for j in range(n)]
+    assert [expected("all_gather", 0, n, j) for j in range(n)] == [sent("all_gather", j, n, 0) for j in range(n)]
+    assert expected("reduce_scatter", 2, n, 0) == sum(sent("reduce_scatter", r, n, 0) for r in range(n)) == 15
 
 
 def test_all_reduce_counts_whole_floats_once() -> None:

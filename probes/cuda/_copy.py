@@ -147,7 +147,7 @@ class CopySession:
             self._conditions["interference"] = (
                 f"{len(others)} untimed copies of twice the size at the same time: "
                 + ", ".join(f"{leg.src.id}->{leg.dst.id}" for leg in others))
-        if self.peers.enabled or peer_pairs(self.legs):
+        if peer_pairs(self.legs):
             self._conditions["peer_access"] = "enabled both ways for this item, disabled after it"
         hosts = [t for t in item.targets if t.kind == "host"]
         if hosts:
