@@ -37,26 +37,46 @@ def test_a_pass_keeps_one_child_and_skips_a_busy_gpu(monkeypatch: pytest.MonkeyP
     assert len(fake.calls("process")) == 1  # capabilities and both items ran in one CUDA process
 
 
-def test_our_own_probe_process_does_not_make_a_gpu_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    child = 4242
+def nvml(processes: dict[str, list[int]]) -> types.ModuleType:
+    """A stand-in for pynvml: the GPUs by bus id, each with the PIDs of its compute processes."""
 
     class NVMLError(Exception):
         pass
 
-    nvml = types.ModuleType("pynvml")
-    nvml.NVMLError = NVMLError  # type: ignore[attr-defined]
-    nvml.nvmlInit = lambda: None  # type: ignore[attr-defined]
-    nvml.nvmlShutdown = lambda: None  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetCount = lambda: 1  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetHandleByIndex = lambda i: i  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=b"00000000:10:00.0")  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: [types.SimpleNamespace(pid=child)]  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=0, memory=0)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    assert read_busy() == {"0000:10:00.0": "1 compute process running"}
+    buses = list(processes)
+    module = types.ModuleType("pynvml")
+    module.NVMLError = NVMLError  # type: ignore[attr-defined]
+    module.nvmlInit = lambda: None  # type: ignore[attr-defined]
+    module.nvmlShutdown = lambda: None  # type: ignore[attr-defined]
+    module.nvmlDeviceGetCount = lambda: len(buses)  # type: ignore[attr-defined]
+    module.nvmlDeviceGetHandleByIndex = lambda i: i  # type: ignore[attr-defined]
+    module.nvmlDeviceGetPciInfo = lambda h: types.SimpleNamespace(busId=buses[h].encode())  # type: ignore[attr-defined]
+    module.nvmlDeviceGetComputeRunningProcesses = (  # type: ignore[attr-defined]
+        lambda h: [types.SimpleNamespace(pid=p) for p in processes[buses[h]]])
+    module.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=0, memory=0)  # type: ignore[attr-defined]
+    return module
+
+
+def test_our_own_probe_process_does_not_make_a_gpu_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    child, a, b = 4242, "0000:10:00.0", "0000:11:00.0"
+    monkeypatch.setitem(sys.modules, "pynvml", nvml({a: [child], b: []}))
+    assert read_busy() == {a: "1 compute process running", b: ""}
     ours(child)
     try:
-        assert read_busy() == {"0000:10:00.0": ""}
+        assert read_busy() == {a: "", b: ""}  # seen by its PID (no PID namespace between us and NVML)
     finally:
         ours(child, alive=False)
-    assert read_busy() == {"0000:10:00.0": "1 compute process running"}
+    assert read_busy()[a] == "1 compute process running"
+
+
+def test_in_a_container_one_unknown_process_is_taken_for_our_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    # NVML lists host PIDs; inside the pod the child is PID 57, on the host 91234
+    child, a, b = 57, "0000:10:00.0", "0000:11:00.0"
+    monkeypatch.setitem(sys.modules, "pynvml", nvml({a: [91234], b: [91234, 777]}))
+    ours(child, gpus=[a])
+    try:
+        assert read_busy() == {a: "", b: "2 compute processes running"}  # it never touched GPU b
+        ours(child, gpus=[b])
+        assert read_busy() == {a: "", b: "1 compute process running"}  # a job beside our child is still one
+    finally:
+        ours(child, alive=False)

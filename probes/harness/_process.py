@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -159,6 +159,11 @@ class ProbeProcess:
     def pid(self) -> int | None:
         return self._child.proc.pid if self._child is not None else None
 
+    def _holds(self, gpus: Collection[str]) -> None:
+        """The child may now hold a CUDA context on ``gpus``: the idle check must not take it for a job."""
+        if self._child is not None:
+            ours(self._child.proc.pid, gpus=gpus)
+
     def _start(self) -> str:
         """Start a child and wait for its capabilities; '' when it is ready, else why it is not."""
         child = _Child.start(self.backend)
@@ -166,8 +171,10 @@ class ProbeProcess:
         event = child.next_event(time.monotonic() + self.startup_budget_s)
         if isinstance(event, dict) and event.get("event") == "caps":
             self._child = child
+            caps = caps_from_dict(event["caps"])
             if self._caps is None:
-                self._caps = caps_from_dict(event["caps"])
+                self._caps = caps
+            self._holds([d.id for d in caps.devices if d.ordinal == 0])  # compiling the kernels used device 0
             return ""
         if event == "timeout":
             child.kill()
@@ -203,6 +210,7 @@ class ProbeProcess:
             assert child is not None
             started = time.monotonic()
             began = False
+            self._holds([t.id for t in (*item.targets, *item.background) if t.kind == "gpu"])
             sent = child.send({"item": item_to_dict(item)})
             deadline = started + item.wall_budget_s
             reason = ""
