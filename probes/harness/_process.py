@@ -153,7 +153,7 @@ class ProbeProcess:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        self.close(wait_s=0 if kind is not None else 10.0)  # interrupted: do not wait for the item in flight
 
     @property
     def pid(self) -> int | None:
@@ -236,9 +236,9 @@ class ProbeProcess:
         note("end", item.key)
         return _failed(item, reason, time.monotonic() - started)
 
-    def close(self) -> None:
+    def close(self, *, wait_s: float = 10.0) -> None:
         if self._child is not None:
-            self._child.close()
+            self._child.close(wait_s=wait_s)
             self._child = None
 
 
