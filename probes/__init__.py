@@ -1,6 +1,7 @@
 """Bandwidth and latency probes: plan (pure) -> backend (cuda | cpu) -> statistics -> measurements.
 
-Every probe runs in a child process with a wall-time and memory budget. Tests are defined the way
+A pass runs in one child process (the backend loaded and asked what it can do once), each item with a
+wall-time and memory budget. Tests are defined the way
 nvbandwidth, nccl-tests and perftest define them; a test that cannot run is waived with its reason,
 never reported as a number.
 
@@ -38,7 +39,9 @@ from .core import (
     summarize,
 )
 from .harness import (
+    READABLE_REPORT_SCHEMAS,
     REPORT_SCHEMA,
+    ProbeProcess,
     SelftestLine,
     apply_report,
     choose_backend,
@@ -60,6 +63,7 @@ __all__ = [
     "FULL",
     "PROFILES",
     "QUICK",
+    "READABLE_REPORT_SCHEMAS",
     "REPORT_SCHEMA",
     "SELFTEST",
     "Capabilities",
@@ -68,6 +72,7 @@ __all__ = [
     "Plan",
     "ProbeError",
     "ProbeOutcome",
+    "ProbeProcess",
     "ProbeReport",
     "ProbeSpec",
     "Profile",

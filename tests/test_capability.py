@@ -30,6 +30,8 @@ def test_pcie_counts_at_the_maximum_generation_not_the_idle_one() -> None:
     assert cap.pcie(G0) == t.pcie_bytes_per_second(4, 16) == cap.pcie(G1)
     h2d = measured("host_to_device_memcpy_ce", ("numa0", G0), 25e9)
     assert cap.of(h2d) == t.pcie_bytes_per_second(4, 16)
+    for test in ("all_to_host_memcpy_ce", "host_to_device_bidirectional_memcpy_ce", "device_to_host_memcpy_sm"):
+        assert cap.of(dataclasses.replace(h2d, test=test)) == cap.of(h2d)
     assert "0.79" in versus_theoretical(box, [h2d])  # 25 / 31.5, not 25 / Gen1's 3.94
 
 
@@ -53,6 +55,9 @@ def test_between_gpus_nvlink_first_else_the_slower_pcie_and_never_half_known() -
     assert half.between(G0, G2) is None  # one end unknown: no bottleneck to claim
     ring = measured("all_reduce", (G0, G1, G2), 10e9, direction="busbw", method="nccl")
     assert half.of(ring) is None and cap.of(ring) == t.pcie_bytes_per_second(4, 16)
+    for op in ("all_gather", "reduce_scatter", "alltoall"):  # nccl-tests' busbw compares with the links for each
+        assert cap.of(dataclasses.replace(ring, test=op)) == cap.of(ring)
+    assert cap.of(dataclasses.replace(ring, direction="avg_busbw")) is None  # a mean over sizes: no peak to compare
     assert t.all_reduce_estimate(unknown, [G0, G2], 1 << 30).seconds is None
 
 

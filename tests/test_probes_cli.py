@@ -51,6 +51,11 @@ def test_list_names_every_test(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--list"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "cuda  device_to_device_memcpy_read_ce" in out and "cpu   host_memcpy" in out
+    assert "all_to_host_memcpy_ce" in out and "alltoall" in out and "host_bidirectional_memcpy" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("cuda  device_to_device_memcpy_write_ce "))
+    assert line.split()[2] == "quick"  # the quick profile runs it
+    line = next(ln for ln in out.splitlines() if ln.startswith("cuda  gdr_write_bw "))
+    assert line.split()[2] != "quick"
 
 
 @pytest.mark.slow

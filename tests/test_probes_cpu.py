@@ -1,5 +1,6 @@
-"""The cpu backend end to end on this machine: NUMA-bound buffers whose placement is checked, copies,
-a gloo all-reduce across two processes, measurements with statistics that land in the snapshot JSON."""
+"""The cpu backend end to end on this machine: NUMA-bound buffers whose placement is checked, copies checked
+after every sample, the collectives over gloo across two forked ranks, in one child per pass, and
+measurements with statistics that land in the snapshot JSON."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ import json
 import pytest
 
 import probes
+import probes.cpu
 import topology as t
 from probes import Status
 from probes.core._profiles import KiB, MiB
+from probes.harness._runner import execute
 from probes.host._numa import HostBuffer, page_nodes, sample_pages
 from tests.probe_snapshots import this_host
 
 TINY = dataclasses.replace(probes.SELFTEST, name="tiny", copy_bytes=1 * MiB, copy_iters=4, samples=3,
                            host_collective_sizes=(64 * KiB, 256 * KiB), collective_iters=4)
+HOST0 = probes.Target(id="numa0", kind="host", index=0, cpus=())
 
 
 def test_buffer_bound_to_node_0_is_verified_page_by_page() -> None:
@@ -53,35 +57,55 @@ def test_sampled_pages_cover_the_buffer() -> None:
 def test_cpu_probe_end_to_end_lands_in_the_snapshot_json() -> None:
     snap = this_host()
     seen: list[tuple[int, int]] = []
-    report = probes.run_probes(snap, profile_name=TINY, backend="cpu", progress=lambda d, n, k: seen.append((d, n)))
+    with probes.ProbeProcess("cpu") as process:
+        report = probes.run_probes(snap, profile_name=TINY, progress=lambda d, n, k: seen.append((d, n)),
+                                   process=process)
+        assert process.children_started == 1  # capabilities, copies and every collective: one child
     assert report.ran and report.backend == "cpu"
-    assert seen[-1] == (2, 2)
+    assert seen[-1] == (6, 6)
     by_test = {o.test: o for o in report.outcomes}
-    copy, reduce = by_test["host_memcpy"], by_test["all_reduce"]
-    if reduce.status is Status.WAIVED:  # torch is an optional extra
-        assert "torch is not installed" in reduce.reason
-    else:
-        assert reduce.status is Status.OK, reduce.reason
-        bus, alg = reduce.measurements
-        assert bus.value == pytest.approx(alg.value)  # two ranks: 2(n-1)/n = 1
-        assert bus.method == "gloo" and len(reduce.sweep) == 4
-        assert dict(bus.conditions)["ranks"] == "2"
-    assert copy.status is Status.OK, copy.reason
+    assert {o.status for o in report.outcomes} == {Status.OK}, [o.reason for o in report.outcomes]
+    bus, alg, avg = by_test["all_reduce"].measurements
+    assert bus.value == pytest.approx(alg.value)  # two ranks: 2(n-1)/n = 1
+    assert bus.method == "gloo" and len(by_test["all_reduce"].sweep) == 4  # 2 sizes, in place only
+    assert avg.direction == "avg_busbw" and avg.value == pytest.approx(
+        sum(m.value for m in by_test["all_reduce"].sweep if m.direction == "busbw") / 2)
+    cond = dict(bus.conditions)
+    assert cond["ranks"] == "2" and cond["ranks_started"].startswith("forked from the probe process")
+    for op, modes in (("all_gather", 2), ("reduce_scatter", 2), ("alltoall", 1)):
+        assert len(by_test[op].sweep) == 2 * 2 * modes
+        bus, alg, _ = by_test[op].measurements
+        assert bus.value == pytest.approx(alg.value / 2)  # (n-1)/n with two ranks
+    copy = by_test["host_memcpy"]
     (m,) = copy.measurements
     assert m.source is t.Source.MEASURED and m.value > 1e8  # any machine copies faster than 100 MB/s
     assert m.stats is not None and len(m.stats.samples) == 3 and m.stats.p5 <= m.stats.median <= m.stats.p95
     cond = dict(m.conditions)
     assert cond["src_placement"].startswith("node 0: 256/256 sampled pages on the node")
+    assert cond["data_check"].startswith("every sample")
+    (back,) = by_test["host_bidirectional_memcpy"].measurements
+    assert back.direction == "a->b" and "twice the size back" in dict(back.conditions)["interference"]
     measured = probes.apply_report(snap, report)
     assert t.loads(t.dumps(measured)) == measured
     assert m in measured.measurements
     doc = json.loads(probes.report_json(report, snap))
-    assert doc["schema"] == probes.REPORT_SCHEMA and doc["ran"] is True
+    assert doc["schema"] == probes.REPORT_SCHEMA == "topolink.probe/v2" and doc["ran"] is True
     assert t.from_dict(doc["snapshot"]) == measured
     text = probes.render_report(report, snap)
-    assert "Running host_memcpy." in text and "NUMA0" in text
+    assert "Running host_memcpy." in text and "NUMA0" in text and "# Avg bus bandwidth" in text
     assert probes.render_bandwidth_matrix(snap).startswith("no measured bandwidth")
     assert "host_memcpy a->b" in probes.render_bandwidth_matrix(measured)
+
+
+def test_a_copy_that_moved_nothing_fails_its_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    import probes.cpu._copy as copy
+
+    monkeypatch.setattr(copy._Pair, "copy", lambda self, times: None)
+    item = probes.Item(key="k", test="host_memcpy", targets=(HOST0, HOST0), sizes=(1 * MiB,), warmup=1, iters=2,
+                       samples=3, wall_budget_s=30, memory_budget_bytes=1 << 30)
+    raw = execute(probes.cpu.CpuBackend(), item)
+    assert raw.status is Status.FAILED
+    assert raw.reason == "data check failed at 1048576 bytes: sample 1: destination differs from source"
 
 
 def test_failed_tests_become_problems_and_waived_ones_do_not() -> None:

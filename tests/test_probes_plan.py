@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 import topology as t
-from probes import FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, make_plan
-from probes.core import GiB, MiB
+from probes import CUDA_SPECS, FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, make_plan
+from probes.core import SM_TESTS, GiB, MiB
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
 
 ALL_PEERS = tuple((a, b) for a in (G0, G1, G2, G3) for b in (G0, G1, G2, G3) if a != b)
@@ -60,7 +60,7 @@ def test_full_profile_is_nvbandwidths_defaults() -> None:
 
 def test_pairs_without_peer_access_are_na_never_staged() -> None:
     peers = ((G0, G1), (G1, G0))
-    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(peers=peers))
+    plan = make_plan(four_gpu_box(), SELFTEST, cuda_caps(peers=peers))
     assert sorted(keys(plan, "device_to_device_memcpy_read_ce")) == [(G0, G1), (G1, G0)]
     why = reasons(plan, "device_to_device_memcpy_write_ce")
     assert len(why) == 10
@@ -101,21 +101,34 @@ def test_backend_wide_and_per_test_unavailability() -> None:
 
 def test_gdr_waived_with_the_readiness_verdict() -> None:
     missing = (("gdr_write_bw", "perftest's ib_write_bw is not installed"),)
-    plan = make_plan(four_gpu_box(), QUICK, cuda_caps(unavailable=missing))
+    plan = make_plan(four_gpu_box(), SELFTEST, cuda_caps(unavailable=missing))
     why = reasons(plan, "gdr_write_bw")[G0, NIC]
     assert why.startswith("perftest's ib_write_bw is not installed; readiness ready")
     assert "PCIe path PIX" in why and "nvidia_peermem" in why
     no_peer = four_gpu_box(gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=False))
-    why = reasons(make_plan(no_peer, QUICK, cuda_caps()), "gdr_write_bw")[G0, NIC]
+    why = reasons(make_plan(no_peer, SELFTEST, cuda_caps()), "gdr_write_bw")[G0, NIC]
     assert why.startswith("readiness not-ready") and "neither nvidia_peermem nor dma-buf" in why
-    ready = make_plan(four_gpu_box(gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=True)), QUICK, cuda_caps())
+    ready = make_plan(four_gpu_box(gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=True)), SELFTEST,
+                      cuda_caps())
     gdr = {i.subjects: i for i in ready.items if i.test == "gdr_write_bw"}
     assert set(gdr) == {(G0, NIC), (G1, NIC), (G2, NIC), (G3, NIC)}  # far GPUs too: degraded, still measured
     item = gdr[G0, NIC]
-    assert dict(item.options) == {"registration": "dmabuf"}
+    assert dict(item.options) == {"registration": "dmabuf"}  # one NIC: the writer is on it too (loopback)
     assert item.targets[1].name == "mlx5_0"
     no_nic = dataclasses.replace(four_gpu_box(), nics=())
-    assert reasons(make_plan(no_nic, QUICK, cuda_caps()), "gdr_write_bw") == {(): "no RDMA NIC in the snapshot"}
+    assert reasons(make_plan(no_nic, SELFTEST, cuda_caps()), "gdr_write_bw") == {(): "no RDMA NIC in the snapshot"}
+
+
+def test_gdr_writer_uses_a_second_nic_on_the_same_link_layer() -> None:
+    box = four_gpu_box()
+    second = dataclasses.replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0",
+                                 numa_node=1)
+    ethernet = dataclasses.replace(second, id="0000:88:00.0", name="mlx5_2", pci_bus_id="0000:88:00.0",
+                                   ports=(t.NicPort(number=1, state="ACTIVE", rate_gbps=200.0, link_layer="Ethernet"),))
+    snap = dataclasses.replace(box, nics=(*box.nics, ethernet, second))
+    item = next(i for i in make_plan(snap, SELFTEST, cuda_caps()).items
+                if i.test == "gdr_write_bw" and i.subjects == (G0, NIC))
+    assert dict(item.options) == {"registration": "peermem", "writer_nic": "mlx5_1"}
 
 
 def test_single_gpu_waives_the_pair_tests() -> None:
@@ -128,6 +141,7 @@ def test_single_gpu_waives_the_pair_tests() -> None:
 def test_cpu_plan_and_unknown_tests() -> None:
     caps = Capabilities(backend="cpu")
     plan = make_plan(four_gpu_box(), QUICK, caps)
+    assert {i.test for i in plan.items} == {"host_memcpy", "all_reduce"}
     assert keys(plan, "host_memcpy") == [("numa0", "numa0"), ("numa0", "numa1"), ("numa1", "numa0"),
                                          ("numa1", "numa1")]
     assert keys(plan, "all_reduce") == [("numa0", "numa1")]
@@ -135,6 +149,37 @@ def test_cpu_plan_and_unknown_tests() -> None:
     assert keys(bare, "host_memcpy") == [("host", "host")]  # no NUMA facts: unbound, and said so
     with pytest.raises(ProbeError, match="unknown test"):
         make_plan(four_gpu_box(), QUICK, caps, tests=["host_to_device_memcpy_ce"])
+
+
+def test_quick_runs_its_bounded_selection_unless_tests_are_named() -> None:
+    plan = make_plan(four_gpu_box(), QUICK, cuda_caps())
+    assert {i.test for i in plan.items} | {w.test for w in plan.waived} == set(QUICK.tests or ()) - {"host_memcpy"}
+    named = make_plan(four_gpu_box(), QUICK, cuda_caps(), tests=["gdr_write_bw", "alltoall"])
+    assert {i.test for i in named.items} == {"gdr_write_bw", "alltoall"}
+    full = make_plan(four_gpu_box(), FULL, cuda_caps())
+    assert {i.test for i in full.items} == {s.name for s in CUDA_SPECS}
+
+
+def test_all_to_host_times_one_gpu_while_every_other_copies_to_its_own_node() -> None:
+    plan = make_plan(four_gpu_box(), FULL, cuda_caps())
+    item = next(i for i in plan.items if i.test == "all_to_host_memcpy_ce" and i.subjects == ("numa0", G0))
+    assert [(b.id, b.kind) for b in item.background] == [("numa0", "host"), (G1, "gpu"), ("numa1", "host"),
+                                                         (G2, "gpu"), ("numa1", "host"), (G3, "gpu")]
+    assert item.memory_budget_bytes == 16 * GiB + 2 * 512 * MiB * 7  # the timed copy and 3 of twice its size
+    busy = make_plan(four_gpu_box(), FULL, cuda_caps(busy={G3: "1 compute process running"}))
+    why = reasons(busy, "all_to_host_memcpy_ce")[("numa0", G0)]
+    assert "GPU 0000:86:00.0 is busy" in why  # an interfering GPU must be idle too
+    one = dataclasses.replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1], links=())
+    assert reasons(make_plan(one, FULL, cuda_caps()), "host_to_all_memcpy_ce") == {
+        (): "needs two GPUs (with one, it is the plain host copy)"}
+
+
+def test_kernel_tests_waived_when_nvrtc_cannot_build_them() -> None:
+    why = "NVRTC could not compile the probe kernels: libnvrtc.so not found"
+    caps = cuda_caps(unavailable=tuple((name, why) for name in (*SM_TESTS, "host_device_latency_sm")))
+    plan = make_plan(four_gpu_box(), FULL, caps)
+    assert set(reasons(plan, "device_to_device_memcpy_write_sm").values()) == {why}
+    assert keys(plan, "device_to_device_memcpy_write_ce")
 
 
 def test_budgets_grow_with_the_work() -> None:

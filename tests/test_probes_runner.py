@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
 from probes import Item, Status, Target
 from probes.core import RawResult, RawRow, spec
-from probes.harness import ask_capabilities, run_items
+from probes.harness import ProbeProcess, ask_capabilities, run_items
 from probes.harness._runner import assemble, peak
+from topology import Source
 
 MiB = 1 << 20
 HOST = Target(id="numa0", kind="host", index=0, cpus=())
@@ -47,6 +52,20 @@ def test_a_child_that_cannot_start_fails_every_item_with_why() -> None:
     assert "no_such_module" in caps.error
 
 
+@pytest.mark.slow
+def test_one_child_runs_the_items_and_a_dead_one_is_replaced_before_the_next() -> None:
+    with ProbeProcess("cpu", startup_budget_s=60) as process:
+        assert not process.capabilities().error
+        first = process.run(copy_item("first"))
+        pid = process.pid
+        assert first.status is Status.OK and pid is not None
+        os.kill(pid, signal.SIGKILL)  # dies between items, as a crash in a destructor would
+        time.sleep(0.1)
+        second = process.run(copy_item("second"))
+        assert second.status is Status.OK, second.reason
+        assert process.children_started == 2 and process.pid != pid
+
+
 def test_copy_bandwidth_is_bytes_times_copies_over_time() -> None:
     item = copy_item("k")
     raw = RawResult(key="k", status=Status.OK, versions=(("python", "3"),), conditions=(("cpus", "0"),),
@@ -60,14 +79,19 @@ def test_copy_bandwidth_is_bytes_times_copies_over_time() -> None:
     assert m.source.value == "measured" and m.conditions == (("cpus", "0"),) and m.versions == (("python", "3"),)
 
 
-def test_bidirectional_reports_each_direction_and_the_sum() -> None:
+def test_bidirectional_total_is_the_sum_of_the_directions_medians() -> None:
     a, b = Target(id="A", kind="gpu", index=0), Target(id="B", kind="gpu", index=1)
     item = Item(key="k", test="device_to_device_bidirectional_memcpy_write_ce", targets=(a, b), sizes=(100,),
-                warmup=0, iters=10, samples=1, wall_budget_s=1, memory_budget_bytes=1)
-    raw = RawResult(key="k", status=Status.OK, rows=(RawRow(size=100, bytes_per_op=100, ops=10,
-                                                           seconds=((1.0, 2.0),)),))
-    ms = {m.direction: m.value for m in assemble(spec("cuda", item.test), item, raw, taken_at=0).measurements}
-    assert ms == {"a->b": 1000.0, "b->a": 500.0, "a<->b": 1500.0}
+                warmup=0, iters=10, samples=3, wall_budget_s=1, memory_budget_bytes=1)
+    # per sample (a->b, b->a) rates: (1000, 100), (100, 1000), (500, 500): sums 1100, 1100, 1000
+    seconds = ((1.0, 10.0), (10.0, 1.0), (2.0, 2.0))
+    raw = RawResult(key="k", status=Status.OK, rows=(RawRow(size=100, bytes_per_op=100, ops=10, seconds=seconds),))
+    ms = {m.direction: m for m in assemble(spec("cuda", item.test), item, raw, taken_at=0).measurements}
+    assert ms["a->b"].value == ms["b->a"].value == 500.0
+    total = ms["a<->b"]
+    assert total.value == 1000.0  # nvbandwidth: 500 + 500, not the median of per-sample sums (1100)
+    assert total.stats is not None and total.stats.samples == (1100.0, 1100.0, 1000.0)
+    assert dict(total.conditions)["total"] == "sum of the directions' medians (nvbandwidth)"
 
 
 def test_latency_is_seconds_per_access() -> None:
@@ -80,20 +104,33 @@ def test_latency_is_seconds_per_access() -> None:
     assert (m.value, m.unit, m.method) == (pytest.approx(800e-9), "seconds", "pointer-chase")
 
 
-def test_all_reduce_sweep_peak_with_algbw_and_busbw() -> None:
+def test_all_reduce_sweep_best_and_nccl_tests_average_over_sizes_and_modes() -> None:
     gpus = tuple(Target(id=f"G{i}", kind="gpu", index=i) for i in range(4))
     item = Item(key="k", test="all_reduce", targets=gpus, sizes=(1 * MiB, 4 * MiB, 16 * MiB), warmup=1, iters=20,
                 samples=1, wall_budget_s=1, memory_budget_bytes=1)
-    times = {1 * MiB: 0.02, 4 * MiB: 0.02, 16 * MiB: 0.1}
-    rows = tuple(RawRow(size=s, bytes_per_op=s, ops=20, seconds=((t,),)) for s, t in times.items())
+    times = {1 * MiB: (0.02, 0.04), 4 * MiB: (0.04, 0.02), 16 * MiB: (0.1, 0.1)}  # (out of place, in place)
+    rows = tuple(RawRow(size=s, bytes_per_op=s, ops=20, seconds=(t,)) for s, t in times.items())
     out = assemble(spec("cuda", "all_reduce"), item, RawResult(key="k", status=Status.OK, rows=rows), taken_at=0)
-    assert len(out.sweep) == 6
-    bus, alg = out.measurements
-    assert (bus.direction, alg.direction) == ("busbw", "algbw")
-    assert bus.size_bytes == alg.size_bytes == 4 * MiB  # 4 MiB x 20 / 0.02 s beats 16 MiB x 20 / 0.1 s
+    assert len(out.sweep) == 12  # 3 sizes x 2 modes x (algbw, busbw)
+    assert {dict(m.conditions)["mode"] for m in out.sweep} == {"out of place", "in place"}
+    bus, alg, avg = out.measurements
+    assert (bus.direction, alg.direction, avg.direction) == ("busbw", "algbw", "avg_busbw")
+    assert bus.size_bytes == alg.size_bytes == 4 * MiB  # 4 MiB x 20 / 0.02 s in place beats all others
+    assert dict(bus.conditions)["mode"] == dict(alg.conditions)["mode"] == "in place"
     assert alg.value == pytest.approx(4 * MiB * 20 / 0.02)
     assert bus.value == pytest.approx(alg.value * 2 * 3 / 4)  # nccl-tests: x 2(n-1)/n
+    cells = [s * 20 / t * 1.5 for s, pair in times.items() for t in pair]
+    assert avg.value == pytest.approx(sum(cells) / 6)  # nccl-tests' "Avg bus bandwidth": every cell, both modes
+    assert avg.size_bytes is None and avg.stats is None and "mean busbw of 6 cells" in dict(avg.conditions)["average"]
     assert peak(()) == ()
+
+
+def test_numbers_from_a_test_double_are_labelled_simulated() -> None:
+    item = copy_item("k")
+    raw = RawResult(key="k", status=Status.OK, simulated="fake CUDA runtime",
+                    rows=(RawRow(size=4 * MiB, bytes_per_op=4 * MiB, ops=2, seconds=((0.01,),)),))
+    (m,) = assemble(spec("cpu", "host_memcpy"), item, raw, taken_at=0).measurements
+    assert m.source is Source.SIMULATED and dict(m.conditions)["simulated"] == "fake CUDA runtime"
 
 
 def test_not_run_is_never_a_number() -> None:

@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from probes import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, Target
-from probes.core import ProbeError, all_reduce_bytes
-from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch
-from probes.cuda._legs import Initiator, issuer, legs
+from probes.core import ProbeError, all_reduce_bytes, counts, expected, modes, moved, sent
+from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch, sm_copy_bytes
+from probes.cuda._legs import Initiator, issuer, legs, peer_pairs
 
 H = Target(id="numa0", kind="host", index=0, cpus=(0,))
 A = Target(id="0000:05:00.0", kind="gpu", index=0)
 B = Target(id="0000:06:00.0", kind="gpu", index=1)
+C = Target(id="0000:07:00.0", kind="gpu", index=2)
+H1 = Target(id="numa1", kind="host", index=1, cpus=(1,))
 
 
 @pytest.mark.parametrize("ranks, factor", [(2, 1.0), (4, 1.5), (8, 1.75), (72, 2 * 71 / 72)])
@@ -30,19 +32,53 @@ def test_gather_type_factors(op: str) -> None:
     assert BUS_FACTORS["broadcast"](8) == 1.0
 
 
+def test_collective_counts_are_nccl_tests() -> None:
+    # each rank's share rounded down to 16 bytes (4 floats); S = the larger of send and receive
+    ag = counts("all_gather", 1000, 3)
+    assert (ag.send, ag.recv, ag.param, ag.send_in_place, ag.recv_in_place) == (80, 240, 80, 80, 0)
+    rs = counts("reduce_scatter", 1000, 3)
+    assert (rs.send, rs.recv, rs.param, rs.send_in_place, rs.recv_in_place) == (240, 80, 80, 0, 80)
+    a2a = counts("alltoall", 1 << 20, 8)
+    assert (a2a.send, a2a.recv, a2a.param) == (1 << 18, 1 << 18, 1 << 15)
+    assert moved("all_gather", 1000, 3) == 960 and moved("all_reduce", 1000, 3) == 1000
+    assert modes("alltoall") == ("out_of_place",) and modes("all_gather") == ("out_of_place", "in_place")
+    with pytest.raises(ValueError):
+        counts("broadcast", 1, 1)
+
+
+def test_the_data_check_values_agree_with_what_is_sent() -> None:
+    n = 5
+    for p in range(n):  # alltoall: chunk j of rank p comes from rank j's chunk p
+        assert [expected("alltoall", p, n, j) for j in range(n)] == [sent("alltoall", j, n, p) for j in range(n)]
+    assert [expected("all_gather", 0, n, j) for j in range(n)] == [sent("all_gather", j, n, 0) for j in range(n)]
+    assert expected("reduce_scatter", 2, n, 0) == sum(sent("reduce_scatter", r, n, 0) for r in range(n)) == 15
+
+
 def test_all_reduce_counts_whole_floats_once() -> None:
     # nccl-tests: S = count x sizeof(float), whatever the rank count
     assert all_reduce_bytes(1 << 20, 8) == 1 << 20
     assert all_reduce_bytes(1027, 2) == 1024
 
 
+# nvbandwidth v0.8's test keys (createTestcases) that this probe implements, and nccl-tests' collectives
+NVBANDWIDTH = {
+    "host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "host_to_device_bidirectional_memcpy_ce",
+    "device_to_host_bidirectional_memcpy_ce", "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce",
+    "device_to_device_bidirectional_memcpy_read_ce", "device_to_device_bidirectional_memcpy_write_ce",
+    "all_to_host_memcpy_ce", "all_to_host_bidirectional_memcpy_ce", "host_to_all_memcpy_ce",
+    "host_to_all_bidirectional_memcpy_ce", "host_to_device_memcpy_sm", "device_to_host_memcpy_sm",
+    "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm",
+    "device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_write_sm",
+    "all_to_host_memcpy_sm", "host_to_all_memcpy_sm", "host_device_latency_sm", "device_to_device_latency_sm",
+    "device_local_copy",
+}
+NCCL_TESTS = {"all_reduce", "all_gather", "reduce_scatter", "alltoall"}
+
+
 def test_specs_are_named_as_their_reference_tools() -> None:
     names = {s.name for s in CUDA_SPECS}
-    assert {"host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce",
-            "device_to_device_memcpy_write_ce", "device_to_device_bidirectional_memcpy_read_ce",
-            "device_to_device_bidirectional_memcpy_write_ce", "device_local_copy", "host_device_latency_sm",
-            "device_to_device_latency_sm", "all_reduce", "gdr_write_bw"} == names
-    assert {s.name for s in CPU_SPECS} == {"host_memcpy", "all_reduce"}
+    assert names == NVBANDWIDTH | NCCL_TESTS | {"gdr_write_bw"}
+    assert {s.name for s in CPU_SPECS} == {"host_memcpy", "host_bidirectional_memcpy"} | NCCL_TESTS
     for s in (*CUDA_SPECS, *CPU_SPECS):
         assert s.unit == ("seconds" if "latency" in s.name else "bytes_per_second")
 
@@ -76,12 +112,40 @@ def test_copy_legs_per_test() -> None:
         legs("all_reduce", (A, B))
 
 
+def test_interfering_copies_are_nvbandwidths() -> None:
+    # host <-> GPU bidirectional: the timed copy, and twice its size the other way on the same GPU, untimed
+    timed, back = legs("host_to_device_bidirectional_memcpy_ce", (H, A))
+    assert (timed.src, timed.dst, timed.scale, timed.timed) == (H, A, 1, True)
+    assert (back.src, back.dst, back.issuer, back.scale, back.timed) == (A, H, A, 2, False)
+    # all to host: GPU A timed into its node; every other GPU copies twice the size into its own node
+    mine, b, c = legs("all_to_host_memcpy_ce", (H, A), (H, B, H1, C))
+    assert (mine.src, mine.dst, mine.timed) == (A, H, True)
+    assert [(x.src, x.dst, x.scale, x.timed) for x in (b, c)] == [(B, H, 2, False), (C, H1, 2, False)]
+    both = legs("host_to_all_bidirectional_memcpy_ce", (H, A), (H1, C))
+    assert [(x.src.id, x.dst.id, x.scale) for x in both] == [
+        ("numa0", A.id, 1), (A.id, "numa0", 2), ("numa1", C.id, 2), (C.id, "numa1", 2)]
+    # SM variants: the same copies, as kernels on the issuing GPU
+    (read,) = legs("device_to_device_memcpy_read_sm", (A, B))
+    assert (read.engine, read.src, read.issuer) == ("sm", B, A)
+    assert peer_pairs(legs("device_to_device_bidirectional_memcpy_write_ce", (B, A))) == ((0, 1),)
+    assert peer_pairs(legs("host_to_device_memcpy_ce", (H, A))) == ()
+
+
+def test_sm_copy_bytes_are_nvbandwidths() -> None:
+    # from 64 MiB up: a whole number of 16-byte words per thread of SMs x 512 threads
+    assert sm_copy_bytes(512 << 20, 132) == (512 * 2**20 // 16 // (132 * 512)) * 132 * 512 * 16
+    assert sm_copy_bytes(64 << 20, 132) == 62 * 67584 * 16  # 4194304 words // 67584 threads = 62
+    assert sm_copy_bytes(4 << 20, 132) == 4 << 20  # below: every whole word
+    assert sm_copy_bytes(1000, 132) == 992
+
+
 def test_leg_directions_match_the_spec_channels() -> None:
     for spec in CUDA_SPECS:
         if spec.kind.value != "copy" or spec.name == "device_local_copy":
             continue
         targets = (H, A) if "host" in spec.name else (A, B)
-        for leg, direction in zip(legs(spec.name, targets), spec.channels, strict=True):
+        timed = [leg for leg in legs(spec.name, targets) if leg.timed]
+        for leg, direction in zip(timed, spec.channels, strict=True):
             a, b = targets
             assert direction == ("a->b" if (leg.src, leg.dst) == (a, b) else "b->a")
 

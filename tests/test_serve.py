@@ -120,7 +120,8 @@ def test_corrupt_state_file_is_reported_and_ignored(served: Served) -> None:
     assert 'topolink_state_file_errors_total{file="snapshot.json"} 1.0' in served.metrics()
     events = [json.loads(line) for line in served.log_text().splitlines() if line.startswith("{")]
     assert any(e["event"] == "state file ignored" and e["file"] == "snapshot.json" for e in events)
-    assert (served.state / "probe-report.json").exists()
+    # The report is served as soon as the pass ends and written to the state directory right after.
+    wait_for("the probe report in the state directory", (served.state / "probe-report.json").exists, timeout=10)
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="Debian prometheus is not installed")

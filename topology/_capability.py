@@ -15,7 +15,16 @@ from ._numbers import Measurement
 from ._paths import PathIndex
 from ._rates import pcie_bytes_per_second
 
-HOST_COPY_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce")
+# nvbandwidth's host <-> GPU copies, each reported per direction: the GPU's PCIe link bounds them (in the
+# bidirectional, all-to-host and host-to-all tests the other copies only load that link or the host's).
+HOST_COPY_TESTS = (
+    "host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "host_to_device_bidirectional_memcpy_ce",
+    "device_to_host_bidirectional_memcpy_ce", "all_to_host_memcpy_ce", "all_to_host_bidirectional_memcpy_ce",
+    "host_to_all_memcpy_ce", "host_to_all_bidirectional_memcpy_ce", "host_to_device_memcpy_sm",
+    "device_to_host_memcpy_sm", "all_to_host_memcpy_sm", "host_to_all_memcpy_sm",
+)
+# nccl-tests' bus bandwidth is defined to compare with a link's rate, whatever the collective
+NCCL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 
 
 class LinkCapability:
@@ -51,7 +60,7 @@ class LinkCapability:
         if m.test.startswith("device_to_device_") and len(m.subjects) == 2:
             one = self.between(*m.subjects)
             return None if one is None else one * (2 if m.direction == "a<->b" else 1)
-        if m.test == "all_reduce" and m.method == "nccl" and m.direction == "busbw" and len(m.subjects) > 1:
+        if m.test in NCCL_COLLECTIVES and m.method == "nccl" and m.direction == "busbw" and len(m.subjects) > 1:
             pairs = [self.between(a, b) for i, a in enumerate(m.subjects) for b in m.subjects[i + 1:]]
             return None if None in pairs else min(p for p in pairs if p is not None)
         if m.test == "gdr_write_bw" and len(m.subjects) == 2:

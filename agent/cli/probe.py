@@ -33,10 +33,12 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                        description="Run the probes of a profile in budgeted child processes and print the "
                                    "measured matrices beside the theoretical rates.", epilog=_PROBE_EPILOG)
     p.add_argument("--tests", metavar="NAME", nargs="+", help="only these tests (see --list)")
-    p.add_argument("--list", action="store_true", help="list the tests of each backend and exit")
+    p.add_argument("--list", action="store_true",
+                   help="list the tests of each backend (marked quick: run by the quick profile) and exit")
     p.add_argument("--profile", choices=("quick", "full"), default="quick",
-                   help="quick: small and bounded, for periodic runs; full: nvbandwidth's defaults (512 MiB, "
-                        "4 warm-up + 16 timed copies, median of 3) and an all-reduce sweep to 8 GiB")
+                   help="quick: a bounded selection of tests (see --list), small, for periodic runs; full: every "
+                        "test at nvbandwidth's defaults (512 MiB, 4 warm-up + 16 timed copies, median of 3) and "
+                        "collective sweeps to 8 GiB")
     p.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
                    help="auto: cuda when there are GPUs and CuPy is installed, else cpu")
     p.add_argument("--format", choices=("table", "json"), default="table")
@@ -102,9 +104,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if args.list:
         import probes
 
+        quick = set(probes.QUICK.tests or ())
         for backend in probes.BACKENDS:
             for spec in probes.specs_for(backend):
-                print(f"{backend:<5} {spec.name:<48} {spec.description}")
+                print(f"{backend:<5} {spec.name:<48} {'quick' if spec.name in quick else '':<5} {spec.description}")
         return EXIT_OK
     if (why := _refuse_fixture(args)) is not None:
         print(f"topolink probe: {why}", file=sys.stderr)

@@ -1,8 +1,11 @@
-"""One probe pass for the agent: the probes package's plan and child-process runner, one item at a time,
-with NVML asked before each item whether the GPUs it touches are idle (a busy GPU is skipped, with why).
+"""One probe pass for the agent: the probes package's plan and child process, one item at a time, with
+NVML asked before each item whether the GPUs it touches are idle (a busy GPU is skipped, with why).
 
 ``topolink probe`` asks once, at plan time; a daemon that measures for hours must ask again before every
-item, since a job may have started on the GPU since. Each item still runs in its own budgeted child.
+item, since a job may have started on the GPU since. The pass keeps one child process (CuPy imported and
+CUDA started once, capabilities asked there too), sends it one budgeted item at a time, and the idle check
+does not count that child's own CUDA context as a job; an item that overruns its budget is killed with
+the child, and the next item starts a fresh one.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import probes
 from probes.core import spec, specs_for
-from probes.harness import ask_capabilities, assemble, run_items
+from probes.harness import ProbeProcess, assemble
 from topology import Snapshot
 
 Busy = Callable[[], dict[str, str]]  # bus id -> why busy ("" when idle); ANY: every GPU
@@ -60,37 +63,40 @@ class Item:
 def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[str] | None, busy: Busy,
              stop: threading.Event, item_timeout_s: float | None = None,
              on_item: Callable[[Item], None] = lambda i: None) -> probes.ProbeReport:
-    """Plan, then for each item: stop requested -> end; a GPU busy -> skip; else run it in a child."""
+    """Plan, then for each item: stop requested -> end; a GPU busy -> skip; else run it in the pass's child."""
     t0 = time.monotonic()
     prof = probes.profile(profile)
     chosen = probes.choose_backend(backend, snap)
-    caps = ask_capabilities(chosen)
-    if backend == "auto" and chosen == "cuda" and caps.error:
-        chosen, caps = "cpu", ask_capabilities("cpu")
-    plan = probes.make_plan(snap, prof, caps, tests=tests)
-    outcomes = [probes.ProbeOutcome(test=w.test, subjects=w.subjects, status=probes.Status.WAIVED, reason=w.reason)
-                for w in plan.waived]
-    for w in plan.waived:
-        on_item(Item(w.test, w.subjects, "waived", w.reason))
-    gpu_ids = {g.id for g in snap.gpus}
-    for item in plan.items:
-        if stop.is_set():
-            break
-        touched = [s for s in item.subjects if s in gpu_ids]
-        answer = busy() if touched else {}
-        why = {g: r for g in touched if (r := answer.get(g) or answer.get(ANY, ""))}
-        if why:
-            reason = "; ".join(f"GPU {g} is busy ({r})" for g, r in sorted(why.items()))
-            outcomes.append(probes.ProbeOutcome(test=item.test, subjects=item.subjects,
-                                                status=probes.Status.WAIVED, reason=reason))
-            on_item(Item(item.test, item.subjects, BUSY, reason))
-            continue
-        budgeted = item if item_timeout_s is None else dataclasses.replace(
-            item, wall_budget_s=min(item.wall_budget_s, item_timeout_s))
-        raw = run_items(chosen, [budgeted], startup_budget_s=plan.startup_budget_s)[item.key]
-        outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time())
-        outcomes.append(outcome)
-        on_item(Item(item.test, item.subjects, outcome.status.value, outcome.reason))
+    with contextlib.ExitStack() as stack:
+        process = stack.enter_context(ProbeProcess(chosen))
+        caps = process.capabilities()
+        if backend == "auto" and chosen == "cuda" and caps.error:
+            process = stack.enter_context(ProbeProcess("cpu"))
+            chosen, caps = "cpu", process.capabilities()
+        plan = probes.make_plan(snap, prof, caps, tests=tests)
+        outcomes = [probes.ProbeOutcome(test=w.test, subjects=w.subjects, status=probes.Status.WAIVED,
+                                        reason=w.reason) for w in plan.waived]
+        for w in plan.waived:
+            on_item(Item(w.test, w.subjects, "waived", w.reason))
+        gpu_ids = {g.id for g in snap.gpus}
+        for item in plan.items:
+            if stop.is_set():
+                break
+            touched = [s for s in (*item.subjects, *(t.id for t in item.background)) if s in gpu_ids]
+            answer = busy() if touched else {}
+            why = {g: r for g in touched if (r := answer.get(g) or answer.get(ANY, ""))}
+            if why:
+                reason = "; ".join(f"GPU {g} is busy ({r})" for g, r in sorted(why.items()))
+                outcomes.append(probes.ProbeOutcome(test=item.test, subjects=item.subjects,
+                                                    status=probes.Status.WAIVED, reason=reason))
+                on_item(Item(item.test, item.subjects, BUSY, reason))
+                continue
+            budgeted = item if item_timeout_s is None else dataclasses.replace(
+                item, wall_budget_s=min(item.wall_budget_s, item_timeout_s))
+            raw = process.run(budgeted)
+            outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time())
+            outcomes.append(outcome)
+            on_item(Item(item.test, item.subjects, outcome.status.value, outcome.reason))
     order = {s.name: n for n, s in enumerate(specs_for(chosen))}
     outcomes.sort(key=lambda o: order.get(o.test, len(order)))
     return probes.ProbeReport(profile=prof.name, backend=chosen, outcomes=tuple(outcomes), versions=caps.versions,

@@ -1,8 +1,9 @@
 """The agent's state: what becomes stale and since when (pure), and the state directory (atomic files).
 
 The state directory holds the last complete snapshot (``snapshot.json``, schema ``topolink.topology/v2``)
-and the last probe report (``probe-report.json``, ``topolink.probe/v1``). At start both are loaded when
-their structure hash matches the first discovery pass; anything else is reported and ignored.
+and the last probe report (``probe-report.json``, ``topolink.probe/v2``; a ``v1`` one is still read). At
+start both are loaded when their structure hash matches the first discovery pass; anything else is
+reported and ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from topology import Fact, Measurement, SchemaError, Snapshot, from_dict, loads,
 
 SNAPSHOT_FILE = "snapshot.json"
 REPORT_FILE = "probe-report.json"
+REPORT_SCHEMAS = ("topolink.probe/v1", "topolink.probe/v2")  # probes.READABLE_REPORT_SCHEMAS
 
 
 def stale_since(previous: Mapping[Fact, float], unknown: frozenset[Fact], now: float) -> dict[Fact, float]:
@@ -91,9 +93,9 @@ class StateDir:
         if path.exists():
             try:
                 doc = json.loads(path.read_text())
-                if not isinstance(doc, dict) or doc.get("schema") != "topolink.probe/v1" \
+                if not isinstance(doc, dict) or doc.get("schema") not in REPORT_SCHEMAS \
                         or not isinstance(doc.get("snapshot"), dict):
-                    raise SchemaError("not a topolink.probe/v1 report")
+                    raise SchemaError(f"not a {' or '.join(REPORT_SCHEMAS)} report")
                 snap = from_dict(doc["snapshot"])
                 if structure_hash(snap) == expected_hash:
                     measurements, report = snap.measurements, doc

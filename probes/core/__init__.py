@@ -1,7 +1,8 @@
 """The words every room of ``probes`` shares: the records of a plan and its results, the errors, the probe
-definitions (specs), the profiles, the statistics, and the seam between the harness and a backend (what a
-backend can do, the Backend/Session/Workload protocols, the registry that loads a backend by name). Also
-the two facts about the machine that plans and backends both consult: GPU idleness and GPUDirect readiness.
+definitions (specs and the catalogue of tests), nccl-tests' arithmetic for the collectives, the profiles,
+the statistics, and the seam between the harness and a backend (what a backend can do, the
+Backend/Session/Workload protocols, the registry that loads a backend by name). Also the two facts about
+the machine that plans and backends both consult: GPU idleness and GPUDirect readiness.
 
 Imports: ``topology`` and the standard library only (``pynvml`` lazily, in :func:`read_busy`).
 Imported by: every other room (``harness``, ``cpu``, ``cuda``, ``host``) and ``probes`` itself.
@@ -19,9 +20,25 @@ from ._backend import (
     caps_to_dict,
     load_backend,
 )
+from ._catalogue import CPU_SPECS, CUDA_SPECS, SM_TESTS, spec, specs_for
+from ._collectives import (
+    BUS_FACTORS,
+    COLLECTIVES,
+    FLOAT_BYTES,
+    IN_PLACE,
+    OUT_OF_PLACE,
+    Counts,
+    all_reduce_bytes,
+    counts,
+    expected,
+    modes,
+    moved,
+    rotation_offset,
+    sent,
+)
 from ._errors import ProbeError, Waived
 from ._gdr import GDR_TEST
-from ._idle import read_busy
+from ._idle import ours, read_busy
 from ._model import (
     Item,
     Kind,
@@ -39,34 +56,28 @@ from ._model import (
     raw_to_dict,
 )
 from ._profiles import FULL, PROFILES, QUICK, SELFTEST, GiB, MiB, Profile, profile
-from ._specs import (
-    BUS_FACTORS,
-    CPU_SPECS,
-    CUDA_SPECS,
-    HOST,
-    ProbeSpec,
-    Subjects,
-    all_reduce_bytes,
-    host_nodes,
-    rotation_offset,
-    spec,
-    specs_for,
-)
+from ._specs import HOST, ProbeSpec, Subjects, host_nodes
 from ._stats import summarize
 
 __all__ = [
     "BACKENDS",
     "BUS_FACTORS",
+    "COLLECTIVES",
     "CPU_SPECS",
     "CUDA_SPECS",
+    "FLOAT_BYTES",
     "FULL",
     "GDR_TEST",
     "HOST",
+    "IN_PLACE",
+    "OUT_OF_PLACE",
     "PROFILES",
     "QUICK",
     "SELFTEST",
+    "SM_TESTS",
     "Backend",
     "Capabilities",
+    "Counts",
     "Device",
     "GiB",
     "Item",
@@ -91,15 +102,21 @@ __all__ = [
     "all_reduce_bytes",
     "caps_from_dict",
     "caps_to_dict",
+    "counts",
+    "expected",
     "host_nodes",
     "item_from_dict",
     "item_to_dict",
     "load_backend",
+    "modes",
+    "moved",
+    "ours",
     "profile",
     "raw_from_dict",
     "raw_to_dict",
     "read_busy",
     "rotation_offset",
+    "sent",
     "spec",
     "specs_for",
     "summarize",

@@ -64,10 +64,16 @@ def caps_from_dict(d: Mapping[str, Any]) -> Capabilities:
 
 
 class Workload(Protocol):
-    """Buffers of one size, allocated and filled; ``channels`` copies timed at once (2 when bidirectional)."""
+    """Buffers of one size, allocated and filled; ``channels`` timed at once (2 when bidirectional), or one
+    after the other (a collective's out-of-place and in-place runs)."""
 
     bytes_per_op: int
     channels: int
+    check_each_sample: bool  # nvbandwidth checks the data after every sample; nccl-tests once per size
+
+    def prepare(self) -> None:
+        """Before each sample, untimed: reset what a sample writes, so that its check proves its own work."""
+        ...
 
     def sample(self, warmup: int, iters: int) -> tuple[float, ...]:
         """Run ``warmup`` untimed then ``iters`` timed operations per channel; seconds per channel."""
@@ -93,6 +99,7 @@ class Session(Protocol):
 
 class Backend(Protocol):
     name: str
+    simulated: str  # why its clock is not real hardware's (a test double); empty on real hardware
 
     def capabilities(self) -> Capabilities: ...
 

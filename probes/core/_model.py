@@ -49,6 +49,7 @@ class Item:
     wall_budget_s: float
     memory_budget_bytes: int
     options: tuple[tuple[str, str], ...] = ()  # choices the plan made for the backend (RDMA registration)
+    background: tuple[Target, ...] = ()  # endpoints that only add traffic while the targets are timed
 
     @property
     def subjects(self) -> tuple[str, ...]:
@@ -90,6 +91,7 @@ class RawResult:
     versions: tuple[tuple[str, str], ...] = ()
     conditions: tuple[tuple[str, str], ...] = ()
     elapsed_s: float = 0.0
+    simulated: str = ""  # why the clock was not a real device's (a test double); empty when it was
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,10 +135,14 @@ def item_to_dict(item: Item) -> dict[str, Any]:
     return asdict(item)
 
 
+def _targets(raw: Any) -> tuple[Target, ...]:
+    return tuple(Target(**{**t, "cpus": tuple(t["cpus"])}) for t in raw)
+
+
 def item_from_dict(d: Mapping[str, Any]) -> Item:
-    targets = tuple(Target(**{**t, "cpus": tuple(t["cpus"])}) for t in d["targets"])
     options = tuple((str(k), str(v)) for k, v in d.get("options", ()))
-    return Item(**{**d, "targets": targets, "sizes": tuple(d["sizes"]), "options": options})
+    return Item(**{**d, "targets": _targets(d["targets"]), "background": _targets(d.get("background", ())),
+                   "sizes": tuple(d["sizes"]), "options": options})
 
 
 def raw_to_dict(raw: RawResult) -> dict[str, Any]:
@@ -154,4 +160,4 @@ def raw_from_dict(d: Mapping[str, Any]) -> RawResult:
 
     return RawResult(key=d["key"], status=Status(d["status"]), reason=d.get("reason", ""), rows=rows,
                      versions=pairs("versions"), conditions=pairs("conditions"),
-                     elapsed_s=float(d.get("elapsed_s", 0.0)))
+                     elapsed_s=float(d.get("elapsed_s", 0.0)), simulated=str(d.get("simulated", "")))

@@ -1,6 +1,6 @@
-"""The cuda backend: CuPy runtime calls, CUDA events, RawKernel latch and pointer chase, NCCL in one
-process. Importing this module needs no GPU and no CuPy: everything CUDA is loaded inside functions,
-in the probe's child process."""
+"""The cuda backend: CuPy runtime calls, CUDA events, RawKernel latch, SM copy, check and pointer chase,
+NCCL in one process, perftest for GPUDirect RDMA. Importing this module needs no GPU and no CuPy:
+everything CUDA is loaded inside functions, in the probe's child process, once per pass."""
 
 from __future__ import annotations
 
@@ -8,12 +8,27 @@ from typing import Any
 
 from topology import BadPciAddress, canonical_bdf
 
-from ..core import CUDA_SPECS, GDR_TEST, Capabilities, Device, Item, Kind, Pairs, Session, Waived, read_busy, spec
+from ..core import (
+    COLLECTIVES,
+    CUDA_SPECS,
+    GDR_TEST,
+    SM_TESTS,
+    Capabilities,
+    Device,
+    Item,
+    Kind,
+    Pairs,
+    Session,
+    Waived,
+    read_busy,
+    spec,
+)
 from ._kernels import compile_kernels
 from ._perftest import PerftestSession, find_perftest, perftest_unavailable
 from ._runtime import cupy, load_nccl
 
-_LATENCY_TESTS = ("host_device_latency_sm", "device_to_device_latency_sm")
+_KERNEL_TESTS = ("host_device_latency_sm", "device_to_device_latency_sm", *SM_TESTS)
+SIMULATION_MARK = "TOPOLINK_SIMULATION"  # set by a test double of CuPy: why its clock is not a GPU's
 
 
 class CudaBackend:
@@ -23,6 +38,8 @@ class CudaBackend:
         self._versions: Pairs = ()
         self._kernels: Any = None
         self._kernel_error = ""
+        self._probed = False
+        self.simulated = ""
 
     def versions(self) -> Pairs:
         return self._versions
@@ -34,6 +51,7 @@ class CudaBackend:
             cp = cupy()
         except Waived as exc:
             return Capabilities(backend=self.name, tests=tests, error=str(exc))
+        self.simulated = str(getattr(cp, SIMULATION_MARK, ""))
         rt = cp.cuda.runtime
         try:
             count = rt.getDeviceCount()
@@ -55,18 +73,16 @@ class CudaBackend:
                             unavailable=unavailable, versions=self._versions)
 
     def _probe_optional(self, cp: Any) -> Pairs:
+        self._probed = True
         rt = cp.cuda.runtime
         versions = [("cupy", cp.__version__), ("cuda_runtime", str(rt.runtimeGetVersion())),
                     ("cuda_driver", str(rt.driverGetVersion()))]
         unavailable: list[tuple[str, str]] = []
-        try:
-            self._kernels = compile_kernels(cp)
-        except Exception as exc:  # NVRTC missing or broken: copies run without the latch
-            self._kernel_error = f"NVRTC could not compile the probe kernels: {exc}"
-            unavailable += [(t, self._kernel_error) for t in _LATENCY_TESTS]
+        if self.kernels(cp) is None:  # NVRTC missing or broken: CE copies run without the latch
+            unavailable += [(t, self._kernel_error) for t in _KERNEL_TESTS]
         nccl, why = load_nccl()
         if nccl is None:
-            unavailable.append(("all_reduce", why))
+            unavailable += [(t, why) for t in COLLECTIVES]
         else:
             versions.append(("nccl", str(nccl.get_version())))
         perftest = find_perftest()
@@ -79,7 +95,7 @@ class CudaBackend:
         return tuple(unavailable)
 
     def kernels(self, cp: Any) -> Any | None:
-        """The compiled latch and pointer-chase kernels, or None when NVRTC cannot build them."""
+        """The compiled latch, copy, check and pointer-chase kernels, or None when NVRTC cannot build them."""
         if self._kernels is None and not self._kernel_error:
             try:
                 self._kernels = compile_kernels(cp)
@@ -89,7 +105,8 @@ class CudaBackend:
 
     def open(self, item: Item) -> Session:
         cp = cupy()
-        if not self._versions:
+        if not self._probed:
+            self.simulated = str(getattr(cp, SIMULATION_MARK, ""))
             self._probe_optional(cp)
         kind = spec("cuda", item.test).kind
         if kind is Kind.COPY:
@@ -106,5 +123,5 @@ class CudaBackend:
         if kind is Kind.COLLECTIVE:
             from ._nccl import NcclSession
 
-            return NcclSession(cp, item)
+            return NcclSession(cp, item, self.kernels(cp))
         return PerftestSession(item)

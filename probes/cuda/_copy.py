@@ -1,199 +1,112 @@
-"""Copy-engine copies on CUDA, timed with events on the issuing stream.
+"""Copies on CUDA, copy engine or SM kernel, timed with events on the issuing stream.
 
-Per sample, as nvbandwidth: the latch kernel holds every stream, the warm-up copies and the timed copies
-are enqueued behind it, the first stream records the start and the others wait on it, then the host
-releases the latch. Host buffers are NUMA-bound (``HostBuffer``) and pinned with ``cudaHostRegister``.
+Per sample, as nvbandwidth: the destinations are reset, the latch kernel holds every stream, the warm-up
+copies and the timed copies are enqueued behind it, the first stream records the start and the others
+wait on it, then the host releases the latch; after the sample every destination is checked against the
+pattern (untimed). Interfering copies (bidirectional host tests, all-to-host) run on their own streams in
+the same window and are not reported. Peer access is enabled both ways for the item and disabled after it.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
-import os
 from typing import Any
 
 from topology import format_cpulist
 
-from ..core import Item, Pairs, Target
-from ..host import PATTERN_BYTES, HostBuffer, same_bytes
-from ._kernels import LATCH_TIMEOUT_MS
-from ._legs import Leg, legs
-from ._runtime import (
-    HOST_ALLOC_PORTABLE_MAPPED,
-    HOST_REGISTER_PORTABLE_MAPPED,
-    MEMCPY_DEFAULT,
-    MEMCPY_DEVICE_TO_HOST,
-    MEMCPY_HOST_TO_DEVICE,
-    clock_khz,
-    cuda_error,
-    device_malloc,
-    device_pointer,
-    enable_peer,
-)
-
-_CHUNK = 4 * 1024 * 1024
-
-
-class Buffer:
-    """``size`` bytes on a GPU (cudaMalloc) or on a host node (bound, touched, then registered)."""
-
-    def __init__(self, cp: Any, target: Target, size: int) -> None:
-        self.cp, self.target, self.size = cp, target, size
-        self.host: HostBuffer | None = None
-        self.ordinal = target.index if target.kind == "gpu" and target.index is not None else 0
-        if target.kind == "gpu":
-            self.ptr = self.device_ptr = device_malloc(cp, self.ordinal, size)
-            return
-        self.host = HostBuffer(size, target.index, target.cpus)
-        self.ptr = self.host.ptr
-        try:
-            cp.cuda.runtime.hostRegister(self.ptr, size, HOST_REGISTER_PORTABLE_MAPPED)
-        except cp.cuda.runtime.CUDARuntimeError as exc:
-            self.host.close()
-            raise cuda_error(cp, exc, f"cudaHostRegister of {size} bytes") from exc
-        self.device_ptr = device_pointer(cp, self.ptr)  # what a kernel dereferences
-
-    def read(self, offset: int, n: int, into: ctypes.Array[ctypes.c_char]) -> int:
-        """Address of ``n`` bytes at ``offset`` in host memory (device bytes are copied into ``into``)."""
-        if self.host is not None:
-            return self.ptr + offset
-        with self.cp.cuda.Device(self.ordinal):
-            self.cp.cuda.runtime.memcpy(ctypes.addressof(into), self.ptr + offset, n, MEMCPY_DEVICE_TO_HOST)
-        return ctypes.addressof(into)
-
-    def fill(self, pattern: ctypes.Array[ctypes.c_char]) -> None:
-        rt, src, length = self.cp.cuda.runtime, ctypes.addressof(pattern), len(pattern)
-        for off in range(0, self.size, length):
-            n = min(length, self.size - off)
-            if self.host is not None:
-                ctypes.memmove(self.ptr + off, src, n)
-            else:
-                with self.cp.cuda.Device(self.ordinal):
-                    rt.memcpy(self.ptr + off, src, n, MEMCPY_HOST_TO_DEVICE)
-
-    def clear(self) -> None:
-        if self.host is not None:
-            ctypes.memset(self.ptr, 0, self.size)
-            return
-        with self.cp.cuda.Device(self.ordinal):
-            self.cp.cuda.runtime.memset(self.ptr, 0, self.size)
-            self.cp.cuda.runtime.deviceSynchronize()  # the legacy stream does not order non-blocking ones
-
-    def close(self) -> None:
-        rt = self.cp.cuda.runtime
-        if self.host is not None and self.ptr:
-            rt.hostUnregister(self.ptr)
-            self.host.close()
-        elif self.ptr:
-            with self.cp.cuda.Device(self.ordinal):
-                rt.free(self.ptr)
-        self.ptr = 0
-
-
-class Latch:
-    """A 4-byte portable, mapped host flag that ``topolink_latch`` spins on, on every stream."""
-
-    def __init__(self, cp: Any, kernels: Any) -> None:
-        self.cp = cp
-        self.kernel = kernels.get_function("topolink_latch")
-        self.ptr: int = cp.cuda.runtime.hostAlloc(4, HOST_ALLOC_PORTABLE_MAPPED)
-        self.flag = ctypes.c_int.from_address(self.ptr)
-        self.device_ptr = device_pointer(cp, self.ptr)
-
-    def hold(self, ordinal: int, stream: Any) -> None:
-        np = importlib.import_module("numpy")  # a CuPy dependency
-
-        timeout = clock_khz(self.cp, ordinal) * LATCH_TIMEOUT_MS  # kHz = clocks per millisecond
-        with self.cp.cuda.Device(ordinal), stream:
-            self.kernel((1,), (1,), (np.uint64(self.device_ptr), np.uint64(timeout)))
-
-    def arm(self) -> None:
-        self.flag.value = 0
-
-    def release(self) -> None:
-        self.flag.value = 1
-
-    def close(self) -> None:
-        self.cp.cuda.runtime.freeHost(self.ptr)
-
-
-class _Stream:
-    def __init__(self, cp: Any, ordinal: int) -> None:
-        self.ordinal = ordinal
-        with cp.cuda.Device(ordinal):
-            self.stream = cp.cuda.Stream(non_blocking=True)
-            self.start = cp.cuda.Event()
-            self.end = cp.cuda.Event()
+from ..core import Item, Pairs, Waived
+from ._buffers import HOST_BUFFER_HOW, Buffer, Latch, Pattern, Timer
+from ._kernels import SM_THREADS_PER_BLOCK, sm_copy_bytes
+from ._legs import Leg, legs, peer_pairs
+from ._peers import PeerAccess
+from ._runtime import ATTR_MULTIPROCESSOR_COUNT, MEMCPY_DEFAULT
 
 
 class CopyWorkload:
-    def __init__(self, cp: Any, copies: tuple[Leg, ...], size: int, latch: Latch | None) -> None:
-        self.cp, self.legs, self.latch = cp, copies, latch
-        self.bytes_per_op = size
-        self.channels = len(copies)
+    check_each_sample = True
+
+    def __init__(self, session: CopySession, size: int) -> None:
+        self.cp, self.session, self.legs = session.cp, session, session.legs
         self.buffers: list[tuple[Buffer, Buffer]] = []
+        self.copied: list[int] = []  # bytes each leg moves per copy
         try:
-            for leg in copies:
-                src = Buffer(cp, leg.src, size)
+            for leg in self.legs:
+                n = size * leg.scale
+                src = Buffer(self.cp, leg.src, n)
                 try:
-                    dst = Buffer(cp, leg.dst, size)  # its own buffer, also for a local copy
+                    dst = Buffer(self.cp, leg.dst, n)  # its own buffer, also for a local copy
                 except BaseException:
                     src.close()
                     raise
                 self.buffers.append((src, dst))
+                sms = session.sms(leg.issuer.index or 0)
+                self.copied.append(sm_copy_bytes(n, sms) if leg.engine == "sm" else n)
+                session.pattern.fill(src, n)
         except BaseException:
             self.close()
             raise
-        self.streams = [_Stream(cp, leg.issuer.index or 0) for leg in copies]
-        pattern = ctypes.create_string_buffer(os.urandom(min(size, PATTERN_BYTES)), min(size, PATTERN_BYTES))
-        for src, dst in self.buffers:
-            src.fill(pattern)
+        timed = [i for i, leg in enumerate(self.legs) if leg.timed]
+        self.bytes_per_op = self.copied[timed[0]]  # timed legs are alike (SM counts of mixed GPUs aside)
+        self.channels = len(timed)
+        self.timers = [Timer(self.cp, leg.issuer.index or 0) for leg in self.legs]
+
+    def prepare(self) -> None:
+        for _, dst in self.buffers:
             dst.clear()
 
     def _enqueue(self, i: int, count: int) -> None:
-        rt = self.cp.cuda.runtime
-        leg, (src, dst), s = self.legs[i], self.buffers[i], self.streams[i]
-        peer = leg.src.kind == leg.dst.kind == "gpu" and leg.src.index != leg.dst.index
+        if count <= 0:
+            return
+        rt, leg, (src, dst), t = self.cp.cuda.runtime, self.legs[i], self.buffers[i], self.timers[i]
+        n = self.copied[i]
+        if leg.engine == "sm":
+            np = importlib.import_module("numpy")  # a CuPy dependency
+            assert self.session.kernels is not None  # the session waives SM copies without them
+            kernel = self.session.kernels.get_function("topolink_copy_sm")
+            grid = self.session.sms(t.ordinal)
+            with self.cp.cuda.Device(t.ordinal), t.stream:
+                kernel((grid,), (SM_THREADS_PER_BLOCK,),
+                       (np.uint64(dst.device_ptr), np.uint64(src.device_ptr), np.uint64(n // 16), np.uint64(count)))
+            return
         for _ in range(count):
-            if peer:
-                rt.memcpyPeerAsync(dst.ptr, leg.dst.index, src.ptr, leg.src.index, self.bytes_per_op, s.stream.ptr)
+            if leg.peer:
+                rt.memcpyPeerAsync(dst.ptr, leg.dst.index, src.ptr, leg.src.index, n, t.stream.ptr)
             else:
-                rt.memcpyAsync(dst.ptr, src.ptr, self.bytes_per_op, MEMCPY_DEFAULT, s.stream.ptr)
+                rt.memcpyAsync(dst.ptr, src.ptr, n, MEMCPY_DEFAULT, t.stream.ptr)
 
     def sample(self, warmup: int, iters: int) -> tuple[float, ...]:
-        cp = self.cp
-        if self.latch:
-            self.latch.arm()
-        for i, s in enumerate(self.streams):
-            with cp.cuda.Device(s.ordinal):
-                if self.latch:
-                    self.latch.hold(s.ordinal, s.stream)
+        cp, latch = self.cp, self.session.latch
+        if latch:
+            latch.arm()
+        for i, t in enumerate(self.timers):
+            with cp.cuda.Device(t.ordinal):
+                if latch:
+                    latch.hold(t.ordinal, t.stream)
                 self._enqueue(i, warmup)
-        first = self.streams[0]
+        first = self.timers[0]
         with cp.cuda.Device(first.ordinal):
             first.start.record(first.stream)
-        for s in self.streams[1:]:
-            with cp.cuda.Device(s.ordinal):
-                s.stream.wait_event(first.start)  # every stream starts when the first does
-                s.start.record(s.stream)
-        for i, s in enumerate(self.streams):
-            with cp.cuda.Device(s.ordinal):
+        for t in self.timers[1:]:
+            with cp.cuda.Device(t.ordinal):
+                t.stream.wait_event(first.start)  # every stream starts when the first does
+                t.start.record(t.stream)
+        for i, t in enumerate(self.timers):
+            with cp.cuda.Device(t.ordinal):
                 self._enqueue(i, iters)
-                s.end.record(s.stream)
-        if self.latch:
-            self.latch.release()
-        for s in self.streams:
-            s.stream.synchronize()
-        return tuple(cp.cuda.get_elapsed_time(s.start, s.end) / 1e3 for s in self.streams)
+                t.end.record(t.stream)
+        if latch:
+            latch.release()
+        for t in self.timers:
+            t.stream.synchronize()
+        return tuple(cp.cuda.get_elapsed_time(t.start, t.end) / 1e3
+                     for t, leg in zip(self.timers, self.legs, strict=True) if leg.timed)
 
     def verify(self) -> str | None:
-        a = ctypes.create_string_buffer(_CHUNK)
-        b = ctypes.create_string_buffer(_CHUNK)
-        for i, (src, dst) in enumerate(self.buffers):
-            for off in range(0, self.bytes_per_op, _CHUNK):
-                n = min(_CHUNK, self.bytes_per_op - off)
-                if not same_bytes(src.read(off, n, a), dst.read(off, n, b), n):
-                    return f"channel {i}: destination differs from source at offset {off}"
+        for i, (leg, (_, dst)) in enumerate(zip(self.legs, self.buffers, strict=True)):
+            problem = self.session.pattern.differs(dst, self.copied[i])
+            if problem:
+                what = "timed copy" if leg.timed else "interfering copy"
+                return f"{what} {leg.src.id} -> {leg.dst.id}: {problem}"
         return None
 
     def close(self) -> None:
@@ -205,36 +118,63 @@ class CopyWorkload:
 
 class CopySession:
     def __init__(self, cp: Any, item: Item, kernels: Any | None, kernel_error: str) -> None:
-        self.cp = cp
-        self.legs = legs(item.test, item.targets)
-        gpus = sorted({t.index for t in item.targets if t.kind == "gpu" and t.index is not None})
-        for a in gpus:
-            for b in gpus:
-                if a != b:
-                    enable_peer(cp, a, b)  # both ways, before anything is timed
+        self.cp, self.kernels = cp, kernels
+        self.legs: tuple[Leg, ...] = legs(item.test, item.targets, item.background)
+        if kernels is None and any(leg.engine == "sm" for leg in self.legs):
+            raise Waived(kernel_error)
+        self._sms: dict[int, int] = {}
+        self.peers = PeerAccess(cp)
+        try:
+            for a, b in peer_pairs(self.legs):
+                self.peers.both_ways(a, b)  # before anything is timed; given back in close()
+        except BaseException:
+            self.peers.close()
+            raise
         self.latch = Latch(cp, kernels) if kernels is not None else None
-        issuers = ", ".join(f"{leg.src.id}->{leg.dst.id} on GPU {leg.issuer.id}'s stream" for leg in self.legs)
+        self.pattern = Pattern(cp, kernels)
+        timed = [leg for leg in self.legs if leg.timed]
+        issuers = ", ".join(f"{leg.src.id}->{leg.dst.id} on GPU {leg.issuer.id}'s stream" for leg in timed)
+        engine = ("SM kernel (a block of 512 threads per SM, 16-byte words)" if timed[0].engine == "sm"
+                  else "copy engine (cudaMemcpyAsync / cudaMemcpyPeerAsync)")
         self._conditions: dict[str, str] = {
-            "engine": "copy engine (cudaMemcpyAsync / cudaMemcpyPeerAsync), non-blocking streams",
+            "engine": f"{engine}, non-blocking streams",
             "issuers": issuers,
             "latch": "spin kernel on a host flag" if self.latch else f"none: {kernel_error}",
+            "data_check": "every sample, every destination against the pattern, untimed",
         }
+        others = [leg for leg in self.legs if not leg.timed]
+        if others:
+            self._conditions["interference"] = (
+                f"{len(others)} untimed copies of twice the size at the same time: "
+                + ", ".join(f"{leg.src.id}->{leg.dst.id}" for leg in others))
+        if peer_pairs(self.legs):
+            self._conditions["peer_access"] = "enabled both ways for this item, disabled after it"
         hosts = [t for t in item.targets if t.kind == "host"]
         if hosts:
             self._conditions["host_cpus"] = format_cpulist(hosts[0].cpus) if hosts[0].cpus else "unbound"
+            self._conditions["host_buffer"] = HOST_BUFFER_HOW
+
+    def sms(self, ordinal: int) -> int:
+        if ordinal not in self._sms:
+            self._sms[ordinal] = int(self.cp.cuda.runtime.deviceGetAttribute(ATTR_MULTIPROCESSOR_COUNT, ordinal))
+        return self._sms[ordinal]
 
     @property
     def conditions(self) -> Pairs:
         return tuple(self._conditions.items())
 
     def workload(self, size: int) -> CopyWorkload:
-        work = CopyWorkload(self.cp, self.legs, size, self.latch)
-        for src, dst in work.buffers:
+        work = CopyWorkload(self, size)
+        for (src, dst), leg in zip(work.buffers, self.legs, strict=True):
             for buf in (src, dst):
-                if buf.host is not None:
+                if buf.host is not None and leg.timed:
                     self._conditions["host_placement"] = buf.host.placement.describe()
         return work
 
     def close(self) -> None:
-        if self.latch:
-            self.latch.close()
+        try:
+            self.pattern.close()
+            if self.latch:
+                self.latch.close()
+        finally:
+            self.peers.close()

@@ -1,6 +1,8 @@
-"""The kernels the cuda backend compiles with NVRTC, and the chain the pointer chase follows, built and
-checked without a GPU: the latch that holds every stream until the host releases it (nvbandwidth's spin
-kernel, with its timeout) and the chase where every load depends on the one before.
+"""The kernels the cuda backend compiles with NVRTC, and the arithmetic around them, built and checked
+without a GPU: the latch that holds every stream until the host releases it (nvbandwidth's spin kernel,
+with its timeout), the chase where every load depends on the one before, the SM copy (nvbandwidth's
+geometry: a block of 512 threads per SM, 16-byte words, each thread striding over the whole grid with
+twelve loads in flight) and the check that counts the words of a buffer that differ from the pattern.
 """
 
 from __future__ import annotations
@@ -35,6 +37,21 @@ def per_launch(accesses: int, launches: int) -> int:
     return max(1, accesses // max(1, launches))
 
 
+SM_THREADS_PER_BLOCK = 512  # nvbandwidth's numThreadPerBlock
+SM_WORD = 16  # uint4
+SM_SMALL_BUFFER = 64 * 1024 * 1024  # nvbandwidth's smallBufferThreshold
+
+
+def sm_copy_bytes(size: int, sms: int) -> int:
+    """Bytes one SM copy moves: from 64 MiB up, truncated to a whole number of words per thread (every
+    thread of the grid the same), as nvbandwidth counts them; below, every whole 16-byte word."""
+    words = size // SM_WORD
+    if size < SM_SMALL_BUFFER:
+        return words * SM_WORD
+    threads = sms * SM_THREADS_PER_BLOCK
+    return (words // threads) * threads * SM_WORD
+
+
 KERNELS = r"""
 extern "C" __global__ void topolink_latch(unsigned long long flag_addr, unsigned long long timeout_clocks)
 {
@@ -61,8 +78,53 @@ extern "C" __global__ void topolink_chase(unsigned long long start, unsigned lon
     }
     *(unsigned long long*)sink_addr = (unsigned long long)p;
 }
+
+extern "C" __global__ void topolink_copy_sm(unsigned long long dst_addr, unsigned long long src_addr,
+                                            unsigned long long words, unsigned long long loops)
+{
+    // Copies `words` 16-byte words `loops` times. Thread t takes words t, t+T, t+2T, ... (T: the grid's
+    // threads), twelve loads issued before their stores, so that each thread keeps twelve in flight.
+    const unsigned long long threads = (unsigned long long)gridDim.x * blockDim.x;
+    const unsigned long long first = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint4* src = (const uint4*)src_addr;
+    uint4* dst = (uint4*)dst_addr;
+    for (unsigned long long loop = 0; loop < loops; ++loop) {
+        unsigned long long i = first;
+        for (; i + 11 * threads < words; i += 12 * threads) {
+            uint4 w[12];
+#pragma unroll
+            for (int k = 0; k < 12; ++k) {
+                w[k] = src[i + k * threads];
+            }
+#pragma unroll
+            for (int k = 0; k < 12; ++k) {
+                dst[i + k * threads] = w[k];
+            }
+        }
+        for (; i < words; i += threads) {
+            dst[i] = src[i];
+        }
+    }
+}
+
+extern "C" __global__ void topolink_check(unsigned long long buf_addr, unsigned long long pattern_addr,
+                                          unsigned long long words, unsigned long long pattern_words,
+                                          unsigned long long wrong_addr)
+{
+    // Counts the 4-byte words of the buffer that differ from the pattern repeated over it.
+    const unsigned int* buf = (const unsigned int*)buf_addr;
+    const unsigned int* pattern = (const unsigned int*)pattern_addr;
+    const unsigned long long threads = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long wrong = 0;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += threads) {
+        wrong += buf[i] != pattern[i % pattern_words];
+    }
+    if (wrong) {
+        atomicAdd((unsigned long long*)wrong_addr, wrong);
+    }
+}
 """
-KERNEL_NAMES = ("topolink_latch", "topolink_chase")
+KERNEL_NAMES = ("topolink_latch", "topolink_chase", "topolink_copy_sm", "topolink_check")
 LATCH_TIMEOUT_MS = 10_000  # nvbandwidth's DEFAULT_SPIN_KERNEL_TIMEOUT_MS
 
 

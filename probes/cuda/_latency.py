@@ -9,21 +9,17 @@ import importlib
 from typing import Any
 
 from ..core import Item, Pairs, ProbeError, Target
-from ._copy import Buffer
+from ._buffers import HOST_BUFFER_HOW, Buffer
 from ._kernels import WORD, chain_end, chain_words, per_launch
-from ._runtime import (
-    ATTR_MULTIPROCESSOR_COUNT,
-    MEMCPY_DEVICE_TO_HOST,
-    MEMCPY_HOST_TO_DEVICE,
-    device_malloc,
-    enable_peer,
-)
+from ._peers import PeerAccess
+from ._runtime import ATTR_MULTIPROCESSOR_COUNT, MEMCPY_DEVICE_TO_HOST, MEMCPY_HOST_TO_DEVICE, device_malloc
 
 
 class LatencyWorkload:
     """The chain lives in the column target's memory; the row GPU (or the only GPU) chases it."""
 
     channels = 1
+    check_each_sample = False  # the chain is read, never written: checked once
 
     def __init__(self, cp: Any, kernels: Any, chaser: int, memory: Target, *, size: int, stride: int) -> None:
         np = importlib.import_module("numpy")
@@ -51,6 +47,9 @@ class LatencyWorkload:
         with self.cp.cuda.Device(self.chaser), self.stream:
             self.kernel((grid,), (1,), (np.uint64(self.buffer.device_ptr), np.uint64(hops), np.uint32(target_block),
                                         np.uint64(self.sink)))
+
+    def prepare(self) -> None:
+        pass
 
     def sample(self, warmup: int, iters: int) -> tuple[float, ...]:
         if warmup:
@@ -87,16 +86,20 @@ class LatencyWorkload:
 class LatencySession:
     def __init__(self, cp: Any, item: Item, kernels: Any) -> None:
         self.cp, self.kernels = cp, kernels
+        self.peers = PeerAccess(cp)
+        self._conditions: dict[str, str] = {"chain": "pointer i -> i+16 (128 B stride), one thread, one launch per SM"}
         if item.test == "host_device_latency_sm":
             host, gpu = item.targets
             self.chaser, self.memory = gpu, host
+            self._conditions["host_buffer"] = HOST_BUFFER_HOW
         else:
             self.chaser, self.memory = item.targets
             assert self.chaser.index is not None and self.memory.index is not None
-            enable_peer(cp, self.chaser.index, self.memory.index)
+            self.peers.one_way(self.chaser.index, self.memory.index)  # given back in close()
+            self._conditions["peer_access"] = "enabled for this item, disabled after it"
         if self.chaser.index is None:
+            self.peers.close()
             raise ProbeError(f"{self.chaser.id} has no CUDA ordinal")
-        self._conditions: dict[str, str] = {"chain": "pointer i -> i+16 (128 B stride), one thread, one launch per SM"}
 
     @property
     def conditions(self) -> Pairs:
@@ -110,4 +113,4 @@ class LatencySession:
         return work
 
     def close(self) -> None:
-        pass
+        self.peers.close()

@@ -1,9 +1,12 @@
-"""Which copies a copy test makes and which GPU's stream issues each (that is what makes a copy a read or
-a write), decided without a GPU.
+"""Which copies a copy test makes, which GPU's stream issues each (that is what makes a copy a read or a
+write), with which engine, and which of them are timed, decided without a GPU.
 
-nvbandwidth: the copy engine that runs a copy belongs to the context of the stream it is issued on.
-A *write* is issued on the source GPU's stream (the source pushes); a *read* on the destination's
-(the destination pulls). Host copies are issued on the GPU's stream.
+nvbandwidth (v0.8): the engine that runs a copy belongs to the context of the stream it is issued on. A
+*write* is issued on the source GPU's stream (the source pushes); a *read* on the destination's (the
+destination pulls). Host copies are issued on the GPU's stream. An SM copy is a kernel on the issuing
+GPU that loads from the source and stores to the destination (host memory through its mapped address).
+Interfering copies move a buffer twice the timed size, so that they cover the whole timed window; they
+are not reported.
 """
 
 from __future__ import annotations
@@ -21,11 +24,19 @@ class Initiator(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Leg:
-    """One timed copy stream: from ``src`` to ``dst``, issued on the stream of GPU ``issuer``."""
+    """One copy stream: from ``src`` to ``dst``, issued on the stream of GPU ``issuer``; ``scale`` times the
+    timed size; ``timed`` legs are the test's channels, in order, the others only interfere."""
 
     src: Target
     dst: Target
     issuer: Target
+    engine: str = "ce"  # ce | sm
+    scale: int = 1
+    timed: bool = True
+
+    @property
+    def peer(self) -> bool:
+        return self.src.kind == self.dst.kind == "gpu" and self.src.index != self.dst.index
 
 
 def issuer(src: Target, dst: Target, initiator: Initiator) -> Target:
@@ -37,25 +48,51 @@ def issuer(src: Target, dst: Target, initiator: Initiator) -> Target:
     return src if initiator is Initiator.SOURCE else dst
 
 
-def legs(test: str, targets: tuple[Target, ...]) -> tuple[Leg, ...]:
-    """The copies of one copy test, in channel order (the spec's ``channels``)."""
+def _pairs(background: tuple[Target, ...]) -> list[tuple[Target, Target]]:
+    """(host node, GPU) of each other GPU, as the plan lists them."""
+    return [(background[i], background[i + 1]) for i in range(0, len(background) - 1, 2)]
 
-    def leg(src: Target, dst: Target, how: Initiator = Initiator.SOURCE) -> Leg:
-        return Leg(src, dst, issuer(src, dst, how))
+
+def legs(test: str, targets: tuple[Target, ...], background: tuple[Target, ...] = ()) -> tuple[Leg, ...]:
+    """The copies of one copy test: the timed ones first, in channel order (the spec's ``channels``)."""
+    engine = "sm" if test.endswith("_sm") else "ce"
+
+    def leg(src: Target, dst: Target, how: Initiator = Initiator.SOURCE, *, scale: int = 1) -> Leg:
+        return Leg(src, dst, issuer(src, dst, how), engine, scale, scale == 1)
 
     read, write = Initiator.DESTINATION, Initiator.SOURCE
     if test == "device_local_copy":
         (g,) = targets
         return (leg(g, g),)
     a, b = targets
+    kind = test.removesuffix("_ce").removesuffix("_sm")
+    others = _pairs(background)
     table = {
-        "host_to_device_memcpy_ce": (leg(a, b),),
-        "device_to_host_memcpy_ce": (leg(b, a),),
-        "device_to_device_memcpy_read_ce": (leg(b, a, read),),  # the row GPU pulls from the column
-        "device_to_device_memcpy_write_ce": (leg(a, b, write),),  # the row GPU pushes to the column
-        "device_to_device_bidirectional_memcpy_read_ce": (leg(b, a, read), leg(a, b, read)),
-        "device_to_device_bidirectional_memcpy_write_ce": (leg(a, b, write), leg(b, a, write)),
+        "host_to_device_memcpy": (leg(a, b),),
+        "device_to_host_memcpy": (leg(b, a),),
+        "host_to_device_bidirectional_memcpy": (leg(a, b), leg(b, a, scale=2)),
+        "device_to_host_bidirectional_memcpy": (leg(b, a), leg(a, b, scale=2)),
+        "device_to_device_memcpy_read": (leg(b, a, read),),  # the row GPU pulls from the column
+        "device_to_device_memcpy_write": (leg(a, b, write),),  # the row GPU pushes to the column
+        "device_to_device_bidirectional_memcpy_read": (leg(b, a, read), leg(a, b, read)),
+        "device_to_device_bidirectional_memcpy_write": (leg(a, b, write), leg(b, a, write)),
+        "all_to_host_memcpy": (leg(b, a), *(leg(g, h, scale=2) for h, g in others)),
+        "host_to_all_memcpy": (leg(a, b), *(leg(h, g, scale=2) for h, g in others)),
+        "all_to_host_bidirectional_memcpy": (
+            leg(b, a), leg(a, b, scale=2), *(x for h, g in others for x in (leg(g, h, scale=2), leg(h, g, scale=2)))),
+        "host_to_all_bidirectional_memcpy": (
+            leg(a, b), leg(b, a, scale=2), *(x for h, g in others for x in (leg(h, g, scale=2), leg(g, h, scale=2)))),
     }
-    if test not in table:
+    if kind not in table:
         raise ProbeError(f"{test} is not a copy test")
-    return table[test]
+    return table[kind]
+
+
+def peer_pairs(copies: tuple[Leg, ...]) -> tuple[tuple[int, int], ...]:
+    """The GPU pairs whose peer access the copies need, each unordered pair once, by CUDA ordinal."""
+    out: dict[tuple[int, int], None] = {}
+    for c in copies:
+        if c.peer and c.src.index is not None and c.dst.index is not None:
+            a, b = sorted((c.src.index, c.dst.index))
+            out[a, b] = None
+    return tuple(out)

@@ -14,6 +14,8 @@ from ..core import ProbeError, Waived
 
 ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation
 ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
+ERROR_PEER_ACCESS_NOT_ENABLED = 705
+ERROR_TOO_MANY_PEERS = 711  # cudaErrorTooManyPeers: a device maps at most 8 peers at once
 HOST_ALLOC_PORTABLE_MAPPED = 1 | 2  # cudaHostAllocPortable | cudaHostAllocMapped
 HOST_REGISTER_PORTABLE_MAPPED = 1 | 2  # cudaHostRegisterPortable | cudaHostRegisterMapped
 MEMCPY_HOST_TO_DEVICE = 1
@@ -21,6 +23,7 @@ MEMCPY_DEVICE_TO_HOST = 2
 MEMCPY_DEFAULT = 4  # cudaMemcpyDefault: direction from the (unified) addresses
 ATTR_CLOCK_RATE = 13  # cudaDevAttrClockRate, kHz
 ATTR_MULTIPROCESSOR_COUNT = 16
+
 
 def cupy() -> Any:
     """CuPy, or :class:`Waived` saying how to get it."""
@@ -86,11 +89,23 @@ def clock_khz(cp: Any, ordinal: int) -> int:
     return khz or 2_000_000  # an upper bound: the latch times out no earlier than asked
 
 
-def enable_peer(cp: Any, ordinal: int, peer: int) -> None:
-    """Let ``ordinal`` access ``peer``'s memory (idempotent)."""
+def enable_peer(cp: Any, ordinal: int, peer: int) -> bool:
+    """Let ``ordinal`` access ``peer``'s memory; True when this call enabled it, False when it already was."""
     with cp.cuda.Device(ordinal):
         try:
             cp.cuda.runtime.deviceEnablePeerAccess(peer)
         except cp.cuda.runtime.CUDARuntimeError as exc:
-            if getattr(exc, "status", None) != ERROR_PEER_ACCESS_ALREADY_ENABLED:
-                raise Waived(f"peer access from GPU {ordinal} to GPU {peer} refused: {exc}") from exc
+            if getattr(exc, "status", None) == ERROR_PEER_ACCESS_ALREADY_ENABLED:
+                return False
+            raise Waived(f"peer access from GPU {ordinal} to GPU {peer} refused: {exc}") from exc
+    return True
+
+
+def disable_peer(cp: Any, ordinal: int, peer: int) -> None:
+    """Unmap ``peer``'s memory from ``ordinal`` (a device maps at most 8 peers at once)."""
+    with cp.cuda.Device(ordinal):
+        try:
+            cp.cuda.runtime.deviceDisablePeerAccess(peer)
+        except cp.cuda.runtime.CUDARuntimeError as exc:
+            if getattr(exc, "status", None) != ERROR_PEER_ACCESS_NOT_ENABLED:
+                raise ProbeError(f"could not disable peer access from GPU {ordinal} to GPU {peer}: {exc}") from exc

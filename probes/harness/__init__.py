@@ -1,15 +1,17 @@
-"""The harness: plans which tests run where (pure), runs each item in a child process with a wall-time
-and memory budget (killed and reported when it overruns, hangs or dies), warms up, times and verifies
-through the backend seam, turns timings into measurements, renders the report, and offers the public
-entry points (run, self-test, join the results to a snapshot).
+"""The harness: plans which tests run where (pure), runs a pass's items in one child process with a
+wall-time and memory budget per item (killed and reported when it overruns, hangs or dies; the next item
+gets a fresh child), warms up, times and verifies through the backend seam, turns timings into
+measurements, renders the report, and offers the public entry points (run, self-test, join the results
+to a snapshot).
 
 Imports: ``probes.core`` and ``topology``. It names a backend only as a string for the registry, so it
 imports neither ``probes.cpu`` nor ``probes.cuda``; the child process loads the one it is asked for.
-Imported by: ``probes`` (the public names) and the node agent's probe loop (``ask_capabilities``,
-``run_items``, ``assemble``).
+Imported by: ``probes`` (the public names) and the node agent's probe loop (``ProbeProcess``,
+``assemble``).
 """
 
 from ._api import (
+    READABLE_REPORT_SCHEMAS,
     REPORT_SCHEMA,
     SelftestLine,
     apply_report,
@@ -21,12 +23,14 @@ from ._api import (
     snapshot_from_caps,
 )
 from ._plan import make_plan
-from ._process import ask_capabilities, run_items
+from ._process import ProbeProcess, ask_capabilities, run_items
 from ._report import render_bandwidth_matrix, render_report
 from ._runner import assemble
 
 __all__ = [
+    "READABLE_REPORT_SCHEMAS",
     "REPORT_SCHEMA",
+    "ProbeProcess",
     "SelftestLine",
     "apply_report",
     "ask_capabilities",

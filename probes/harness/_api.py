@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -13,11 +14,15 @@ from topology import Gpu, Problem, Snapshot, to_dict, with_measurements
 
 from ..core import SELFTEST, Capabilities, ProbeOutcome, ProbeReport, Profile, Status, profile, spec, specs_for
 from ._plan import make_plan
-from ._process import ask_capabilities, run_items
+from ._process import ProbeProcess
 from ._runner import assemble
 
 Progress = Callable[[int, int, str], None]  # (done, total, current item key)
-REPORT_SCHEMA = "topolink.probe/v1"
+# v2: collectives report out-of-place and in-place rows (each sweep row's conditions name its ``mode``) and
+# nccl-tests' "Avg bus bandwidth" (direction ``avg_busbw``); a bidirectional total is the sum of the two
+# directions' medians (nvbandwidth's rule); measurements from a test double have source ``simulated``.
+REPORT_SCHEMA = "topolink.probe/v2"
+READABLE_REPORT_SCHEMAS = ("topolink.probe/v1", REPORT_SCHEMA)
 
 
 def choose_backend(requested: str, snap: Snapshot) -> str:
@@ -29,35 +34,36 @@ def choose_backend(requested: str, snap: Snapshot) -> str:
 
 def run_probes(snap: Snapshot, *, profile_name: str | Profile = "quick", backend: str = "auto",
                tests: Collection[str] | None = None, force: bool = False, progress: Progress | None = None,
-               caps: Capabilities | None = None) -> ProbeReport:
-    """Plan, run (each item in a budgeted child process) and assemble. Never raises for a probe that
-    fails; raises :class:`ProbeError` only for a request that cannot be planned (unknown test/profile)."""
+               process: ProbeProcess | None = None) -> ProbeReport:
+    """Plan and run in one child process (the one given, or a new one), and assemble. Never raises for a
+    probe that fails; raises :class:`ProbeError` only for a request that cannot be planned (unknown
+    test/profile)."""
     t0 = time.monotonic()
     prof = profile_name if isinstance(profile_name, Profile) else profile(profile_name)
-    chosen = choose_backend(backend, snap)
+    chosen = process.backend if process is not None else choose_backend(backend, snap)
     notes: list[str] = []
     if backend == "auto" and chosen == "cpu" and snap.gpus:
         notes.append("the snapshot has GPUs but CuPy is not installed (pip install 'topolink[cuda]'): "
                      "ran the cpu backend")
-    caps = caps or ask_capabilities(chosen)
-    if backend == "auto" and chosen == "cuda" and caps.error:
-        notes.append(f"cuda backend unavailable ({caps.error}); ran the cpu backend")
-        chosen, caps = "cpu", ask_capabilities("cpu")
-    plan = make_plan(snap, prof, caps, tests=tests, force=force)
-    total = len(plan.items)
-    done = 0
-
-    def on_event(event: str, key: str) -> None:
-        nonlocal done
-        done += event == "end"
-        if progress:
-            progress(done, total, key)
-
-    raws = run_items(chosen, plan.items, startup_budget_s=plan.startup_budget_s, progress=on_event)
-    taken_at = time.time()
-    outcomes = [ProbeOutcome(test=w.test, subjects=w.subjects, status=Status.WAIVED, reason=w.reason)
-                for w in plan.waived]
-    outcomes += [assemble(spec(chosen, i.test), i, raws[i.key], taken_at=taken_at) for i in plan.items]
+    with contextlib.ExitStack() as owned:
+        if process is None:
+            process = owned.enter_context(ProbeProcess(chosen))
+        caps = process.capabilities()
+        if backend == "auto" and chosen == "cuda" and caps.error:
+            notes.append(f"cuda backend unavailable ({caps.error}); ran the cpu backend")
+            process = owned.enter_context(ProbeProcess("cpu"))
+            chosen, caps = "cpu", process.capabilities()
+        plan = make_plan(snap, prof, caps, tests=tests, force=force)
+        total = len(plan.items)
+        outcomes = [ProbeOutcome(test=w.test, subjects=w.subjects, status=Status.WAIVED, reason=w.reason)
+                    for w in plan.waived]
+        for done, item in enumerate(plan.items):
+            if progress:
+                progress(done, total, item.key)
+            raw = process.run(item)
+            outcomes.append(assemble(spec(chosen, item.test), item, raw, taken_at=time.time()))
+        if progress and total:
+            progress(total, total, "")
     order = {s.name: n for n, s in enumerate(specs_for(chosen))}
     outcomes.sort(key=lambda o: order.get(o.test, len(order)))
     return ProbeReport(profile=prof.name, backend=chosen, outcomes=tuple(outcomes), versions=caps.versions,
@@ -109,11 +115,12 @@ def selftest(snap: Snapshot | None = None, *, gpu: bool = True,
     """Every test of the backend at tiny sizes: PASS when every run of it produced a number, FAIL when
     one failed, SKIP (with the reason) when none could run here."""
     backend = "cuda" if gpu else "cpu"
-    caps = ask_capabilities(backend)
-    base = snap if snap is not None else Snapshot(node="localhost")
-    if gpu and not base.gpus:  # discovery found none (or was not run): test what CUDA sees
-        base = dataclasses.replace(base, gpus=snapshot_from_caps(caps).gpus)
-    report = run_probes(base, profile_name=SELFTEST, backend=backend, progress=progress, caps=caps)
+    with ProbeProcess(backend) as process:
+        caps = process.capabilities()
+        base = snap if snap is not None else Snapshot(node="localhost")
+        if gpu and not base.gpus:  # discovery found none (or was not run): test what CUDA sees
+            base = dataclasses.replace(base, gpus=snapshot_from_caps(caps).gpus)
+        report = run_probes(base, profile_name=SELFTEST, backend=backend, progress=progress, process=process)
     lines = []
     for s in specs_for(backend):
         outs = [o for o in report.outcomes if o.test == s.name]

@@ -38,7 +38,8 @@ def make_plan(snap: Snapshot, profile: Profile, caps: Capabilities, *, tests: Co
     """Every test of ``caps.backend`` (or only ``tests``) between every applicable set of endpoints.
 
     A test that cannot run (no such device, no P2P access, busy GPU without ``force``, missing library)
-    becomes a :class:`Waiver` with its reason, never an item.
+    becomes a :class:`Waiver` with its reason, never an item. Without ``tests``, the profile's own
+    selection runs (``quick`` runs a bounded subset; ``full`` and ``selftest`` run every test).
     """
     specs = specs_for(caps.backend)
     known = {s.name for s in specs}
@@ -47,10 +48,11 @@ def make_plan(snap: Snapshot, profile: Profile, caps: Capabilities, *, tests: Co
         if unknown:
             raise ProbeError(f"unknown test(s) for the {caps.backend} backend: {', '.join(unknown)}; "
                              f"choose from {', '.join(sorted(known))}")
+    wanted = tests if tests is not None else profile.tests
     items: list[Item] = []
     waived: list[Waiver] = []
     for spec in specs:
-        if tests is not None and spec.name not in tests:
+        if wanted is not None and spec.name not in wanted:
             continue
         if caps.error:
             waived.append(Waiver(test=spec.name, subjects=(), reason=caps.error))
@@ -61,7 +63,9 @@ def make_plan(snap: Snapshot, profile: Profile, caps: Capabilities, *, tests: Co
             continue
         missing = caps.why_unavailable(spec.name)
         for subjects in endpoints:
-            reason = _resolve_problem(subjects, snap, caps, force) or spec.check(subjects, snap, caps) or missing
+            others = spec.others(subjects, snap)
+            reason = (_resolve_problem((*subjects, *others), snap, caps, force) or spec.check(subjects, snap, caps)
+                      or missing)
             if reason:
                 waived.append(Waiver(test=spec.name, subjects=subjects, reason=reason))
                 continue
@@ -120,32 +124,61 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
     sizes = _sizes(spec, subjects, snap, profile)
     floor = profile.floor_bytes_per_second if spec.backend == "cpu" else _GPU_FLOOR_BYTES_PER_SECOND
     base = _BASE_MEMORY[spec.backend]
+    others = spec.others(subjects, snap)
     if spec.kind is Kind.COPY:
         warmup, iters = profile.copy_warmup, profile.copy_iters
-        moved = sum(sizes) * (warmup + iters) * profile.samples * len(spec.channels)
-        wall = _SETUP_S + moved / floor + sum(sizes) / floor  # + filling and verifying the buffers
-        memory = base + 2 * max(sizes)
+        copies = _copies(spec, others)
+        moved = sum(sizes) * (warmup + iters) * profile.samples * copies
+        wall = _SETUP_S + moved / floor + 3 * sum(sizes) * profile.samples * copies / floor  # + resets, checks
+        memory = base + 2 * max(sizes) * copies
     elif spec.kind is Kind.LATENCY:
         warmup, iters = profile.latency_warmup, profile.latency_accesses
         wall = _SETUP_S + (warmup + iters) * profile.samples * profile.floor_seconds_per_access
         memory = base + 2 * max(sizes)
     elif spec.kind is Kind.COLLECTIVE:
         warmup, iters = profile.collective_warmup, profile.collective_iters
-        # each rank sends and receives about 2 x S per all-reduce
-        moved = sum(sizes) * (warmup + iters + 1) * profile.samples * 2
+        # each rank sends and receives about 2 x S per operation, in every mode
+        moved = sum(sizes) * (warmup + iters + 1) * profile.samples * 2 * len(spec.channels)
         wall = 3 * _SETUP_S + moved / floor
         memory = _COLLECTIVE_BASE_MEMORY[spec.backend] + 4 * max(sizes)
     else:
         warmup, iters = 0, profile.rdma_iters
-        wall = 3 * _SETUP_S + sum(sizes) * iters * profile.samples / floor
+        wall = 3 * _SETUP_S + 2 * sum(sizes) * iters * profile.samples / floor  # a loopback fallback runs again
         memory = base
     options: tuple[tuple[str, str], ...] = ()
     if spec.kind is Kind.RDMA:
-        gdr = snap.gdr
-        peer = gdr.peermem_loaded or bool(gdr.memory_peers)
-        options = (("registration", "dmabuf" if not peer and gdr.dmabuf_supported else "peermem"),)
+        options = _rdma_options(snap, subjects)
     return Item(
         key=f"{spec.name}[{','.join(subjects)}]", test=spec.name, targets=_targets(subjects, snap, caps),
         sizes=sizes, warmup=warmup, iters=iters, samples=profile.samples, wall_budget_s=round(wall, 1),
-        memory_budget_bytes=memory, options=options,
+        memory_budget_bytes=memory, options=options, background=_targets(others, snap, caps),
     )
+
+
+def _copies(spec: ProbeSpec, others: Subjects) -> int:
+    """Copies running at once, in units of the timed size (nvbandwidth's interfering copies are twice it)."""
+    interfering = len(others) // 2  # (node, GPU) per other GPU
+    if spec.name.startswith(("all_to_host", "host_to_all")):
+        ways = 2 if "bidirectional" in spec.name else 1
+        return 1 + 2 * (ways * interfering + ways - 1)
+    if "bidirectional" in spec.name and len(spec.channels) == 1:  # one direction timed, the other interferes
+        return 3
+    return len(spec.channels)
+
+
+def _rdma_options(snap: Snapshot, subjects: Subjects) -> tuple[tuple[str, str], ...]:
+    """How perftest registers GPU memory, and the NIC the writer uses: another RDMA NIC with an active
+    port on the same link layer when the node has one (the data then crosses the wire), else the same NIC
+    (loopback: it reads the host buffer and writes the GPU's memory, and the report says so)."""
+    gdr = snap.gdr
+    peer = gdr.peermem_loaded or bool(gdr.memory_peers)
+    options = [("registration", "dmabuf" if not peer and gdr.dmabuf_supported else "peermem")]
+    nics = {n.id: n for n in snap.nics}
+    target = nics.get(subjects[1])
+    layers = {p.link_layer for p in target.ports if p.state == "ACTIVE"} if target else set()
+    writers = sorted((n for n in snap.nics if n.rdma and n.id != subjects[1]
+                      and any(p.state == "ACTIVE" and p.link_layer in layers for p in n.ports)),
+                     key=lambda n: n.name)
+    if writers:
+        options.append(("writer_nic", writers[0].name))
+    return tuple(options)

@@ -64,19 +64,34 @@ def versus_theoretical(snap: Snapshot, measurements: Sequence[Measurement]) -> s
     return "\n".join(["Measured vs theoretical (GB/s per direction)", head, *rows])
 
 
+def _mode(m: Measurement) -> str:
+    return dict(m.conditions).get("mode", "")
+
+
 def sweep_table(snap: Snapshot, subjects: tuple[str, ...], sweep: Sequence[Measurement]) -> str:
+    """nccl-tests' body: per size, algbw and busbw of each mode timed (out of place, then in place)."""
     who = " ".join(label(snap, s) for s in subjects)
-    lines = [f"  over {who}", f"{'size (B)':>14} {'algbw GB/s':>11} {'busbw GB/s':>11} {'cv':>6}"]
-    for alg in (m for m in sweep if m.direction == "algbw"):
-        bus = next(m for m in sweep if m.direction == "busbw" and m.size_bytes == alg.size_bytes)
-        cv = f"{alg.stats.cv:.3f}" if alg.stats else NA
-        lines.append(f"{alg.size_bytes or 0:>14} {alg.value / 1e9:>11.2f} {bus.value / 1e9:>11.2f} {cv:>6}")
+    modes = list(dict.fromkeys(_mode(m) for m in sweep))
+    cells: dict[tuple[int, str, str], Measurement] = {(m.size_bytes or 0, _mode(m), m.direction): m for m in sweep}
+    head = f"{'size (B)':>14}" + "".join(f" {'algbw':>8} {'busbw':>8} {'cv':>6}" for _ in modes)
+    lines = [f"  over {who}", " " * 14 + "".join(f" {mode or '-':^24}" for mode in modes), head]
+    for size in sorted({m.size_bytes or 0 for m in sweep}):
+        row = f"{size:>14}"
+        for mode in modes:
+            alg, bus = cells.get((size, mode, "algbw")), cells.get((size, mode, "busbw"))
+            cv = f"{alg.stats.cv:.3f}" if alg is not None and alg.stats else NA
+            row += (f" {alg.value / 1e9:>8.2f} {bus.value / 1e9:>8.2f} {cv:>6}" if alg is not None and bus is not None
+                    else f" {NA:>8} {NA:>8} {NA:>6}")
+        lines.append(row)
     return "\n".join(lines)
 
 
 def render_report(report: ProbeReport, snap: Snapshot) -> str:
     out = [f"topolink probe: profile {report.profile}, backend {report.backend}, {report.elapsed_s:.1f} s"]
     out += [f"note: {n}" for n in report.notes]
+    simulated = sorted({dict(m.conditions).get("simulated", "") for m in report.measurements
+                        if m.source is Source.SIMULATED})
+    out += [f"note: SIMULATED numbers, not measured on hardware: {why}" for why in simulated]
     if report.versions:
         out.append("versions: " + ", ".join(f"{k} {v}" for k, v in report.versions))
     for spec in specs_for(report.backend):
@@ -90,9 +105,13 @@ def render_report(report: ProbeReport, snap: Snapshot) -> str:
             out.append(spec.description)
             for o in (o for o in outcomes if o.status is Status.OK):
                 bus = next(m for m in o.measurements if m.direction == "busbw")
-                out.append(f"  peak busbw {bus.value / 1e9:.2f} GB/s at {bus.size_bytes} B "
+                out.append(f"  best busbw {bus.value / 1e9:.2f} GB/s at {bus.size_bytes} B ({_mode(bus)}) "
                            f"over {len(o.subjects)} ranks")
                 out.append(sweep_table(snap, o.subjects, o.sweep))
+                avg = next((m for m in o.measurements if m.direction == "avg_busbw"), None)
+                if avg is not None:
+                    out.append(f"  # Avg bus bandwidth    : {avg.value / 1e9:.2f} GB/s "
+                               f"(nccl-tests' mean over the {len(o.sweep) // 2} cells above)")
         else:
             for direction in dict.fromkeys(m.direction for m in done):
                 title = spec.description + ("" if len(spec.channels) == 1 else f" [{direction}]")
@@ -123,10 +142,11 @@ def render_bandwidth_matrix(snap: Snapshot) -> str:
         for direction in dict.fromkeys(m.direction for m in ms):
             cells = [m for m in ms if m.direction == direction]
             unit = "ns" if cells[0].unit == "seconds" else "GB/s"
-            if direction in ("busbw", "algbw"):  # a collective over a group: one line per group
+            if direction in ("busbw", "algbw", "avg_busbw"):  # a collective over a group: one line per group
                 for m in cells:
                     who = " ".join(label(snap, s) for s in m.subjects)
-                    out.append(f"{test} {direction} over {who}: {_value(m)} {unit} at {m.size_bytes} B")
+                    at = f"at {m.size_bytes} B ({_mode(m)})" if m.size_bytes else "mean over the sweep (nccl-tests)"
+                    out.append(f"{test} {direction} over {who}: {_value(m)} {unit} {at}")
                 continue
             out.append(matrix(snap, f"{test} {direction} ({unit}, {cells[0].method})", cells))
             out.append("")

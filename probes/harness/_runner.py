@@ -7,6 +7,8 @@ runs in the parent: statistics per set of samples and :class:`topology.Measureme
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 import time
 import traceback
 
@@ -23,6 +25,7 @@ from ..core import (
     RawRow,
     Status,
     Waived,
+    Workload,
     summarize,
 )
 
@@ -33,7 +36,8 @@ def execute(backend: Backend, item: Item) -> RawResult:
     def done(status: Status, reason: str = "", rows: tuple[RawRow, ...] = (),
              conditions: tuple[tuple[str, str], ...] = ()) -> RawResult:
         return RawResult(key=item.key, status=status, reason=reason, rows=rows, versions=backend.versions(),
-                         conditions=conditions, elapsed_s=time.monotonic() - t0)
+                         conditions=conditions, elapsed_s=time.monotonic() - t0,
+                         simulated=getattr(backend, "simulated", ""))
 
     try:
         session = backend.open(item)
@@ -46,8 +50,7 @@ def execute(backend: Backend, item: Item) -> RawResult:
         for size in item.sizes:
             workload = session.workload(size)
             try:
-                seconds = tuple(workload.sample(item.warmup, item.iters) for _ in range(item.samples))
-                problem = workload.verify()
+                seconds, problem = _samples(workload, item)
             finally:
                 workload.close()
             if problem:
@@ -67,6 +70,24 @@ def execute(backend: Backend, item: Item) -> RawResult:
     return done(Status.OK, "", tuple(rows), session.conditions)
 
 
+def _samples(workload: Workload, item: Item) -> tuple[tuple[tuple[float, ...], ...], str | None]:
+    """``item.samples`` timed samples, each after its untimed reset; the data checked after every sample
+    (nvbandwidth) or once after them all (nccl-tests), never inside a timed window."""
+    seconds: list[tuple[float, ...]] = []
+    for n in range(item.samples):
+        workload.prepare()
+        seconds.append(workload.sample(item.warmup, item.iters))
+        if workload.check_each_sample:
+            problem = workload.verify()
+            if problem:
+                return (), f"sample {n + 1}: {problem}"
+    if not workload.check_each_sample:
+        problem = workload.verify()
+        if problem:
+            return (), problem
+    return tuple(seconds), None
+
+
 def _failure(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return f"out of memory: {exc}" if str(exc) else "out of memory"
@@ -82,13 +103,17 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float) ->
     if raw.status is not Status.OK:
         return ProbeOutcome(test=item.test, subjects=item.subjects, status=raw.status, reason=raw.reason,
                             elapsed_s=raw.elapsed_s)
+    source = Source.SIMULATED if raw.simulated else Source.MEASURED
+    base = raw.conditions + ((("simulated", raw.simulated),) if raw.simulated else ())
 
-    def measurement(row: RawRow, direction: str, samples: list[float]) -> Measurement:
+    def measurement(row: RawRow, direction: str, samples: list[float], *, value: float | None = None,
+                    extra: tuple[tuple[str, str], ...] = ()) -> Measurement:
         stats = summarize(samples)
         return Measurement(
-            test=spec.name, subjects=item.subjects, direction=direction, value=stats.median, unit=spec.unit,
-            source=Source.MEASURED, method=spec.method, size_bytes=row.size, stats=stats, backend=spec.backend,
-            taken_at=taken_at, versions=raw.versions, conditions=raw.conditions,
+            test=spec.name, subjects=item.subjects, direction=direction,
+            value=stats.median if value is None else value, unit=spec.unit, source=source, method=spec.method,
+            size_bytes=row.size, stats=stats, backend=spec.backend, taken_at=taken_at, versions=raw.versions,
+            conditions=base + extra,
         )
 
     headline: list[Measurement] = []
@@ -99,27 +124,51 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float) ->
             headline.append(measurement(row, spec.channels[0], [s[0] / row.ops for s in row.seconds]))
             continue
         if spec.kind is Kind.COLLECTIVE:
-            algbw = [spec.moved(row.size, ranks) * row.ops / s[0] for s in row.seconds]
             factor = spec.bus_factor(ranks)
-            sweep += [measurement(row, "algbw", algbw), measurement(row, "busbw", [a * factor for a in algbw])]
+            for c, mode in enumerate(spec.channels):
+                algbw = [spec.moved(row.size, ranks) * row.ops / s[c] for s in row.seconds]
+                extra = (("mode", mode.replace("_", " ")),)
+                sweep += [measurement(row, "algbw", algbw, extra=extra),
+                          measurement(row, "busbw", [a * factor for a in algbw], extra=extra)]
             continue
         per_channel = [[row.bytes_per_op * row.ops / s[c] for s in row.seconds] for c in range(len(spec.channels))]
-        headline += [measurement(row, d, v) for d, v in zip(spec.channels, per_channel, strict=True)]
-        if spec.total:
+        done = [measurement(row, d, v) for d, v in zip(spec.channels, per_channel, strict=True)]
+        headline += done
+        if spec.total:  # nvbandwidth: total = the sum of the directions' medians; stats of per-sample sums
             totals = [sum(values) for values in zip(*per_channel, strict=True)]
-            headline.append(measurement(row, "a<->b", totals))
+            headline.append(measurement(row, "a<->b", totals, value=sum(m.value for m in done),
+                                        extra=(("total", "sum of the directions' medians (nvbandwidth)"),)))
     if spec.kind is Kind.COLLECTIVE and sweep:
-        headline = list(peak(sweep))
+        headline = [*peak(sweep), *average_bus_bandwidth(sweep)]
     return ProbeOutcome(test=item.test, subjects=item.subjects, status=Status.OK, measurements=tuple(headline),
                         sweep=tuple(sweep), elapsed_s=raw.elapsed_s)
 
 
+def _mode(m: Measurement) -> str:
+    return dict(m.conditions).get("mode", "")
+
+
 def peak(sweep: tuple[Measurement, ...] | list[Measurement]) -> tuple[Measurement, ...]:
-    """The busbw row with the highest median, and the algbw row of the same size: the headline of a
-    sweep (nccl-tests' "Avg bus bandwidth" is a mean over sizes, never reported as a peak)."""
+    """The busbw cell with the highest median over sizes and modes, and the algbw of the same cell."""
     bus = [m for m in sweep if m.direction == "busbw"]
     if not bus:
         return ()
     best = max(bus, key=lambda m: m.value)
-    alg = [m for m in sweep if m.direction == "algbw" and m.size_bytes == best.size_bytes]
-    return (best, *alg)
+    alg = [m for m in sweep if m.direction == "algbw" and m.size_bytes == best.size_bytes and _mode(m) == _mode(best)]
+    return (best, *alg[:1])
+
+
+def average_bus_bandwidth(sweep: tuple[Measurement, ...] | list[Measurement]) -> tuple[Measurement, ...]:
+    """nccl-tests' "Avg bus bandwidth": the mean busbw over every cell of the sweep (all sizes, out of
+    place and in place). It depends on the sizes swept; it is not a peak."""
+    bus = [m for m in sweep if m.direction == "busbw"]
+    if not bus:
+        return ()
+    first = bus[0]
+    sizes = [m.size_bytes or 0 for m in bus]
+    how = (f"nccl-tests' Avg bus bandwidth: mean busbw of {len(bus)} cells "
+           f"({', '.join(sorted({_mode(m) for m in bus}))}; {min(sizes)} to {max(sizes)} B)")
+    kept = tuple((k, v) for k, v in first.conditions if k != "mode")
+    average = dataclasses.replace(first, direction="avg_busbw", value=statistics.fmean(m.value for m in bus),
+                                  size_bytes=None, stats=None, conditions=(*kept, ("average", how)))
+    return (average,)

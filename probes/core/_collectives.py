@@ -1,0 +1,106 @@
+"""nccl-tests' arithmetic for the collectives, pure: how many elements each rank sends and receives for a
+size of the sweep, where the in-place buffers sit, how many bytes the algorithm bandwidth counts, the bus
+factor, and the shift of the buffers per iteration. Shared by the NCCL and the gloo backends.
+
+From NVIDIA/nccl-tests 2.19.6 (``src/<op>.cu``: ``*GetCollByteCount`` and ``*GetBw``; ``doc/PERFORMANCE.md``):
+
+- the size of the sweep is S, the "size" column: count x sizeof(float) for all_reduce, the whole gathered
+  (all_gather), scattered (reduce_scatter) or exchanged (alltoall) buffer for the others;
+- for the gather-type ops each rank's share is ``(count / ranks)`` rounded down to a multiple of 16 bytes;
+- algbw = S / t, busbw = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather, reduce_scatter
+  and alltoall;
+- in place: all_gather sends from its own slot of the receive buffer (rank x share), reduce_scatter
+  receives into its own slot of the send buffer; all_reduce uses one buffer. alltoall has no in-place
+  form here: nccl-tests passes one buffer as both ends of ncclSend/ncclRecv, which this probe does not
+  time;
+- "Avg bus bandwidth" is the mean busbw over every printed cell (all sizes, out of place and in place).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+FLOAT_BYTES = 4
+
+# busbw = algbw x factor(ranks)
+BUS_FACTORS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+OUT_OF_PLACE = "out_of_place"
+IN_PLACE = "in_place"
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Elements of one rank for one size: its buffers, the count passed to the call, and where the
+    in-place variant puts the send (or receive) part, in elements per rank index."""
+
+    send: int
+    recv: int
+    param: int  # the count argument of the NCCL / gloo call
+    send_in_place: int  # in place, send from recv + rank x this (all_gather)
+    recv_in_place: int  # in place, receive into send + rank x this (reduce_scatter)
+
+
+def counts(op: str, size: int, ranks: int, elt: int = FLOAT_BYTES) -> Counts:
+    count = size // elt
+    if op == "all_reduce":
+        return Counts(count, count, count, 0, 0)
+    share = (count // ranks) & ~(16 // elt - 1)
+    if op == "all_gather":
+        return Counts(share, share * ranks, share, share, 0)
+    if op == "reduce_scatter":
+        return Counts(share * ranks, share, share, 0, share)
+    if op == "alltoall":
+        return Counts(share * ranks, share * ranks, share, 0, 0)
+    raise ValueError(f"{op} is not a collective")
+
+
+def moved(op: str, size: int, ranks: int) -> int:
+    """S of nccl-tests: the bytes algbw counts per operation, after the rounding of each rank's share."""
+    c = counts(op, size, ranks)
+    return max(c.send, c.recv) * FLOAT_BYTES
+
+
+def all_reduce_bytes(size: int, ranks: int) -> int:
+    """nccl-tests' S for all_reduce: count x sizeof(float), the count rounded down to whole floats."""
+    return moved("all_reduce", size, ranks)
+
+
+def modes(op: str) -> tuple[str, ...]:
+    """The variants timed per size, in nccl-tests' order (out of place first)."""
+    return (OUT_OF_PLACE,) if op == "alltoall" else (OUT_OF_PLACE, IN_PLACE)
+
+
+def rotation_offset(iteration: int, size: int, capacity: int) -> int:
+    """nccl-tests' shift of the buffer pointer per iteration: size x (iter mod (capacity // size))."""
+    slots = max(1, capacity // size) if size else 1
+    return size * (iteration % slots)
+
+
+def expected(op: str, rank: int, ranks: int, chunk: int) -> float:
+    """The value every element of chunk ``chunk`` of ``rank``'s receive buffer must hold after the data
+    check, when rank r sent r+1 (all_reduce, all_gather, reduce_scatter) or r x n + p + 1 to peer p
+    (alltoall). Exact in float32 for any node's rank count."""
+    if op in ("all_reduce", "reduce_scatter"):
+        return ranks * (ranks + 1) / 2
+    if op == "all_gather":
+        return float(chunk + 1)
+    if op == "alltoall":
+        return float(chunk * ranks + rank + 1)
+    raise ValueError(f"{op} is not a collective")
+
+
+def sent(op: str, rank: int, ranks: int, chunk: int) -> float:
+    """What ``rank`` puts in chunk ``chunk`` of its send buffer for the data check (see ``expected``)."""
+    if op == "alltoall":
+        return float(rank * ranks + chunk + 1)
+    return float(rank + 1)

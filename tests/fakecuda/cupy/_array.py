@@ -1,0 +1,44 @@
+"""The few ndarray operations the probes use on device memory (``fill``, ``!=``, ``count_nonzero``), on
+numpy views of the fake's device memory. Each first runs what is enqueued, as a synchronous call would
+wait for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._machine import MACHINE
+
+
+class ndarray:  # noqa: N801 - CuPy's name
+    def __init__(self, shape: tuple[int, ...], dtype: Any = np.float32, memptr: Any = None,
+                 _host: Any = None) -> None:
+        if _host is not None:
+            self._a = _host
+            return
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape))
+        alloc = MACHINE.find(memptr.ptr, count * dt.itemsize)
+        if alloc is None:
+            raise RuntimeError("fake CuPy: an ndarray over host memory")
+        self.device = alloc.device
+        self._a = np.frombuffer(alloc.data, dtype=dt, count=count, offset=memptr.ptr - alloc.base).reshape(shape)
+
+    def fill(self, value: float) -> None:
+        MACHINE.drain()
+        self._a[...] = value
+
+    def __ne__(self, other: object) -> ndarray:  # type: ignore[override]
+        MACHINE.drain()
+        return ndarray((), _host=self._a != other)
+
+    def __eq__(self, other: object) -> ndarray:  # type: ignore[override]
+        MACHINE.drain()
+        return ndarray((), _host=self._a == other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def count_nonzero(a: ndarray) -> int:
+    return int(np.count_nonzero(a._a))

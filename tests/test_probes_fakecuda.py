@@ -1,0 +1,134 @@
+"""The cuda backend end to end through the real harness, in child processes, on the fake CUDA runtime:
+one process per pass, peer access under CUDA's limit of 8 peers, every copy checked after every sample,
+collectives timed as CUDA graphs behind the latch, the anchors' tests, and numbers labelled simulated."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import probes
+import topology as t
+from probes import Status
+from tests.fakecuda_support import FAKE, TINY, configure, gpu_box, outcomes
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_pass_is_one_child_that_starts_cuda_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = configure(monkeypatch, tmp_path)
+    snap = gpu_box(2)
+    tests = ["host_to_device_memcpy_ce", "device_to_device_memcpy_write_ce", "host_device_latency_sm", "all_reduce"]
+    with probes.ProbeProcess("cuda") as process:
+        report = probes.run_probes(snap, profile_name=TINY, tests=tests, process=process)
+        assert process.children_started == 1
+    assert {o.status for o in report.outcomes} == {Status.OK}, [o.reason for o in report.outcomes]
+    assert len(fake.calls("process")) == 1  # capabilities and every item: one process, one CUDA start
+    assert "cupy" not in sys.modules  # the parent never loads CUDA
+    assert {m.source for m in report.measurements} == {t.Source.SIMULATED}
+    assert "SIMULATED numbers, not measured on hardware" in probes.render_report(report, snap)
+    assert not fake.calls("latch_timeout")  # the host released every latch before anything waited on it
+
+
+def test_the_fake_refuses_a_ninth_peer(tmp_path: Path) -> None:
+    code = ("import cupy\nrt = cupy.cuda.runtime\nwith cupy.cuda.Device(0):\n"
+            "    for p in range(1, 10):\n"
+            "        try:\n            rt.deviceEnablePeerAccess(p)\n"
+            "        except rt.CUDARuntimeError as e:\n            print(p, e.status)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": str(FAKE), "FAKECUDA_GPUS": "10"})
+    assert done.stdout.split() == ["9", "711"]  # cudaErrorTooManyPeers
+
+
+def test_peer_access_is_given_back_after_each_pair(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = configure(monkeypatch, tmp_path, gpus=10)
+    report = probes.run_probes(gpu_box(10), profile_name=TINY, backend="cuda",
+                               tests=["device_to_device_memcpy_write_ce", "device_to_device_latency_sm"])
+    assert len(report.outcomes) == 2 * 90
+    assert {o.status for o in report.outcomes} == {Status.OK}, {o.reason for o in report.outcomes}
+    enabled, disabled = fake.calls("peer_enable"), fake.calls("peer_disable")
+    assert not fake.calls("peer_refused")
+    assert max(c["mapped"] for c in enabled) == 1  # one peer mapped at a time, never near CUDA's 8
+    assert sorted((c["device"], c["peer"]) for c in enabled) == sorted((c["device"], c["peer"]) for c in disabled)
+    assert len(enabled) == 90 * 2 + 90  # copies: both ways per pair; latency: the chaser to the memory
+    write = outcomes(report, "device_to_device_memcpy_write_ce")[0]
+    assert dict(write.measurements[0].conditions)["peer_access"] == "enabled both ways for this item, disabled after it"
+
+
+@pytest.mark.parametrize("test", ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_local_copy",
+                                  "device_to_device_memcpy_read_sm", "host_to_all_memcpy_ce"])
+def test_every_sample_of_a_copy_is_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, test: str) -> None:
+    configure(monkeypatch, tmp_path, FAKECUDA_CORRUPT="1")
+    report = probes.run_probes(gpu_box(2), profile_name=TINY, backend="cuda", tests=[test])
+    failed = outcomes(report, test)[0]
+    assert failed.status is Status.FAILED
+    assert failed.reason.startswith(f"data check failed at {TINY.copy_bytes} bytes: sample 1: timed copy")
+    assert "differ" in failed.reason and not failed.measurements
+
+
+def test_collectives_are_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    configure(monkeypatch, tmp_path, gpus=3, FAKECUDA_CORRUPT="1")
+    report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=["all_gather"])
+    (failed,) = report.outcomes
+    assert failed.status is Status.FAILED and "wrong elements over all ranks (out of place)" in failed.reason
+
+
+def test_collectives_are_timed_as_graphs_behind_the_latch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = configure(monkeypatch, tmp_path, gpus=3)
+    ops = ["all_reduce", "all_gather", "reduce_scatter", "alltoall"]
+    report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=ops)
+    assert {o.status for o in report.outcomes} == {Status.OK}, [o.reason for o in report.outcomes]
+    modes = {"all_reduce": 2, "all_gather": 2, "reduce_scatter": 2, "alltoall": 1}
+    cells = sum(modes.values()) * len(TINY.collective_sizes)
+    assert len(fake.calls("capture_begin")) == 3 * cells  # one graph per GPU, size and mode
+    assert len(fake.calls("graph_launch")) == 3 * cells * TINY.samples
+    assert all(c["ops"] == TINY.collective_iters for c in fake.calls("capture_end"))
+    assert not fake.calls("latch_timeout")
+    for o in report.outcomes:
+        best, alg, avg = o.measurements
+        assert (best.direction, alg.direction, avg.direction) == ("busbw", "algbw", "avg_busbw")
+        assert {dict(m.conditions)["mode"] for m in o.sweep} == (
+            {"out of place"} if o.test == "alltoall" else {"out of place", "in place"})
+        assert len(o.sweep) == 2 * modes[o.test] * len(TINY.collective_sizes)
+        assert "captured as one CUDA graph per GPU" in dict(best.conditions)["timing"]
+    reduce = outcomes(report, "all_reduce")[0]
+    assert reduce.measurements[0].value == pytest.approx(reduce.measurements[1].value * 2 * 2 / 3)
+
+
+def test_capture_refused_is_issued_one_by_one_and_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = configure(monkeypatch, tmp_path, FAKECUDA_NO_CAPTURE="1")
+    report = probes.run_probes(gpu_box(2), profile_name=TINY, backend="cuda", tests=["all_reduce"])
+    (o,) = report.outcomes
+    assert o.status is Status.OK and not fake.calls("graph_launch")
+    assert dict(o.measurements[0].conditions)["timing"].startswith("operations issued one by one from Python")
+
+
+def test_without_nvrtc_the_kernel_tests_are_waived(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    configure(monkeypatch, tmp_path, FAKECUDA_NO_NVRTC="1")
+    tests = ["host_to_device_memcpy_ce", "host_to_device_memcpy_sm", "host_device_latency_sm"]
+    report = probes.run_probes(gpu_box(1), profile_name=TINY, backend="cuda", tests=tests)
+    ce, = outcomes(report, "host_to_device_memcpy_ce")
+    assert ce.status is Status.OK
+    assert dict(ce.measurements[0].conditions)["latch"].startswith("none: NVRTC could not compile")
+    for test in tests[1:]:
+        (o,) = outcomes(report, test)
+        assert o.status is Status.WAIVED and o.reason.startswith("NVRTC could not compile the probe kernels")
+
+
+def test_the_anchors_copy_tests_run_with_their_conditions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    configure(monkeypatch, tmp_path, gpus=3)
+    tests = ["host_to_device_bidirectional_memcpy_ce", "all_to_host_bidirectional_memcpy_ce",
+             "device_to_device_bidirectional_memcpy_write_sm", "host_to_all_memcpy_sm"]
+    report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=tests)
+    assert {o.status for o in report.outcomes} == {Status.OK}, [o.reason for o in report.outcomes]
+    both = outcomes(report, "all_to_host_bidirectional_memcpy_ce")[0]
+    (m,) = both.measurements
+    cond = dict(m.conditions)
+    assert m.direction == "b->a" and cond["interference"].startswith("5 untimed copies of twice the size")
+    assert "cudaHostRegister" in cond["host_buffer"] and "cuMemHostAlloc" in cond["host_buffer"]
+    sm = outcomes(report, "device_to_device_bidirectional_memcpy_write_sm")[0]
+    assert [x.direction for x in sm.measurements] == ["a->b", "b->a", "a<->b"]
+    assert dict(sm.measurements[0].conditions)["engine"].startswith("SM kernel")
