@@ -8,16 +8,24 @@ time, as a request would), for the best 8 on 8-GPU machine profiles (target 10 m
 the 72 GPUs of a GB200 NVL72-like NVLink domain (target 100 ms; C(72, 16) is about 10^15 groups). Fleet:
 ``fleet_report`` over ``--nodes`` simulated node summaries (NVL72 racks, HGX H100 nodes, PCIe nodes; bus
 bandwidths from the cost model on those machines, jittered 5%, 1% of nodes degraded), with where 16 GPUs
-fit: target 2 s and 500 MB (the process's peak resident memory, imports included).
+fit: target 2 s and 500 MB (the process's peak resident memory, imports included). Cluster: ``topolink
+cluster --gpus 16`` as a user runs it (a process of its own: interpreter, imports, kubeconfig) against
+``--nodes`` simulated nodes listed by an HTTP server in this process (benchmarks/_fake_fleet.py: labels and
+slices from topolink's own sinks, with what a kube-apiserver adds), in pages of 500: wall time and the
+command's peak resident memory, same targets; then the same read in this process, split into its parts.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
 import math
+import os
 import random
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +36,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _table import print_rows  # noqa: E402  (beside this script)
+from _fake_fleet import serve, simulated  # noqa: E402  (beside this script)
+from _table import print_rows  # noqa: E402
 
 import topology as t  # noqa: E402
 from tests.placement_support import (  # noqa: E402
@@ -80,6 +89,33 @@ def search(runs: int, work: Path) -> None:
         rows.append((f"best {n} of 16, PCIe 2-level switches ({best.evaluated} groups)", f"{ms:.2f} ms",
                      "proven best" if best.optimal else "best found"))
     print("Placement search (median of runs, cost model built from the snapshot each time)")
+    print_rows(rows, value_width=10)
+
+
+def served(runs: int, work: Path) -> None:
+    """GET /v1/placement and / through the agent's ASGI app: the first answer per snapshot searches, the next
+    ones come from the cache."""
+    from starlette.testclient import TestClient
+
+    from exporter import HttpConfig, MetricsCache, View, create_app
+
+    rows = []
+    generations = itertools.count(1)
+    for name, snap in (("hgx-h100", discover_profile("hgx-h100", work / "served")), ("NVL72 domain", nvl72())):
+
+        def fresh(s: t.Snapshot = snap) -> TestClient:
+            view = View(snapshot=s, generation=next(generations))
+            return TestClient(create_app(lambda: view, MetricsCache(lambda: view), HttpConfig()))
+
+        for path, label in (("/v1/placement?gpus=8", "GET /v1/placement?gpus=8"), ("/", "GET / (page)")):
+            first = _median_ms(lambda p=path: fresh().get(p), runs)
+            client = fresh()
+            client.get(path)
+            again = _median_ms(lambda p=path, c=client: c.get(p), runs)
+            size = len(client.get(path).content)
+            rows.append((f"{label}, {name}, {len(snap.gpus)} GPUs", f"{first:.1f} ms",
+                         f"cached: {again:.1f} ms; {size / 1e3:.0f} kB"))
+    print("\nServed (through the ASGI app in process; first request of a snapshot, then cached)")
     print_rows(rows, value_width=10)
 
 
@@ -159,6 +195,79 @@ def fleet(nodes: int, work: Path) -> None:
     print_rows(rows, value_width=10)
 
 
+# Runs the command as a child of a small process of its own and reports the child's wall time and peak
+# resident memory. Not from this process: Linux counts the memory a child shared with its parent before exec
+# in the child's peak, and this process holds the simulated fleet.
+_LAUNCHER = """
+import json, os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump({"seconds": time.perf_counter() - start, "maxrss_kib": usage.ru_maxrss,
+               "status": os.waitstatus_to_exitcode(status)}, f)
+"""
+
+
+def _run_measured(argv: list[str], env: dict[str, str], report: Path) -> tuple[float, float, int, bytes]:
+    """Wall seconds, peak resident MB, exit status and standard output of ``argv``."""
+    out = subprocess.run([sys.executable, "-c", _LAUNCHER, str(report), *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env, check=False).stdout
+    got = json.loads(report.read_text())
+    return got["seconds"], got["maxrss_kib"] * 1024 / 1e6, got["status"], out
+
+
+def cluster(nodes: int, work: Path) -> None:
+    from exporter.kube import LightkubeApi, read_cluster
+
+    kinds = {"gb200": discover_profile("gb200-tray", work / "c-gb200"),
+             "hgx": discover_profile("hgx-h100", work / "c-h"), "pcie": discover_profile("rtx4090-8x", work / "c-pcie")}
+    fleet = simulated(kinds, nodes, random.Random(5))
+    url, stop = serve(fleet)
+    config = work / "kubeconfig"
+    config.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "f",
+                                  "clusters": [{"name": "f", "cluster": {"server": url}}],
+                                  "users": [{"name": "u", "user": {}}],
+                                  "contexts": [{"name": "f", "context": {"cluster": "f", "user": "u"}}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG"))}
+    argv = [sys.executable, "-m", "agent.cli", "cluster", "--kubeconfig", str(config), "--gpus", "16",
+            "--format", "json"]
+    try:
+        _run_measured(argv, env, work / "run.json")  # warm: the page cache for the interpreter's and our modules
+        runs = [_run_measured(argv, env, work / "run.json") for _ in range(3)]
+        api = LightkubeApi.connect(kubeconfig=str(config))
+        start = time.perf_counter()
+        read = read_cluster(api)
+        read_s = time.perf_counter() - start
+        start = time.perf_counter()
+        report = t.fleet_report(read.summaries, gpus=16)
+        report_s = time.perf_counter() - start
+    finally:
+        stop()
+    wall = statistics.median(r[0] for r in runs)
+    rss = max(r[1] for r in runs)
+    doc = json.loads(runs[0][3]) if runs[0][2] == 0 else {}
+    best = report.fits[0] if report.fits else None
+    rows = [
+        (f"topolink cluster --gpus 16, {nodes} nodes ({fleet.node_bytes / 1e6:.0f} MB of node metadata, "
+         f"{fleet.slice_bytes / 1e6:.0f} MB of slices)", f"{wall:.2f} s",
+         ("ok" if wall <= 2 else "OVER") + f" (target 2 s; median of 3, exit {runs[0][2]})"),
+        ("peak resident memory of that process", f"{rss:.0f} MB",
+         ("ok" if rss <= 500 else "OVER") + " (target 500 MB)"),
+        ("  the same read in this process, beside the server's thread", f"{read_s:.2f} s",
+         f"{read.pages} pages, {len(read.summaries)} nodes, {read.slices} slices"),
+        ("  the fleet report", f"{report_s * MS:.0f} ms",
+         f"{len(report.classes)} classes, {sum(len(c.outliers) for c in report.classes)} outliers"),
+        ("where 16 GPUs fit best", best.kind if best else "nowhere",
+         f"{(best.busbw_bytes_per_second or 0) / 1e9:.0f} GB/s, {best.limit}, {best.source}" if best else "-"),
+        ("the command's answer agrees", "yes" if doc.get("nodes") == len(read.summaries) else "NO", "-"),
+    ]
+    print("\nCluster (topolink cluster against a simulated API server; busbw classes are estimates)")
+    print_rows(rows, value_width=10)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -167,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="topolink-placement-") as tmp:
         work = Path(tmp)
         search(args.runs, work)
+        served(max(3, args.runs // 4), work)
         estimates(work)
         fleet(args.nodes, work)
+        cluster(args.nodes, work)
     return 0
 
 

@@ -17,21 +17,26 @@ if _TYPE_CHECKING:
     from ._metrics import SnapshotCollector, families
     from ._page import page
     from ._picture import Svg, picture_dot, render_svg
+    from ._placement import BusyInfo, PlacementQuery, QueryError, parse_size, placement_answer, query_from_params
+    from ._placement_text import placement_table
     from ._server import connection_cap, http_server, listen
     from ._sink import PublishResult, Sink, WatchingSink
     from ._view import ProbeStats, SinkStats, View, sink_stats
 
 __all__ = [
     "FAMILIES",
+    "BusyInfo",
     "Exposition",
     "Family",
     "HttpConfig",
     "HttpLimits",
     "HttpStats",
     "MetricsCache",
+    "PlacementQuery",
     "ProbeControl",
     "ProbeStats",
     "PublishResult",
+    "QueryError",
     "Sink",
     "SinkStats",
     "SnapshotCollector",
@@ -47,7 +52,11 @@ __all__ = [
     "listen",
     "metrics_markdown",
     "page",
+    "parse_size",
     "picture_dot",
+    "placement_answer",
+    "placement_table",
+    "query_from_params",
     "readiness",
     "render_svg",
     "series_bound",
@@ -57,6 +66,13 @@ __all__ = [
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
 # prometheus_client, Starlette or a Kubernetes client (only ``topolink serve`` needs them).
 _WHERE = {
+    'BusyInfo': '_placement',
+    'PlacementQuery': '_placement',
+    'QueryError': '_placement',
+    'parse_size': '_placement',
+    'placement_answer': '_placement',
+    'placement_table': '_placement_text',
+    'query_from_params': '_placement',
     'Exposition': '_exposition',
     'FAMILIES': '_families',
     'Family': '_families',

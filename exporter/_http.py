@@ -27,8 +27,9 @@ from topology import dumps, matrix
 
 from ._exposition import MetricsCache
 from ._negotiate import OPENMETRICS, TEXT, accepts_gzip, etag_matches, negotiate_metrics
-from ._page import page
+from ._page import INLINE_TREE_GPUS, page
 from ._picture import Svg, picture_dot, render_svg
+from ._placement_api import PlacementCache, placement_endpoint
 from ._view import View
 
 
@@ -125,6 +126,7 @@ def readiness(view: View | None) -> tuple[int, str]:
 def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
                probes: ProbeControl | None = None) -> Starlette:
     renders = _Renders(config)
+    placements = PlacementCache()
 
     def view_or_503() -> View | Response:
         view = current()
@@ -177,9 +179,10 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
         view = got
 
         def build() -> str:
-            svg: Svg = renders.get(view, "svg")
+            big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
+            svg: Svg = Svg(None, "linked") if big else renders.get(view, "svg")
             return page(view, now=time.time(), svg=svg.svg, svg_reason=svg.reason,
-                        measured_matrix=renders.get(view, "measured"))
+                        measured_matrix=renders.get(view, "measured"), placements=placements.page_groups(view))
 
         return HTMLResponse(await run_in_threadpool(build))
 
@@ -210,6 +213,7 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
               Route("/healthz", healthz), Route("/readyz", readyz),
               Route("/v1/topology", topology_json), Route("/v1/topology/matrix", topology_matrix),
               Route("/v1/topology.dot", topology_dot), Route("/v1/topology.svg", topology_svg),
+              Route("/v1/placement", placement_endpoint(view_or_503, placements)),
               Route("/", index), Route("/v1/probe", start_probe, methods=["POST"]),
               Route("/v1/probe/{run_id}", probe_status)]
     app = Starlette(routes=routes)

@@ -1,20 +1,27 @@
 """``/``: one self-contained HTML page of the node for an operator (no script, no external resource).
 
-The picture inline, the ``topo -m`` matrix, the measured matrices, measured bandwidth beside the
-theoretical, the sources, the problems and since when each unknown fact has been stale.
+The node's GPUs grouped by socket, PCIe switch and NVLink island, the pair-bandwidth heat map, the best
+groups of 2, 4 and 8 GPUs (estimates), the PCIe tree (Graphviz), the ``topo -m`` matrix, the measured
+matrices, measured bandwidth beside the theoretical, the sources, the problems and since when each unknown
+fact has been stale.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from typing import Any
 
 from topology import Snapshot, matrix
 
 from ._derive import degraded
+from ._heatmap import pair_heatmap
+from ._layout import node_picture
+from ._placement_text import best_groups_table
 from ._view import View
 
+INLINE_TREE_GPUS = 16  # the Graphviz tree of a 72-GPU NVLink domain is a megabyte of edges: linked, not inlined
 _CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;
 border-bottom:1px solid #ccc;margin-top:1.6em}table{border-collapse:collapse;font-size:.9em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#f3f3f3}pre{background:#f8f8f8;
@@ -50,7 +57,8 @@ def _label(snap: Snapshot, subject: str) -> str:
     return subject
 
 
-def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured_matrix: str) -> str:
+def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured_matrix: str,
+         placements: Sequence[Mapping[str, Any]] = ()) -> str:
     snap = view.snapshot
     status = '<span class="ok">complete</span>' if snap.complete else \
         '<span class="bad">incomplete: some facts are served from earlier passes</span>'
@@ -61,9 +69,13 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         f"<p>Snapshot {status}; discovered {_when(snap.taken_at, now)}; structure hash "
         f"<code>{escape(view.structure_hash[:16])}</code>; {len(snap.gpus)} GPUs, {len(snap.nics)} NICs, "
         f"{len(snap.numa_nodes)} NUMA nodes; topolink {escape(view.version)}.</p>",
-        "<h2>Picture</h2>",
-        f'<div class="picture">{_inline(svg)}</div>' if svg is not None else
-        f'<p class="bad">No picture: {escape(svg_reason)}</p>',
+        "<h2>GPUs by socket, PCIe switch and NVLink island</h2>", node_picture(snap),
+        "<h2>Pair bandwidth, measured against theoretical</h2>", pair_heatmap(snap),
+        "<h2>Best GPU groups (estimates)</h2>", best_groups_table(placements),
+        "<details><summary>PCIe tree (Graphviz)</summary>",
+        f'<p><a href="/v1/topology.svg">/v1/topology.svg</a> (not inlined above {INLINE_TREE_GPUS} GPUs)</p>'
+        if len(snap.gpus) > INLINE_TREE_GPUS else f'<div class="picture">{_inline(svg)}</div>' if svg is not None
+        else f'<p class="bad">No picture: {escape(svg_reason)}</p>', "</details>",
         "<h2>GPU and NIC matrix (nvidia-smi topo -m)</h2>",
         f"<pre>{escape(matrix(snap) or 'No GPU or RDMA NIC on this node.')}</pre>",
         "<h2>Measured bandwidth beside theoretical</h2>",

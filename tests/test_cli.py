@@ -38,7 +38,8 @@ def modules_loaded_by(*argv: str) -> set[str]:
     return set(out.stdout.split())
 
 
-@pytest.mark.parametrize("argv", [("--help",), ("discover", "--format", "json"), ("discover",), ("topo",)])
+@pytest.mark.parametrize("argv", [("--help",), ("discover", "--format", "json"), ("discover",), ("topo",),
+                                  ("place", "--gpus", "2")])
 def test_cli_paths_load_no_heavy_library(argv: tuple[str, ...]) -> None:
     loaded = modules_loaded_by(*argv)
     heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
@@ -53,8 +54,9 @@ def test_help_loads_only_argparse_and_the_flag_modules() -> None:
                           capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
     added = modules_loaded_by("--help") - set(bare)
     ours = {m for m in added if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
-    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli.discover", "agent.cli.probe",
-                    "agent.cli.prune", "agent.cli.serve", "agent.cli.topo", "agent.discovery",
+    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli.cluster", "agent.cli.discover",
+                    "agent.cli.place",
+                    "agent.cli.probe", "agent.cli.prune", "agent.cli.serve", "agent.cli.topo", "agent.discovery",
                     "agent.discovery.sources", "agent.discovery.sources._catalog", "exporter", "exporter._http_flags",
                     "exporter.kube", "exporter.kube._flags", "topology", "topology._lazy"}
     costly = {"typing", "dataclasses", "inspect", "fnmatch", "urllib.parse", "json", "pynvml", "prometheus_client"}

@@ -76,6 +76,7 @@ if _TYPE_CHECKING:
     from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
     from ._render import LEGEND, TopoRow, TopoTable, matrix, ordered_gpus, ordered_rdma_nics, topo_table
     from ._summary import no_gpu_reason, summary
+    from ._switch import pcie_switch
     from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
 __all__ = [
@@ -175,6 +176,7 @@ __all__ = [
     "path",
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
+    "pcie_switch",
     "structure_hash",
     "summary",
     "to_dict",
@@ -263,6 +265,7 @@ _WHERE = {
     'PathInfo': '_paths',
     'pcie_bytes_per_second': '_rates',
     'pcie_gen_from_gts': '_rates',
+    'pcie_switch': '_switch',
     'PcieLinkState': '_model',
     'PciFunction': '_model',
     'Placement': '_costtypes',

@@ -108,10 +108,11 @@ class CollectiveEstimate:
 class LeftOut:
     gpu: str
     index: int | None
-    reason: str  # excluded, lost, mig
+    reason: str  # excluded, lost, mig, busy
+    detail: str = ""  # why, where the reason has more to say (busy: "2 compute processes running")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"gpu": self.gpu, "index": self.index, "reason": self.reason}
+        return {"gpu": self.gpu, "index": self.index, "reason": self.reason, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

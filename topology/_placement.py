@@ -1,8 +1,9 @@
 """``best_groups``: the K best groups of N GPUs on one node for a collective, by the cost model's estimate.
 
-The GPUs to choose from are the node's, less those asked to be left out, lost ones (fell off the bus) and,
-by default, those in MIG mode (a MIG GPU takes no part in peer collectives as a whole GPU); the result
-names each left out and why. Equal estimates are ordered by fewer sockets, then fewer host bridges spanned,
+The GPUs to choose from are the node's, less those asked to be left out, lost ones (fell off the bus),
+by default those in MIG mode (a MIG GPU takes no part in peer collectives as a whole GPU), and those the
+caller says are busy (compute processes, utilisation: a fact of the moment, asked of NVML by the caller);
+the result names each left out and why. Equal estimates are ordered by fewer sockets, then fewer host bridges spanned,
 then fewer directed physical links used (traffic that stays under one PCIe switch leaves the uplinks free
 for other jobs), then GPU index.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ._cost import CostModel, Plan
 from ._costtypes import Algorithm, Collective, GroupChoice, LeftOut, Placement
@@ -165,21 +166,24 @@ class _Search:
 
 def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int = PLACEMENT_SIZE_BYTES, top: int = 3,
                 exclude: Iterable[str | int] = (), collective: Collective = Collective.ALL_REDUCE,
-                include_lost: bool = False, include_mig: bool = False) -> Placement:
+                include_lost: bool = False, include_mig: bool = False,
+                busy: Mapping[str, str] | None = None) -> Placement:
     """The ``top`` best groups of ``n`` GPUs for ``collective`` of ``size_bytes``. ``snap_or_model`` is a
     :class:`Snapshot` or a :class:`CostModel` built from one (to reuse its routes); ``exclude`` takes GPU ids
-    or NVML indices."""
+    or NVML indices; ``busy`` maps GPU ids to why each is busy (left out, with that reason)."""
     model = snap_or_model if isinstance(snap_or_model, CostModel) else CostModel(snap_or_model)
     if n < 1 or top < 1:
         raise PlacementError("a group has at least 1 GPU, and at least 1 group is asked for")
     fab = model.fabric
     excluded = _resolve(model, exclude)
+    busy = busy or {}
     left_out: list[LeftOut] = []
     for gid, g in fab.gpus.items():
         reason = ("excluded" if gid in excluded else "lost" if g.lost and not include_lost
-                  else "mig" if g.mig_enabled and not include_mig else None)
+                  else "mig" if g.mig_enabled and not include_mig else "busy" if gid in busy else None)
         if reason:
-            left_out.append(LeftOut(gpu=gid, index=g.index, reason=reason))
+            left_out.append(LeftOut(gpu=gid, index=g.index, reason=reason,
+                                    detail=busy[gid] if reason == "busy" else ""))
     out = {x.gpu for x in left_out}
     available = sorted((g for g in fab.gpus if g not in out), key=model.locality_key)
 

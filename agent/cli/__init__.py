@@ -19,12 +19,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import discover, probe, prune, serve, topo
+from . import cluster, discover, place, probe, prune, serve, topo
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
 
 # One module per command, in the order ``--help`` lists them. Each has ``add_parsers(subparsers,
 # add_discovery_args)`` and sets a ``handler`` default; heavy dependencies load only inside the handlers.
-_COMMANDS = (discover, topo, probe, serve, prune)
+_COMMANDS = (discover, topo, place, probe, serve, prune, cluster)
 
 
 class _VersionAction(argparse.Action):

@@ -1,6 +1,7 @@
 """Publishing to Kubernetes: node labels, DRA ResourceSlices, DeviceTaintRules and the NFD hand-off.
 
-Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port.
+Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port; the fleet
+is read back for ``topolink cluster`` (``read_cluster``) in pages.
 """
 
 from topology._lazy import lazy_names as _lazy_names
@@ -10,6 +11,8 @@ _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up
 if _TYPE_CHECKING:
     from ._api import Kind, KubeApi, NodeView
     from ._client import LightkubeApi
+    from ._cluster import ClusterRead, read_cluster
+    from ._cluster_text import cluster_document, cluster_table
     from ._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
     from ._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
     from ._flags import POLICY_SETTINGS, add_kube_args
@@ -29,6 +32,7 @@ __all__ = [
     "POLICY_SETTINGS",
     "Backoff",
     "BadConfig",
+    "ClusterRead",
     "Conflict",
     "DeviceTaintRuleSink",
     "Expired",
@@ -52,6 +56,8 @@ __all__ = [
     "add_kube_args",
     "build_slices",
     "catalogue",
+    "cluster_document",
+    "cluster_table",
     "config_from_args",
     "desired_devices",
     "desired_labels",
@@ -61,6 +67,7 @@ __all__ = [
     "policy_params",
     "policy_rules",
     "prune",
+    "read_cluster",
     "reference_markdown",
     "sinks_from_config",
 ]
@@ -69,6 +76,10 @@ __all__ = [
 _WHERE = {
     'Backoff': '_retry',
     'BadConfig': '_errors',
+    'ClusterRead': '_cluster',
+    'cluster_document': '_cluster_text',
+    'cluster_table': '_cluster_text',
+    'read_cluster': '_cluster',
     'Conflict': '_errors',
     'DeviceTaintRuleSink': '_taint_sink',
     'Expired': '_errors',

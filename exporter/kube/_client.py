@@ -128,6 +128,23 @@ class LightkubeApi:
             return resp.json() if resp.status_code == 200 else {}
         return self._backoff.run(once)
 
+    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
+        """One page of a list, its JSON body undecoded (``limit``/``continue`` in ``params``), retried as every
+        call is; 410 Gone (an expired continue token) raises :class:`~._errors.Expired`."""
+        http = self._http
+        headers = {"Accept": accept} if accept else {}
+
+        def once() -> bytes:
+            with _mapped(f"GET {path}"):
+                resp = http.get(path, params=dict(params), headers=headers)
+            if resp.status_code != 200:
+                err = _error(f"GET {path}", resp.status_code, resp.text[:200])
+                if resp.status_code in RETRYABLE:
+                    raise Retryable(err, retry_after(resp.headers.get("Retry-After")))
+                raise err
+            return bytes(resp.content)
+        return self._backoff.run(once)
+
     def served_versions(self, group: str) -> Sequence[str]:
         return [str(v["version"]) for v in self._raw_get(f"/apis/{group}").get("versions", [])]
 

@@ -24,6 +24,7 @@ from topology import (
     structure_hash,
 )
 
+from ._busbw import SIZES, busbw_labels
 from ._errors import InvalidObject
 from ._health import BwKind, classify, degradation, node_ratio, ratios
 from ._names import check_labels, check_prefix, label_value, sanitise_value
@@ -171,6 +172,10 @@ def _bandwidth(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Val
     return out
 
 
+def _busbw(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
+    return busbw_labels(snap, cfg.prefix, prev)
+
+
 def _hash(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     return {"structure-hash": structure_hash(snap)[:12]}
 
@@ -221,6 +226,12 @@ LABELERS: tuple[Labeler, ...] = (
         ("bw-gpu-gpu", "measured GPU-GPU copy class: `full`, `reduced`, `low` (hysteresis)"),
         ("bw-host-gpu", "measured host-GPU copy class"),
         ("bw-allreduce", "measured NCCL all-reduce bus bandwidth class"))),
+    Labeler(name="busbw", fn=_busbw, needs=(A.GPUS, A.NVLINKS, A.PCIE_PATH, A.PCIE_LINK, A.NUMA, A.MIG), keys=tuple(
+        (f"allreduce-busbw-{n}", f"estimated all-reduce bus bandwidth of the best {n}-GPU group (cost model, 1 GiB, "
+                                 "not measured) in GB/s, rounded down to a power of two (`512`: 512-1023) with "
+                                 "hysteresis: a whole number for node affinity `Gt`/`Lt`; absent when the node has "
+                                 f"fewer than {n} GPUs to group" if n == SIZES[0] else
+         f"the same for the best {n}-GPU group") for n in SIZES)),
     Labeler(name="hash", fn=_hash, needs=(A.ALL,), keys=(
         ("structure-hash", "first 12 hex digits of the snapshot's structure hash"),)),
     Labeler(name="compat", fn=_compat, needs=(A.GPUS, A.NVLINKS, A.FABRIC), compat=True, keys=(

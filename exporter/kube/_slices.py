@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topology import Aspect, Gpu, Nic, PathIndex, Snapshot, nearest_nics, nvlink_islands
+from topology import Aspect, Gpu, Nic, PathIndex, Snapshot, nearest_nics, nvlink_islands, pcie_switch
 
 from ._api import MANAGED_BY, Obj
 from ._errors import InvalidObject
@@ -39,7 +39,8 @@ TAINT = "topology-only"
 
 # attribute -> the aspect of its device it comes from (unknown: the previous value stays)
 NEEDS: dict[str, Aspect] = {
-    "pcieRoot": Aspect.PCIE_PATH, "numaNode": Aspect.NUMA, "uuid": Aspect.IDENTITY, "productName": Aspect.IDENTITY,
+    "pcieRoot": Aspect.PCIE_PATH, "pcieSwitch": Aspect.PCIE_PATH,
+    "numaNode": Aspect.NUMA, "uuid": Aspect.IDENTITY, "productName": Aspect.IDENTITY,
     "cudaComputeCapability": Aspect.IDENTITY, "nvlinkIsland": Aspect.NVLINKS, "nvlinkIslandSize": Aspect.NVLINKS,
     "nvlinkCount": Aspect.NVLINKS, "nvlinkGen": Aspect.NVLINKS, "pcieGen": Aspect.PCIE_LINK,
     "pcieWidth": Aspect.PCIE_LINK, "nearestNic": Aspect.PCIE_PATH, "nicPath": Aspect.PCIE_PATH,
@@ -49,12 +50,16 @@ ATTRIBUTES: tuple[tuple[str, str, str], ...] = (  # (name, type, meaning), for t
     (f"{STD}/pciBusID", "string", "PCI address `dddd:bb:dd.f` (GPU and NIC)"),
     (f"{STD}/pcieRoot", "string", "PCIe root complex `pciDDDD:BB` (GPU and NIC)"),
     (f"{STD}/numaNode", "int", "NUMA node; omitted when unknown (GPU and NIC)"),
+    ("pcieSwitch", "string", "bus id of the upstream port of the nearest PCIe switch above the device, or its root "
+                             "complex `pciDDDD:BB` when none (GPU and NIC): `matchAttribute` keeps a claim under "
+                             "one switch"),
     ("type", "string", "`gpu` or `nic`"),
     ("uuid", "string", "GPU UUID"),
     ("productName", "string", "GPU product name"),
     ("cudaComputeCapability", "version", "compute capability as semver (`9.0.0`)"),
     ("driverVersion", "version", "NVIDIA driver version as semver (`580.65.6`)"),
-    ("nvlinkIsland", "int", "index of the GPU's NVLink island on the node (largest first)"),
+    ("nvlinkIsland", "int", "index of the GPU's NVLink island on the node (largest first; a GPU without NVLink is "
+                            "an island of its own): `matchAttribute` keeps a claim inside one island"),
     ("nvlinkIslandSize", "int", "GPUs in that island"),
     ("nvlinkCount", "int", "active NVLinks of the GPU"),
     ("nvlinkGen", "int", "NVLink generation"),
@@ -106,12 +111,14 @@ def _roots(snap: Snapshot) -> dict[str, str]:
     return out
 
 
-def _std(bdf: str | None, numa: int | None, roots: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
+def _std(bdf: str | None, numa: int | None, roots: Mapping[str, str], snap: Snapshot) -> dict[str, tuple[str, Any]]:
     out: dict[str, tuple[str, Any]] = {}
     if bdf and _BDF.match(bdf):
         out[f"{STD}/pciBusID"] = ("string", bdf)
         if bdf in roots:
             out[f"{STD}/pcieRoot"] = ("string", roots[bdf])
+            if switch := pcie_switch(snap, bdf):
+                out["pcieSwitch"] = ("string", switch)
     if numa is not None and numa >= 0:
         out[f"{STD}/numaNode"] = ("int", numa)
     return out
@@ -176,14 +183,14 @@ def desired_devices(snap: Snapshot, cfg: SliceConfig, observed: Sequence[Obj] = 
             continue
         name = f"gpu-{g.minor}"
         old = prev.get(name, {}).get("attributes", {})
-        attrs = _std(g.id, g.numa_node, roots) | _gpu_attrs(snap, g, ctx) | _bw_attrs(g.id, found, old)
+        attrs = _std(g.id, g.numa_node, roots, snap) | _gpu_attrs(snap, g, ctx) | _bw_attrs(g.id, found, old)
         devices[name] = _device(name, attrs, cfg, old, lambda a, gid=g.id: k.knows(gid, a))
     for n in snap.nics:
         if not n.rdma:
             continue
         name = nic_device_name(n)
         old = prev.get(name, {}).get("attributes", {})
-        attrs = _std(n.pci_bus_id, n.numa_node, roots) | {"type": ("string", "nic"), "name": ("string", n.name)}
+        attrs = _std(n.pci_bus_id, n.numa_node, roots, snap) | {"type": ("string", "nic"), "name": ("string", n.name)}
         layers = sorted({p.link_layer for p in n.ports if p.link_layer})
         rates = [p.rate_gbps for p in n.ports if p.rate_gbps]
         if layers:

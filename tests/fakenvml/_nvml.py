@@ -88,6 +88,10 @@ def _gpu_lines(machine: Machine, i: int, gpu: Function, plan: list[tuple[int, in
     if gpu.link is not None:
         yield f"gpu {i} pcie {' '.join(str(v) for v in gpu.link)}"
     yield from _mig_lines(i, s)
+    busy = machine.nvml["busy"].get(i)
+    if busy:
+        yield (f"gpu {i} busy {int(busy.get('processes', 0))} {int(busy.get('gpu_percent', 0))} "
+               f"{int(busy.get('memory_percent', 0))}")
     fabric = s.get("fabric")
     if fabric:
         uuid = str(fabric.get("cluster_uuid") or "0" * 32).replace("-", "")

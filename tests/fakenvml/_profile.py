@@ -152,7 +152,8 @@ def _nvml_section(doc: Mapping[str, Any], where: str) -> Mapping[str, Any]:
               "pcie": {**_P2P_PCIE, **(p2p.get("pcie") or {})}}
     out = {"driver": str(driver.get("version", "")), "nvml": str(driver.get("nvml", "")),
            "cuda": int(driver.get("cuda", -1)), "nvlink": dict(doc.get("nvlink") or {}), "p2p": groups,
-           "inject": list(doc.get("inject") or ())}
+           "inject": list(doc.get("inject") or ()),
+           "busy": {int(k): dict(v) for k, v in (doc.get("busy") or {}).items()}}
     for group in groups.values():
         for cap, status in group.items():
             if cap not in P2P_CAPS or status not in P2P_STATUS:

@@ -10,7 +10,8 @@
  *  - a link index at or past the GPU's link count is INVALID_ARGUMENT (callers loop until it);
  *  - nvmlDeviceGetGpuFabricInfoV accepts struct versions 2 (0x02000024) and 3 (0x03000028) and writes
  *    only (version & 0xFFFFFF) bytes; any other version is ARGUMENT_VERSION_MISMATCH;
- *  - a lost GPU answers GPU_IS_LOST to every call that names it, pair calls included.
+ *  - a lost GPU answers GPU_IS_LOST to every call that names it, pair calls included;
+ *  - compute processes and utilisation answer as on an idle GPU (none, 0%) unless the profile says it is busy.
  *
  * Test hooks: "error" lines inject a return code per function, GPU and link; "lose" lines make a GPU
  * fall off the bus at its n-th call of a function. Every call is counted per function and arguments;
@@ -136,7 +137,18 @@ typedef struct device {
     unsigned int field_value[MAX_FIELDS];
     int nfields;
     int lost;
+    unsigned int procs, util_gpu, util_memory; /* busy: compute processes, utilisation percent */
 } device_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
 
 typedef struct {
     char func[64];
@@ -338,6 +350,8 @@ static int parse_gpu_line(device_t *d, int index, const char *key, char *rest) {
         d->fabric.healthMask = health;
         d->fabric.healthSummary = (unsigned char)summary;
         d->has_fabric = 1;
+    } else if (strcmp(key, "busy") == 0) {
+        if (sscanf(rest, "%u %u %u", &d->procs, &d->util_gpu, &d->util_memory) != 3) return -1;
     } else if (strcmp(key, "fabricmax") == 0) {
         d->fabric_max_version = (unsigned int)atoi(rest);
     } else if (strcmp(key, "links") == 0) {
@@ -941,5 +955,31 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(void *device1, void *device2, int index, int
         return NVML_ERROR_INVALID_ARGUMENT;
     signed char value = g_p2p[a->index][b->index][index];
     *status = value < 0 ? 5 /* NVML_P2P_STATUS_NOT_SUPPORTED */ : value;
+    return NVML_SUCCESS;
+}
+
+/* ---- busy ---- */
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count, nvmlProcessInfo_t *infos) {
+    ENTER1("nvmlDeviceGetComputeRunningProcesses_v3", device);
+    if (count == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    if (*count < d->procs || (d->procs && infos == NULL)) {
+        *count = d->procs;
+        return d->procs ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    }
+    for (unsigned int i = 0; i < d->procs; i++) {
+        infos[i].pid = 4000000u + (unsigned int)d->index * 100u + i; /* never the caller's own pid */
+        infos[i].usedGpuMemory = 1ull << 30;
+        infos[i].gpuInstanceId = infos[i].computeInstanceId = 0xFFFFFFFFu;
+    }
+    *count = d->procs;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(void *device, nvmlUtilization_t *utilization) {
+    ENTER1("nvmlDeviceGetUtilizationRates", device);
+    if (utilization == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    utilization->gpu = d->util_gpu;
+    utilization->memory = d->util_memory;
     return NVML_SUCCESS;
 }

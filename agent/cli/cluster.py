@@ -1,0 +1,65 @@
+"""``topolink cluster``: the fleet as the agents published it (node labels and ResourceSlices), grouped by
+NVLink domain and GPU product, each class's median bus bandwidths and its outliers, and with ``--gpus N``
+where a group of N GPUs fits best: in one node, across the nodes of one NVLink domain, or over NICs.
+
+Exit status: 0 reported; 1 the API server refused or failed a request; 2 usage, or no readable kubeconfig;
+4 with --gpus N: no node, NVLink domain or product class holds N GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_FITS = 0, 1, 2, 4
+_EPILOG = ("Reads with a kubeconfig ($KUBECONFIG, ~/.kube/config) or in a pod with its service account: list on "
+           "nodes and resourceslices. Exit status: 0 reported; 1 an API request failed; 2 usage or no readable "
+           "kubeconfig; 4 N GPUs fit nowhere.")
+
+
+def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add ``cluster`` (it discovers nothing on this machine: no discovery flags)."""
+    del add_discovery_args
+    p = sub.add_parser("cluster", help="the fleet from its labels and slices: classes, outliers, where N GPUs fit",
+                       description="Group the fleet's nodes by NVLink domain and GPU product from what topolink "
+                                   "published, show each class's median estimated bus bandwidth and the nodes "
+                                   "under 0.8 of their peers' median, and where a group of N GPUs fits best.",
+                       epilog=_EPILOG)
+    p.add_argument("--gpus", type=int, metavar="N", help="also list where a group of N GPUs fits best")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="places to print for --gpus (default 5)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    p.add_argument("--label-prefix", default="gpu.topology", help="the agents' label prefix (default gpu.topology)")
+    p.add_argument("--dra-driver-name", default="gpu.topology",
+                   help="the agents' ResourceSlice driver (default gpu.topology)")
+    p.add_argument("--page-size", type=int, default=500, metavar="N",
+                   help="objects per list request (limit/continue; default 500)")
+    p.set_defaults(handler=_cmd_cluster)
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    import json
+
+    from exporter.kube import BadConfig, LightkubeApi, PublishError, cluster_document, cluster_table, read_cluster
+    from topology import fleet_report
+
+    if (args.gpus is not None and args.gpus < 1) or args.top < 1 or not 1 <= args.page_size <= 10_000:
+        print("topolink cluster: --gpus and --top take 1 or more, --page-size 1 to 10000", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        api = LightkubeApi.connect(kubeconfig=args.kubeconfig)
+        read = read_cluster(api, prefix=args.label_prefix, driver=args.dra_driver_name, limit=args.page_size)
+    except BadConfig as exc:
+        print(f"topolink cluster: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except PublishError as exc:
+        print(f"topolink cluster: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    doc = cluster_document(read, fleet_report(read.summaries, gpus=args.gpus))
+    sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.format == "json" else cluster_table(doc, top=args.top))
+    return EXIT_NONE_FITS if args.gpus is not None and not doc["fits"] else EXIT_OK

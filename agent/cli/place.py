@@ -1,0 +1,111 @@
+"""``topolink place --gpus N``: the K best groups of N GPUs on this node (or a saved snapshot) for a collective,
+by the cost model's estimate, with each group's time, bus bandwidth, bottleneck and the source of its inputs.
+
+Lost GPUs are left out, and so are busy ones (compute processes, or utilisation over 10%, asked of NVML as
+the agent asks before probing) unless ``--include-busy``; a saved snapshot cannot say which GPUs are busy
+now, and the output says so.
+
+Exit status: 0 answered; 1 answered, but some facts of the snapshot are unknown (listed on standard error);
+2 usage (a bad --size, --top or --gpus, an --exclude that names no GPU); 3 the --from file cannot be read;
+4 no group of N GPUs: fewer are available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from ._common import EXIT_USAGE, discover_from_args, exit_for, load_snapshot
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Any
+
+    from exporter import BusyInfo
+
+EXIT_NONE_FITS = 4
+_EPILOG = ("Every figure is an estimate of the cost model (measured rates where the snapshot has them, else "
+           "theoretical ones), never a measurement. Exit status: 0 answered; 1 answered, some facts unknown "
+           "(listed on standard error); 2 usage; 3 unreadable --from file; 4 fewer than N GPUs available.")
+
+
+def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = sub.add_parser("place", help="the best groups of N GPUs on this node for a collective (estimates)",
+                       description="Rank groups of N GPUs of this node by the estimated time of a collective "
+                                   "over them (ring order chosen, shared links shared, NVLink SHARP where the "
+                                   "switches do it), and print the K best.", epilog=_EPILOG)
+    p.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs in a group")
+    p.add_argument("--size", default="1GiB", metavar="BYTES",
+                   help="the collective's buffer: 1GiB, 256M (binary, as nccl-tests), 1GB (decimal), 4096 "
+                        "(default 1GiB: large enough that bandwidth decides)")
+    p.add_argument("--top", type=int, default=3, metavar="K", help="how many groups to print (default 3, at most 16)")
+    p.add_argument("--exclude", default="", metavar="GPUS",
+                   help="leave these out: NVML indices or bus ids, comma separated (0,3 or 0000:18:00.0)")
+    p.add_argument("--collective", default="all_reduce",
+                   choices=("all_reduce", "all_gather", "reduce_scatter", "alltoall"))
+    p.add_argument("--include-busy", action="store_true", help="also choose GPUs that are busy now")
+    p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json",
+                   help="a saved snapshot (discover --format json, or a probe report) instead of this node")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    add_discovery_args(p)
+    p.set_defaults(handler=_cmd_place)
+
+
+def busy_now(args: argparse.Namespace) -> BusyInfo:
+    """What NVML says of busy GPUs, asked the way the agent asks before a probe; unknown when it cannot."""
+    from exporter import BusyInfo
+
+    if args.from_file:
+        return BusyInfo(known=False, detail="read from a saved snapshot, which cannot say which GPUs are busy now")
+    if args.sysfs_root not in ("/", "") and not args.nvml_library:
+        return BusyInfo(known=False, detail="a gathered tree (--sysfs-root) without its own NVML (--nvml-library)")
+    import contextlib
+
+    from probes import read_busy
+
+    from ..discovery.doors import NvmlError, open_nvml
+
+    try:
+        port = open_nvml(args.nvml_library)  # sets the library pynvml loads; read_busy nests a session in it
+    except NvmlError as exc:
+        return BusyInfo(known=False, detail=f"NVML is not available ({exc})")
+    try:
+        answer = read_busy()
+    except Exception as exc:  # pynvml raises more than NVMLError (a library that lacks a function)
+        return BusyInfo(known=False, detail=f"NVML could not say: {type(exc).__name__}: {exc}")
+    finally:
+        with contextlib.suppress(NvmlError):
+            port.close()
+    return BusyInfo(known=True, detail="asked NVML: compute processes, utilisation over 10%",
+                    gpus={gpu: why for gpu, why in answer.items() if why})
+
+
+def _cmd_place(args: argparse.Namespace) -> int:
+    import json
+
+    from exporter import QueryError, placement_answer, placement_table, query_from_params
+    from topology import PlacementError
+
+    params = {"gpus": str(args.gpus), "size": args.size, "top": str(args.top), "exclude": args.exclude,
+              "collective": args.collective, "include_busy": "1" if args.include_busy else "0"}
+    try:
+        if args.gpus < 1:
+            raise QueryError(f"--gpus {args.gpus}: at least 1")
+        query = query_from_params(params)
+    except QueryError as exc:
+        print(f"topolink place: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    snap = load_snapshot(args.from_file) if args.from_file else discover_from_args(args)
+    busy = busy_now(args)
+    try:
+        doc = placement_answer(snap, query, busy)
+    except PlacementError as exc:
+        print(f"topolink place: --exclude: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n" if args.format == "json" else placement_table(doc))
+    status = exit_for(snap)
+    if not doc["groups"]:
+        print(f"topolink place: no group of {args.gpus} GPUs: {doc['note']}", file=sys.stderr)
+        return EXIT_NONE_FITS
+    return status
