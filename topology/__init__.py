@@ -61,7 +61,16 @@ if _TYPE_CHECKING:
     from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
     from ._provenance import Problem, Source, SourceOutcome, SourceStatus
     from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
-    from ._render import LEGEND, TopoRow, TopoTable, matrix, ordered_gpus, ordered_rdma_nics, topo_table
+    from ._render import (
+        LEGEND,
+        TopoRow,
+        TopoTable,
+        gpu_labels,
+        matrix,
+        ordered_gpus,
+        ordered_rdma_nics,
+        topo_table,
+    )
     from ._summary import no_gpu_reason, summary
     from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
@@ -120,6 +129,7 @@ __all__ = [
     "format_cpulist",
     "from_dict",
     "gdr_readiness",
+    "gpu_labels",
     "host_bridge_id",
     "is_bdf",
     "link_id",
@@ -203,6 +213,7 @@ _WHERE = {
     'NVML_TOPOLOGY_LEVEL': '_paths',
     'NvSwitch': '_model',
     'ordered_gpus': '_render',
+    'gpu_labels': '_render',
     'ordered_rdma_nics': '_render',
     'parse_cpulist': '_ids',
     'parse_cpumask': '_ids',
