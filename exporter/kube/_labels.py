@@ -16,6 +16,7 @@ from topology import (
     Aspect,
     GdrVerdict,
     Knowledge,
+    PathClass,
     PathIndex,
     Snapshot,
     gdr_readiness,
@@ -143,8 +144,11 @@ def _nics(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     if rdma and gpus:
         index = PathIndex(snap)
         rank = {c: i for i, c in enumerate(_PATH_ORDER)}  # "X" (a NIC on the GPU's own function) ranks first
-        best = [min(rank.get(index.pcie_class(g, n.id).value, 0) for n in rdma) for g in gpus]
-        out["gpu-nic-path"] = _PATH_ORDER[max(best)]
+        classes = [[index.pcie_class(g, n.id) for n in rdma] for g in gpus]
+        if any(c in (PathClass.UNKNOWN, PathClass.LOST) for row in classes for c in row):
+            out["gpu-nic-path"] = None  # a class not known could be the nearest: keep what the Node has
+        else:
+            out["gpu-nic-path"] = _PATH_ORDER[max(min(rank.get(c.value, 0) for c in row) for row in classes)]
     return out
 
 
