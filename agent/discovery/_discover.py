@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from topology import Problem, Snapshot, SourceStatus
 
-from .assemble import merge_nvml, nvml_unread
+from .assemble import cross_check, merge_nvml, nvml_unread
 from .assemble._snapshot import assemble
 from .doors import DiscoveryContext
 from .sources import Gathered, run_sources, source_table
@@ -41,7 +41,7 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
         snap = nvml_unread(snap, nvml_allowed=ctx.nvml_allowed)
     else:
         snap = merge_nvml(snap, nvml, numa.driver_gpus if numa is not None else None)
-    return settle(snap)
+    return settle(cross_check(snap))
 
 
 def settle(snap: Snapshot) -> Snapshot:

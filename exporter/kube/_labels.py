@@ -153,6 +153,10 @@ def _nics(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
 
 
 def _gdr(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
+    rdma = [n.id for n in snap.nics if n.rdma]
+    index = PathIndex(snap)
+    if any(index.pcie_class(g, n) in (PathClass.UNKNOWN, PathClass.LOST) for g in _live(snap) for n in rdma):
+        return {"gdr": None}  # a GPU's nearest NIC is not known: keep what the Node has
     verdicts = [gdr_readiness(snap, g, near[0]).verdict for g in _live(snap) if (near := nearest_nics(snap, g))]
     return {"gdr": min(verdicts, key=_GDR_ORDER.index).value} if verdicts else {}
 
@@ -215,7 +219,7 @@ LABELERS: tuple[Labeler, ...] = (
     Labeler(name="nics", fn=_nics, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.NUMA), keys=(
         ("rdma-nics", "RDMA NICs"),
         ("gpu-nic-path", "every GPU has an RDMA NIC this close or closer (`PIX` ... `SYS`, as `topo -m`)"))),
-    Labeler(name="gdr", fn=_gdr, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.GDR), keys=(
+    Labeler(name="gdr", fn=_gdr, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.NUMA, A.GDR), keys=(
         ("gdr", "GPUDirect RDMA readiness to the nearest NIC, the worst GPU's: `ready`, `degraded`, "
                 "`unknown`, `not-ready`"),)),
     Labeler(name="degraded", fn=_degraded, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK), keys=(
