@@ -10,6 +10,7 @@ _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up
 
 if _TYPE_CHECKING:
     from ._families import FAMILIES, Family, metrics_markdown, series_bound
+    from ._files import Target, UnsafeFile, read_regular, write_file
     from ._http import HttpConfig, ProbeControl, create_app
     from ._metrics import Exposition, MetricsCache, SnapshotCollector, families
     from ._page import page
@@ -30,6 +31,8 @@ __all__ = [
     "SinkStats",
     "SnapshotCollector",
     "Svg",
+    "Target",
+    "UnsafeFile",
     "View",
     "WatchingSink",
     "create_app",
@@ -37,9 +40,11 @@ __all__ = [
     "metrics_markdown",
     "page",
     "picture_dot",
+    "read_regular",
     "render_svg",
     "series_bound",
     "sink_stats",
+    "write_file",
 ]
 
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
@@ -57,6 +62,8 @@ _WHERE = {
     'SinkStats': '_view',
     'SnapshotCollector': '_metrics',
     'Svg': '_picture',
+    'Target': '_files',
+    'UnsafeFile': '_files',
     'View': '_view',
     'WatchingSink': '_sink',
     'create_app': '_http',
@@ -64,9 +71,11 @@ _WHERE = {
     'metrics_markdown': '_families',
     'page': '_page',
     'picture_dot': '_picture',
+    'read_regular': '_files',
     'render_svg': '_picture',
     'series_bound': '_families',
     'sink_stats': '_view',
+    'write_file': '_files',
 }
 
 
