@@ -20,6 +20,9 @@ root complex numa           two functions under one root complex in different NU
 pcie link over max          a link trained faster or wider than the device's maximum    pcie-link
 nvml ancestor               NVML's common ancestor of two GPUs against the PCIe class   pcie-path, numa, p2p
                             the sysfs tree gives (NVML's 0, same board, counts as PIX)  of both GPUs
+nvml p2p over nvlink        NVML says two GPUs do P2P over NVLink, yet the NVLinks      nvlinks of both GPUs
+                            read join them by none (a link state NVML would not give,
+                            taken as "no NVLink on this GPU")
 rdma without infiniband     Mellanox functions bound to mlx5_core/mlx4_core while       node nics (which NICs
                             /sys/class/infiniband is missing (RDMA stack not loaded,    have RDMA)
                             or not visible), or an InfiniBand-class one with no RDMA
@@ -137,6 +140,25 @@ def _nvml_ancestor(snap: Snapshot) -> list[Problem]:
     return out
 
 
+def _p2p_without_nvlink(snap: Snapshot) -> list[Problem]:
+    m = snap.matrix("nvml_p2p_nvlink")
+    if m is None:
+        return []
+    k = snap.knowledge()
+    index = PathIndex(snap)
+    out = []
+    for i, a in enumerate(m.ids):
+        for j in range(i + 1, len(m.ids)):
+            b = m.ids[j]
+            if m.values[i][j] != 0 or index.nvlinks(a, b) or not (k.knows(a, Aspect.NVLINKS)
+                                                                  and k.knows(b, Aspect.NVLINKS)):
+                continue
+            out.append(Problem(source="nvml", subject=f"{a}--{b}", message="NVML says these GPUs do P2P over "
+                               "NVLink, yet the NVLinks read join them by none: their NVLinks are unknown",
+                               unknown=(*facts_of(a, Aspect.NVLINKS), *facts_of(b, Aspect.NVLINKS))))
+    return out
+
+
 def _rdma_without_infiniband(snap: Snapshot) -> list[Problem]:
     ib = next((o for o in snap.sources if o.name == "infiniband"), None)
     if ib is None or ib.status is SourceStatus.DISABLED:
@@ -156,7 +178,8 @@ def _rdma_without_infiniband(snap: Snapshot) -> list[Problem]:
 
 
 CHECKS: tuple[Callable[[Snapshot], list[Problem]], ...] = (
-    _numa_cpus, _numa_distances, _root_numa, _link_over_max, _nvml_ancestor, _rdma_without_infiniband)
+    _numa_cpus, _numa_distances, _root_numa, _link_over_max, _nvml_ancestor, _p2p_without_nvlink,
+    _rdma_without_infiniband)
 
 
 def cross_check(snap: Snapshot) -> Snapshot:
