@@ -34,6 +34,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_snapshot_timestamp_seconds", "gauge", "When the latest discovery pass ran (age: time() "
            "minus this).", (), "1"),
     Family("topolink_discovery_passes", "counter", "Discovery passes since the agent started.", (), "1"),
+    Family("topolink_discovery_retry_seconds", "gauge", "Seconds to the next discovery pass: the interval, or "
+           "sooner (1 s doubling up to it) while NVML does not answer.", (), "1"),
+    Family("topolink_nvml_unavailable", "info", "Present while NVML does not answer although NVIDIA GPUs are on "
+           "the PCI bus (the driver is not up): the NVML error. Meanwhile NVLink and GPU identity facts are "
+           "unknown, nothing derived from them is published, and /readyz answers 503.", ("error",), "1"),
     Family("topolink_source_up", "gauge", "1 when the source read its subsystem or found it absent, 0 when it "
            "failed, was partial or is disabled.", ("source", "status"), "S"),
     Family("topolink_source_duration_seconds", "gauge", "How long the source took in the latest pass.",

@@ -156,7 +156,11 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
     @app.get("/readyz")
     def readyz() -> Response:
         got = view_or_503()
-        return got if isinstance(got, Response) else PlainTextResponse("ready\n")
+        if isinstance(got, Response):
+            return got
+        if got.not_ready:  # say why: NVML not answering while GPUs are on the bus
+            return PlainTextResponse(f"not ready: {got.not_ready}\n", status_code=503)
+        return PlainTextResponse("ready\n")
 
     @app.get("/v1/topology")
     async def topology_json(request: Request) -> Response:

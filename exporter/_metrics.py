@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from topology import SCHEMA, Snapshot, SourceStatus
+from topology import SCHEMA, Fact, Snapshot, SourceStatus
 
 from ._derive import degraded, gpu_nic_rows, gpu_pair_rows, gpu_rows
 from ._families import BY_NAME, FAMILIES, Family
@@ -58,13 +58,16 @@ def families(view: View) -> Iterator[Metric]:
     if snap.taken_at is not None:
         add("topolink_snapshot_timestamp_seconds", [], snap.taken_at)
     add("topolink_discovery_passes", [], view.discovery_passes)
+    add("topolink_discovery_retry_seconds", [], view.discovery_delay_s)
+    if view.nvml_error:
+        add("topolink_nvml_unavailable", [view.nvml_error], 1)
     for o in snap.sources:
         add("topolink_source_up", [o.name, o.status.value], 1 if o.status in _UP else 0)
         add("topolink_source_duration_seconds", [o.name], o.duration_seconds)
         add("topolink_source_problems", [o.name], sum(p.source == o.name for p in snap.problems))
     for fact, since in view.stale_since:
         add("topolink_fact_unknown_since_timestamp_seconds", [fact.subject, fact.aspect.value], since)
-    _topology(snap, add)
+    _topology(snap, add, view.unread)
     _measurements(view, add)
     p = view.probes
     for test, status, count in p.runs:
@@ -83,8 +86,8 @@ def families(view: View) -> Iterator[Metric]:
     yield from out.by_name.values()
 
 
-def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) -> None:
-    rows = gpu_rows(snap)
+def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None], unread: Iterable[Fact]) -> None:
+    rows = gpu_rows(snap, unread)
     for row in rows:
         add("topolink_gpu", [row.gpu, row.index, row.uuid, row.name, row.pcie_root, row.numa_node, row.island], 1)
         for state, gen, width in row.pcie:
@@ -92,10 +95,12 @@ def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) 
                 add("topolink_gpu_pcie_link_generation", [row.gpu, state], gen)
             if width is not None:
                 add("topolink_gpu_pcie_link_width", [row.gpu, state], width)
-        add("topolink_gpu_nvlinks", [row.gpu], row.nvlinks)
-    for a, b, path, nvlinks in gpu_pair_rows(snap):
+        if row.nvlinks is not None:  # unknown: no sample, never 0
+            add("topolink_gpu_nvlinks", [row.gpu], row.nvlinks)
+    for a, b, path, nvlinks in gpu_pair_rows(snap, unread):
         add("topolink_gpu_pair_path", [a, b, path], 1)
-        add("topolink_gpu_pair_nvlinks", [a, b], nvlinks)
+        if nvlinks is not None:
+            add("topolink_gpu_pair_nvlinks", [a, b], nvlinks)
     for island, size in sorted(Counter(r.island for r in rows if r.island).items()):
         add("topolink_nvlink_island_gpus", [island], size)
     distance = snap.matrix("numa_distance")
@@ -109,7 +114,7 @@ def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) 
     for link in snap.links:
         if link.bytes_per_second:
             add("topolink_link_bandwidth_bytes_per_second", [link.id, link.kind.value], link.bytes_per_second)
-    for subject, kind, reason in degraded(snap):
+    for subject, kind, reason in degraded(snap, unread):
         add("topolink_degraded", [subject, kind, reason], 1)
 
 
