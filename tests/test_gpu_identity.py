@@ -125,8 +125,8 @@ def test_one_bus_id_for_two_nvml_gpus_places_neither() -> None:
     assert not k.knows(bus, Aspect.IDENTITY) and not k.knows("node", Aspect.GPUS)
 
 
-def test_rows_without_nvml_are_numbered_in_bus_order() -> None:
+def test_rows_are_named_by_nvml_index_or_bus_id_never_by_position() -> None:
     gpus = (Gpu(id="0000:18:00.0"), Gpu(id="0000:2a:00.0"))
-    assert gpu_labels(gpus) == ("GPU0", "GPU1")
+    assert gpu_labels(gpus) == ("GPU(0000:18:00.0)", "GPU(0000:2a:00.0)")
     mixed = (Gpu(id="0000:18:00.0", index=1), Gpu(id="0000:2a:00.0"))
     assert gpu_labels(mixed) == ("GPU1", "GPU(0000:2a:00.0)")

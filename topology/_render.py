@@ -43,12 +43,9 @@ def ordered_gpus(snap: Snapshot) -> tuple[Gpu, ...]:
 
 
 def gpu_labels(gpus: Sequence[Gpu]) -> tuple[str, ...]:
-    """Row names for ``ordered_gpus``: ``GPU<NVML index>``, as nvidia-smi names them. A row's name is never
-    its position: when NVML numbered some GPUs, one it did not number (lost before it said where it is, or
-    not listed) is named by its bus id, so no GPU takes another's number. Only when NVML numbered none (no
-    driver) are they ``GPU0``... in bus id order, the order NVML numbers them in."""
-    if all(g.index is None for g in gpus):
-        return tuple(f"GPU{i}" for i in range(len(gpus)))
+    """Row names for ``ordered_gpus``: ``GPU<NVML index>``, as nvidia-smi names them, or ``GPU(<bus id>)``
+    for a GPU NVML did not number (no driver yet, lost before it said where it is, not listed). A row's name
+    is never its position in a list: no GPU can take another's number when one is missing."""
     return tuple(f"GPU{g.index}" if g.index is not None else f"GPU({g.id})" for g in gpus)
 
 

@@ -34,7 +34,9 @@ _NODE_ASPECTS = frozenset({Aspect.GPUS, Aspect.NICS, Aspect.PCI, Aspect.NUMA, As
                            Aspect.VERSIONS})
 _GPU_ASPECTS = frozenset({Aspect.IDENTITY, Aspect.PCIE_PATH, Aspect.PCIE_LINK, Aspect.NUMA, Aspect.NVLINKS,
                           Aspect.FABRIC})
-_NIC_ASPECTS = frozenset({Aspect.IDENTITY, Aspect.PCIE_PATH, Aspect.NUMA, Aspect.PORTS})
+# A NIC's identity (name, RDMA) follows the NIC inventory, which labelers about NICs need anyway: an
+# IDENTITY need is the GPUs' (gpu.count must not wait for a NIC's name).
+_NIC_ASPECTS = frozenset({Aspect.PCIE_PATH, Aspect.NUMA, Aspect.PORTS})
 COMPAT = ("nvidia.com/nvswitch.present", "nvidia.com/nvlink.version", "nvidia.com/gpu.clique")
 
 

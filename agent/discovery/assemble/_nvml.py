@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from topology import (
+    NODE,
     Aspect,
     Fact,
     Gpu,
@@ -77,9 +78,10 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts, driver: Iterable[DriverGpuFacts
                                     message="NVML lists this GPU but the PCI source does not: its PCIe path and "
                                             "NUMA node are unknown",
                                     unknown=facts_of(gpu.id, Aspect.PCIE_PATH, Aspect.NUMA)))
-    # A GPU lost, or one NVML cannot place, leaves every other GPU's P2P row with it unknown.
+    # A GPU lost, or one NVML could not name (no handle, no bus id: its pairs were not all asked) or cannot
+    # place, leaves every other GPU's P2P row with it unknown.
     absent = sorted(placed.get(g.index) or f"nvml:gpu{g.index}" for g in facts.gpus
-                    if g.lost or g.index not in placed)
+                    if g.lost or g.bus_id is None or g.index not in placed)
     if absent:
         peers = tuple(f for gid in sorted(placed.values()) if gid not in absent for f in facts_of(gid, Aspect.P2P))
         problems.append(Problem(source=SOURCE, subject=",".join(absent),
@@ -87,6 +89,11 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts, driver: Iterable[DriverGpuFacts
                                 unknown=peers))
     switches = {s.id: s for s in snap.nvswitches}
     links = _nvlinks(snap, facts, placed, switches, problems)
+    hidden = sorted(s for s, sw in switches.items() if not sw.visible_on_pci and s != SYNTHETIC_SWITCH)
+    if hidden and not snap.knowledge().knows(NODE, Aspect.PCI):  # not seen on a bus nobody could read
+        problems.append(Problem(source=SOURCE, subject=",".join(hidden), message="NVSwitches NVML names by bus "
+                                "id while the PCI bus is unknown: what they are on it is unknown",
+                                unknown=tuple(f for s in hidden for f in facts_of(s, Aspect.IDENTITY))))
     if absent and SYNTHETIC_SWITCH not in switches:  # it is known only through GPUs' links: maybe theirs
         problems.append(Problem(source=SOURCE, subject=SYNTHETIC_SWITCH, message="NVSwitches off the PCI bus are "
                                 "seen only through GPUs' NVLinks, and some GPUs were not read",
