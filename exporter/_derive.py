@@ -75,7 +75,7 @@ def gpu_rows(snap: Snapshot, unread: Iterable[Fact] | None = None) -> tuple[GpuR
     rows = []
     for g in ordered_gpus(snap):
         numa = index.numa_of(g.id)
-        pcie = g.pcie
+        pcie = g.pcie if k.knows(g.id, Aspect.PCIE_LINK) else None
         states: tuple[PcieRow, ...] = () if pcie is None else (
             ("current", pcie.current_gen, pcie.current_width), ("max", pcie.max_gen, pcie.max_width))
         rows.append(GpuRow(gpu=g.id, index="" if g.index is None else str(g.index), uuid=g.uuid or "",

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from topology import SCHEMA, Fact, Snapshot, SourceStatus
+from topology import NODE, SCHEMA, Aspect, Fact, Knowledge, Snapshot, SourceStatus
 
 from ._derive import degraded, gpu_nic_rows, gpu_pair_rows, gpu_rows
 from ._families import BY_NAME, FAMILIES, Family
@@ -104,7 +104,7 @@ def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None], 
     for island, size in sorted(Counter(r.island for r in rows if r.island).items()):
         add("topolink_nvlink_island_gpus", [island], size)
     distance = snap.matrix("numa_distance")
-    if distance is not None:
+    if distance is not None and Knowledge(unread).knows(NODE, Aspect.NUMA):  # disputed and never read: none
         for i, a in enumerate(distance.ids):
             for j, b in enumerate(distance.ids):
                 add("topolink_numa_distance", [a, b], distance.values[i][j])

@@ -106,6 +106,13 @@ EDITS: dict[str, tuple[Callable[[Doc], None], str]] = {
     "a negative duration": (_measurement(unit="seconds", value=-1e-6), "snapshot.measurements[0].value"),
     "statistics out of order": (_stats(p5=60e9), "snapshot.measurements[0].stats"),
     "a link of rate 0": (_link_rate, "bytes_per_second"),
+    "1e308 B/s where no link bounds it": (_measurement(test="host_memcpy", subjects=["numa0", "numa0"],
+                                                       method="memcpy", value=1e308),
+                                          "snapshot.measurements[0].value"),
+    "a measurement of a device not there": (_measurement(subjects=["numa0", "0000:ee:00.0"]),
+                                            "snapshot.measurements[0].subjects"),
+    "a source that took -1 s": (lambda d: d["sources"][0].update(duration_seconds=-1.0),
+                                "snapshot.sources[0].duration_seconds"),
 }
 
 

@@ -7,10 +7,11 @@ is refused whole (``SchemaError`` naming the field), never rendered as if comple
   unknown (v2: discovery always writes one), and a GPU marked ``lost`` is wholly unknown.
 - NVML's P2P status over NVLink is OK only between GPUs an NVLink path joins, unless the NVLinks of either
   are unknown.
-- Numbers mean what they say: rates, sizes and durations are positive, statistics ordered
-  (p5 <= median <= p95), and a measured rate is at most ``MEASURED_OVER_THEORETICAL`` times what the links
-  allow (``LinkCapability``): 1.5 leaves room for an all-reduce through NVSwitch reductions (NVLS: busbw
-  above the per-link rate) and for rounding, not for a copy four times faster than its link.
+- Numbers mean what they say: rates, sizes and durations are positive (and below ``MAX_RATE`` and
+  ``MAX_SECONDS``), statistics ordered (p5 <= median <= p95), a measurement names devices of the snapshot
+  (or ``host``), and a measured rate is at most ``MEASURED_OVER_THEORETICAL`` times what the links allow
+  (``LinkCapability``): 1.5 leaves room for an all-reduce through NVSwitch reductions (NVLS: busbw above
+  the per-link rate) and for rounding, not for a copy four times faster than its link.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from ._paths import PathIndex
 from ._provenance import Source, SourceStatus
 
 MEASURED_OVER_THEORETICAL = 1.5
+MAX_RATE = 1e15  # bytes per second: 1 PB/s, a hundred times any memory or link of today
+MAX_SECONDS = 1e6  # a latency or a source's duration of 11 days is not one
+_HOST = "host"  # the probes' subject for host memory on no known NUMA node
 _OWING = (SourceStatus.PARTIAL, SourceStatus.FAILED, SourceStatus.DISABLED)
 _P2P_NVLINK = "nvml_p2p_nvlink"
 _P2P_OK = 0  # nvmlGpuP2PStatus_t NVML_P2P_STATUS_OK
@@ -46,9 +50,20 @@ def coherent(snap: Snapshot, *, v1: bool = False) -> None:
     for i, link in enumerate(snap.links):
         if link.bytes_per_second is not None and link.bytes_per_second <= 0:
             raise SchemaError(f"snapshot.links[{i}].bytes_per_second: {link.bytes_per_second!r} is not positive")
+    for i, o in enumerate(snap.sources):
+        if not (math.isfinite(o.duration_seconds) and 0 <= o.duration_seconds <= MAX_SECONDS):
+            raise SchemaError(f"snapshot.sources[{i}].duration_seconds: {o.duration_seconds!r} is not a duration")
+    if snap.taken_at is not None and not (math.isfinite(snap.taken_at) and snap.taken_at >= 0):
+        raise SchemaError(f"snapshot.taken_at: {snap.taken_at!r} is not a time")
     cap = LinkCapability(snap)
+    devices = ({g.id for g in snap.gpus} | {n.id for n in snap.nics} | {n.id for n in snap.numa_nodes}
+               | {f.id for f in snap.pci} | {_HOST})
     for i, m in enumerate(snap.measurements):
-        _measurement(f"snapshot.measurements[{i}]", m, cap)
+        where = f"snapshot.measurements[{i}]"
+        stray = [s for s in m.subjects if s not in devices]
+        if stray:
+            raise SchemaError(f"{where}.subjects: {stray[0]!r} is no device of the snapshot")
+        _measurement(where, m, cap)
 
 
 def _owed(snap: Snapshot) -> None:
@@ -81,6 +96,9 @@ def _positive(where: str, value: float | None) -> None:
 
 def _measurement(where: str, m: Measurement, cap: LinkCapability) -> None:
     _positive(f"{where}.value", m.value)
+    ceiling = MAX_SECONDS if m.unit == "seconds" else MAX_RATE
+    if m.value > ceiling:
+        raise SchemaError(f"{where}.value: {m.value:.4g} {m.unit} is beyond anything measured ({ceiling:g})")
     _positive(f"{where}.size_bytes", m.size_bytes)
     if m.taken_at is not None and not (math.isfinite(m.taken_at) and m.taken_at >= 0):
         raise SchemaError(f"{where}.taken_at: {m.taken_at!r} is not a time")
