@@ -1,4 +1,5 @@
-"""Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file.
+"""Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file; and the file door
+(``Target``, ``read_regular``) every file topolink writes or reads back goes through.
 
 ``create_app`` (the HTTP API) is loaded on first use only: it needs FastAPI, which nothing but
 ``topolink serve`` may import.
