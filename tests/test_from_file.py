@@ -78,6 +78,16 @@ def _p2p_without_nvlink(d: Doc) -> None:
     d["links"] = [lk for lk in d["links"] if lk["kind"] != "nvlink"]
 
 
+def _nvml_absent(d: Doc) -> None:
+    nvml = next(o for o in d["sources"] if o["name"] == "nvml")
+    assert d["sources"].index(nvml) == 4
+    nvml["status"] = "absent"
+    d["links"] = [lk for lk in d["links"] if lk["kind"] != "nvlink"]
+    d["matrices"] = [m for m in d["matrices"] if not m["name"].startswith("nvml_")]
+    for g in d["gpus"]:
+        g["index"] = None
+
+
 def _measurement(**kw: Any) -> Callable[[Doc], None]:
     def fn(d: Doc) -> None:
         d["measurements"][0].update(kw)
@@ -113,6 +123,8 @@ EDITS: dict[str, tuple[Callable[[Doc], None], str]] = {
                                             "snapshot.measurements[0].subjects"),
     "a source that took -1 s": (lambda d: d["sources"][0].update(duration_seconds=-1.0),
                                 "snapshot.sources[0].duration_seconds"),
+    "nvml absent beside gpus whose nvlinks are said known": (_nvml_absent, "snapshot.sources[4].status"),
+    "a gpu nvml did not number, said known": (lambda d: d["gpus"][3].update(index=None), "snapshot.gpus[3].index"),
 }
 
 

@@ -5,6 +5,9 @@ is refused whole (``SchemaError`` naming the field), never rendered as if comple
 - Something was read: ``sources`` is not empty (nothing is known otherwise; see ``Snapshot.complete``).
 - A source that is ``partial``, ``failed`` or ``disabled`` has a problem saying which facts it left
   unknown (v2: discovery always writes one), and a GPU marked ``lost`` is wholly unknown.
+- NVML and the GPUs agree: NVML ``absent`` with GPUs whose NVLinks are said known is the confident wrong
+  graph of a driver not up yet; a GPU NVML did not number (no index) while NVML was read has an unknown
+  identity.
 - NVML's P2P status over NVLink is OK only between GPUs an NVLink path joins, unless the NVLinks of either
   are unknown.
 - Numbers mean what they say: rates, sizes and durations are positive (and below ``MAX_RATE`` and
@@ -43,9 +46,7 @@ def coherent(snap: Snapshot, *, v1: bool = False) -> None:
     k = snap.knowledge()
     if not v1:
         _owed(snap)
-        for i, g in enumerate(snap.gpus):
-            if g.lost and k.knows(g.id, Aspect.ALL):
-                raise SchemaError(f"snapshot.gpus[{i}].lost: {g.id} is lost, yet no problem leaves it unknown")
+        _nvml(snap, k)
     _p2p(snap, k)
     for i, link in enumerate(snap.links):
         if link.bytes_per_second is not None and link.bytes_per_second <= 0:
@@ -72,6 +73,21 @@ def _owed(snap: Snapshot) -> None:
         if o.status in _OWING and o.name not in said:
             raise SchemaError(f"snapshot.sources[{i}].status: {o.name} is {o.status.value}, yet no problem of "
                               f"{o.name} says what it left unknown")
+
+
+def _nvml(snap: Snapshot, k: Knowledge) -> None:
+    nvml = next(((i, o) for i, o in enumerate(snap.sources) if o.name == "nvml"), None)
+    read = nvml is not None and nvml[1].status in (SourceStatus.OK, SourceStatus.PARTIAL)
+    for i, g in enumerate(snap.gpus):
+        if g.lost and k.knows(g.id, Aspect.ALL):
+            raise SchemaError(f"snapshot.gpus[{i}].lost: {g.id} is lost, yet no problem leaves it unknown")
+        if read and g.index is None and k.knows(g.id, Aspect.IDENTITY):
+            raise SchemaError(f"snapshot.gpus[{i}].index: NVML was read but did not number {g.id}, yet its "
+                              "identity is said known")
+    if nvml is not None and nvml[1].status is SourceStatus.ABSENT and any(
+            k.knows(g.id, Aspect.NVLINKS) for g in snap.gpus):
+        raise SchemaError(f"snapshot.sources[{nvml[0]}].status: NVML absent while GPUs are on the bus, yet their "
+                          "NVLinks are said known")
 
 
 def _p2p(snap: Snapshot, k: Knowledge) -> None:
