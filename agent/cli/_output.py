@@ -27,10 +27,12 @@ _open: dict[str, Target] = {}  # -o path -> its target, decided by check_output
 def check_output(output: str | None) -> None:
     """Fail before any work when ``-o`` names something that cannot or must not be written; ``None`` and
     ``-`` are standard output. A device or FIFO is opened now and written by ``write_output``."""
-    if output is None or output == "-" or output in _open:
+    if output is None or output == "-":
         return
     from exporter import Target, UnsafeFile
 
+    if output in _open:  # decided by an earlier command of this process that did not write: decide again
+        _open.pop(output).close()
     try:
         _open[output] = Target(output)
     except UnsafeFile as exc:
@@ -44,7 +46,8 @@ def write_output(text: str, output: str | None) -> None:
         return
     from exporter import UnsafeFile
 
-    check_output(output)
+    if output not in _open:
+        check_output(output)
     target = _open.pop(output)
     try:
         target.write(text.encode("utf-8"))
