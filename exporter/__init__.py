@@ -1,4 +1,5 @@
-"""Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file.
+"""Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file; and the file door
+(``Target``, ``read_regular``) every file topolink writes or reads back goes through.
 
 ``create_app`` (the HTTP API) is loaded on first use only: it needs Starlette, which nothing but
 ``topolink serve`` may import.
@@ -11,6 +12,7 @@ _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up
 if _TYPE_CHECKING:
     from ._exposition import Exposition, MetricsCache
     from ._families import FAMILIES, Family, metrics_markdown, series_bound
+    from ._files import Target, UnsafeFile, read_regular, write_file
     from ._http import HttpConfig, ProbeControl, create_app, readiness
     from ._http_flags import add_http_args
     from ._http_limits import HttpLimits, HttpStats, limits_from_args
@@ -41,6 +43,8 @@ __all__ = [
     "SinkStats",
     "SnapshotCollector",
     "Svg",
+    "Target",
+    "UnsafeFile",
     "View",
     "WatchingSink",
     "add_http_args",
@@ -57,10 +61,12 @@ __all__ = [
     "placement_answer",
     "placement_table",
     "query_from_params",
+    "read_regular",
     "readiness",
     "render_svg",
     "series_bound",
     "sink_stats",
+    "write_file",
 ]
 
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
@@ -87,6 +93,8 @@ _WHERE = {
     'SinkStats': '_view',
     'SnapshotCollector': '_metrics',
     'Svg': '_picture',
+    'Target': '_files',
+    'UnsafeFile': '_files',
     'View': '_view',
     'WatchingSink': '_sink',
     'add_http_args': '_http_flags',
@@ -99,10 +107,12 @@ _WHERE = {
     'metrics_markdown': '_families',
     'page': '_page',
     'picture_dot': '_picture',
+    'read_regular': '_files',
     'readiness': '_http',
     'render_svg': '_picture',
     'series_bound': '_families',
     'sink_stats': '_view',
+    'write_file': '_files',
 }
 
 

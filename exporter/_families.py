@@ -48,6 +48,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_snapshot_timestamp_seconds", "gauge", "When the latest discovery pass ran (age: time() "
            "minus this).", (), "1"),
     Family("topolink_discovery_passes", "counter", "Discovery passes since the agent started.", (), "1"),
+    Family("topolink_discovery_retry_seconds", "gauge", "Seconds to the next discovery pass: the interval, or "
+           "sooner (1 s doubling up to it) while NVML does not answer.", (), "1"),
+    Family("topolink_nvml_unavailable", "info", "Present while NVML does not answer although NVIDIA GPUs are on "
+           "the PCI bus (the driver is not up): the NVML error. Meanwhile NVLink and GPU identity facts are "
+           "unknown, nothing derived from them is published, and /readyz answers 503.", ("error",), "1"),
     Family("topolink_source_up", "gauge", "1 when the source read its subsystem or found it absent, 0 when it "
            "failed, was partial or is disabled.", ("source",), "S"),
     Family("topolink_source_status", "gauge", f"The source's outcome in the latest pass: {_codes(SOURCE_STATUS)} "
@@ -62,7 +67,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_gpu", "info", "One per GPU: NVML index, UUID, name, PCIe root complex and NUMA node.",
            ("gpu", "index", "uuid", "name", "pcie_root", "numa_node"), "G"),
     Family("topolink_gpu_nvlink_island", "gauge", "The GPU's NVLink island (its index, largest island first; "
-           "-1 for a GPU in none).", ("gpu",), "G"),
+           "-1 for a GPU in none); no sample while any GPU's NVLinks are unread.", ("gpu",), "G"),
     Family("topolink_gpu_pcie_link_generation", "gauge", "PCIe generation of the GPU's link, current and "
            "maximum (NVML's where it answers, else sysfs).", ("gpu", "state"), "2G"),
     Family("topolink_gpu_pcie_link_width", "gauge", "PCIe lanes of the GPU's link, current and maximum (NVML's "
@@ -101,9 +106,10 @@ FAMILIES: tuple[Family, ...] = (
            ("test",), "T"),
     Family("topolink_probe_busy_seconds", "counter", "Wall time spent running probes.", (), "1"),
     Family("topolink_probe_duty_cycle_ratio", "gauge", "Probe wall time over the agent's wall time.", (), "1"),
-    Family("topolink_degraded", "gauge", "1 when the device runs below what it is built for, else 0 (or not "
-           "known to): kind nvlink-down (fewer NVLinks up than its peers of the same model), pcie-width (fewer "
-           "lanes than its maximum), pcie-slow (a lower PCIe generation that host copies confirm under load). "
+    Family("topolink_degraded", "gauge", "1 when the device runs below what it is built for, else 0; no sample "
+           "while the fact a kind rests on has not been read: kind nvlink-down (fewer NVLinks up than its peers "
+           "of the same model), pcie-width (fewer lanes than its maximum), pcie-slow (a lower PCIe generation "
+           "that host copies confirm under load). "
            "The same rule as the degraded node label and device taint.", ("subject", "kind"), "3G+N"),
     Family("topolink_sink_publish", "counter", "Objects or keys each sink wrote, left unchanged or failed to "
            "write.", ("sink", "result"), "3K"),

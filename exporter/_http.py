@@ -114,11 +114,14 @@ class _Renders:
 
 
 def readiness(view: View | None) -> tuple[int, str]:
-    """``/readyz``: 503 until the first snapshot; then 200, with every degradation named on its own line.
+    """``/readyz``: 503 until the first snapshot and while NVML does not answer on a node with NVIDIA GPUs
+    (saying why); then 200, with every degradation named on its own line.
     An unwritable state directory degrades but does not unready: the agent still serves true facts, and an
     unready pod would leave its Service and stall a DaemonSet rollout on exactly the node to look at."""
     if view is None:
         return 503, "not ready: the first discovery pass is running\n"
+    if view.not_ready:  # NVML not answering while GPUs are on the bus: the node's facts are not whole yet
+        return 503, f"not ready: {view.not_ready}\n"
     lines = [f"degraded: {why}" for why in view.degradations]
     return 200, "\n".join(["ready" + (" (degraded)" if lines else ""), *lines]) + "\n"
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
-from topology import SCHEMA, Snapshot, SourceStatus
+from topology import NODE, SCHEMA, Aspect, Fact, Knowledge, Snapshot, SourceStatus
 
-from ._derive import degraded, gpu_nic_rows, gpu_pair_rows, gpu_rows
+from ._derive import degraded_flags, gpu_nic_rows, gpu_pair_rows, gpu_rows
 from ._families import BY_NAME, DEGRADED_KINDS, FAMILIES, GPUDIRECT, SOURCE_STATUS, Family
 from ._http_limits import HttpStats
 from ._view import View
@@ -56,6 +56,9 @@ def families(view: View) -> Iterator[Metric]:
     if snap.taken_at is not None:
         add("topolink_snapshot_timestamp_seconds", [], snap.taken_at)
     add("topolink_discovery_passes", [], view.discovery_passes)
+    add("topolink_discovery_retry_seconds", [], view.discovery_delay_s)
+    if view.nvml_error:
+        add("topolink_nvml_unavailable", [view.nvml_error], 1)
     for o in snap.sources:
         add("topolink_source_up", [o.name], 1 if o.status in _UP else 0)
         add("topolink_source_status", [o.name], SOURCE_STATUS[o.status.value])
@@ -63,7 +66,7 @@ def families(view: View) -> Iterator[Metric]:
         add("topolink_source_problems", [o.name], sum(p.source == o.name for p in snap.problems))
     for fact, since in view.stale_since:
         add("topolink_fact_unknown_since_timestamp_seconds", [fact.subject, fact.aspect.value], since)
-    _topology(snap, add)
+    _topology(snap, add, view.unread)
     _measurements(view, add)
     p = view.probes
     runs = {(test, status): n for test, status, n in p.runs}
@@ -86,24 +89,28 @@ def families(view: View) -> Iterator[Metric]:
     yield from out.by_name.values()
 
 
-def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) -> None:
-    rows = gpu_rows(snap)
+def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None], unread: Iterable[Fact]) -> None:
+    rows = gpu_rows(snap, unread)
+    all_read = all(r.nvlinks is not None for r in rows)
     for row in rows:
         add("topolink_gpu", [row.gpu, row.index, row.uuid, row.name, row.pcie_root, row.numa_node], 1)
-        add("topolink_gpu_nvlink_island", [row.gpu], int(row.island) if row.island else -1)
+        if all_read:  # an island while some GPU's NVLinks are unread could be wrong: none
+            add("topolink_gpu_nvlink_island", [row.gpu], int(row.island) if row.island else -1)
         for state, gen, width in row.pcie:
             if gen is not None:
                 add("topolink_gpu_pcie_link_generation", [row.gpu, state], gen)
             if width is not None:
                 add("topolink_gpu_pcie_link_width", [row.gpu, state], width)
-        add("topolink_gpu_nvlinks", [row.gpu], row.nvlinks)
-    for a, b, _, nvlinks, level in gpu_pair_rows(snap):
-        add("topolink_gpu_pair_nvlinks", [a, b], nvlinks)
+        if row.nvlinks is not None:  # unknown: no sample, never 0
+            add("topolink_gpu_nvlinks", [row.gpu], row.nvlinks)
+    for a, b, _, nvlinks, level in gpu_pair_rows(snap, unread):
+        if nvlinks is not None:
+            add("topolink_gpu_pair_nvlinks", [a, b], nvlinks)
         add("topolink_gpu_pair_pcie_path", [a, b], level)
     for island, size in sorted(Counter(r.island for r in rows if r.island).items()):
         add("topolink_nvlink_island_gpus", [island], size)
     distance = snap.matrix("numa_distance")
-    if distance is not None:
+    if distance is not None and Knowledge(unread).knows(NODE, Aspect.NUMA):  # disputed and never read: none
         for i, a in enumerate(distance.ids):
             for j, b in enumerate(distance.ids):
                 add("topolink_numa_distance", [a, b], distance.values[i][j])
@@ -115,12 +122,8 @@ def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None]) 
     for link in snap.links:
         if link.bytes_per_second:
             add("topolink_link_bandwidth_bytes_per_second", [link.id, link.kind.value], link.bytes_per_second)
-    bad = {(subject, kind) for subject, kind, _ in degraded(snap)}
-    for row in rows:
-        for kind in DEGRADED_KINDS:
-            add("topolink_degraded", [row.gpu, kind], 1 if (row.gpu, kind) in bad else 0)
-    for n in sorted((n for n in snap.nics if n.rdma), key=lambda n: n.name):
-        add("topolink_degraded", [n.id, "pcie-width"], 1 if (n.id, "pcie-width") in bad else 0)
+    for subject, kind, flag in degraded_flags(snap, DEGRADED_KINDS, unread):
+        add("topolink_degraded", [subject, kind], flag)
 
 
 def _measurements(view: View, add: Callable[[str, Iterable[str], float], None]) -> None:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from topology import LinkKind, Snapshot, Source, ordered_gpus, pcie_bytes_per_second
+from topology import LinkKind, Snapshot, Source, gpu_labels, ordered_gpus, pcie_bytes_per_second
 
 from ._derive import degraded
 
@@ -40,7 +40,8 @@ def _measured(snap: Snapshot) -> dict[frozenset[str], float]:
 
 
 def picture_dot(snap: Snapshot) -> str:
-    gpu_names = {g.id: f"GPU{i}" for i, g in enumerate(ordered_gpus(snap))}
+    gpus = ordered_gpus(snap)
+    gpu_names = {g.id: label for g, label in zip(gpus, gpu_labels(gpus), strict=True)}
     nic_by_pci = {n.pci_bus_id: n for n in snap.nics if n.pci_bus_id}
     switches = {s.id for s in snap.nvswitches}
     pci = {f.id: f for f in snap.pci}

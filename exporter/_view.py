@@ -53,6 +53,7 @@ class View:
     version: str = "0+unknown"
     structure_hash: str = ""
     stale_since: tuple[tuple[Fact, float], ...] = ()  # unknown facts, and since when (unix seconds)
+    unread: tuple[Fact, ...] = ()  # unknown facts no pass has read since the start: no value, not even a stale one
     theoretical: tuple[float | None, ...] = ()
     probes: ProbeStats = field(default_factory=ProbeStats)
     sinks: tuple[SinkStats, ...] = ()
@@ -61,3 +62,14 @@ class View:
     degradations: tuple[str, ...] = ()  # why the agent serves with less than it should (/readyz says each)
     discovery_passes: int = 0
     generation: int = 0  # bumps on every new view: the cache key of everything rendered from it
+    nvml_error: str = ""  # NVML's error while it does not answer on a node with NVIDIA GPUs: not ready
+    discovery_delay_s: float = 0.0  # to the next discovery pass: the interval, or sooner while NVML is retried
+
+    @property
+    def not_ready(self) -> str:
+        """Why the agent is not ready (empty when it is): what /readyz answers with 503."""
+        if not self.nvml_error:
+            return ""
+        return (f"NVML does not answer ({self.nvml_error}) while NVIDIA GPUs are on the PCI bus: the driver is "
+                f"not up; NVLink and GPU identity facts are unknown and nothing derived from them is published; "
+                f"discovery tries again in {self.discovery_delay_s:g} s")

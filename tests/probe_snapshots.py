@@ -10,6 +10,9 @@ import topology as t
 G0, G1, G2, G3 = "0000:05:00.0", "0000:06:00.0", "0000:85:00.0", "0000:86:00.0"
 NIC = "0000:07:00.0"
 GiB = 1 << 30
+# Every discovery source read its subsystem: a snapshot no source read is never complete.
+READ = tuple(t.SourceOutcome(name=n, status=t.SourceStatus.OK, duration_seconds=0.0)
+             for n in ("gdr", "infiniband", "net", "numa", "nvml", "pci"))
 
 
 def _f(bdf: str, parent: str, *, bridge: bool = False, numa: int = 0, vendor: int = 0x10DE) -> t.PciFunction:
@@ -46,10 +49,10 @@ def four_gpu_box(*, gdr: t.GdrFacts | None = None) -> t.Snapshot:
     roots = (t.HostBridge(id="pci0000:00", domain=0, bus=0, numa_node=0),
              t.HostBridge(id="pci0000:80", domain=0, bus=0x80, numa_node=1))
     return t.Snapshot(node="box", pci=pci, gpus=gpus, links=links, numa_nodes=numa, nics=nics, host_bridges=roots,
-                      gdr=gdr or t.GdrFacts(peermem_loaded=True, dmabuf_supported=True))
+                      gdr=gdr or t.GdrFacts(peermem_loaded=True, dmabuf_supported=True), sources=READ)
 
 
 def this_host() -> t.Snapshot:
     """NUMA node 0 of this machine with the CPUs this process may run on: enough for the cpu backend."""
     cpus = tuple(sorted(os.sched_getaffinity(0)))
-    return t.Snapshot(node="here", numa_nodes=(t.NumaNode(id="numa0", os_index=0, cpus=cpus),))
+    return t.Snapshot(node="here", numa_nodes=(t.NumaNode(id="numa0", os_index=0, cpus=cpus),), sources=READ)

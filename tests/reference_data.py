@@ -13,6 +13,10 @@ DATA = Path(__file__).resolve().parent / "data"
 TOPO = DATA / "topo"  # real `nvidia-smi topo -m` outputs
 NVLINK = DATA / "nvlink"  # real `nvidia-smi nvlink` outputs
 HWLOC_LINUX = DATA / "hwloc" / "linux"  # hwloc's gathered sysfs trees with hwloc's expected output
+# Gathered trees in which two readings contradict each other, and the source the cross-check says failed:
+# 32intel64-2p8co2t+8ve has InfiniBand HCAs bound to mlx5_core but no /sys/class/infiniband (hwloc shows no
+# OpenFabrics device for them either), so whether they did RDMA cannot be told from the tree.
+DISPUTED = {"32intel64-2p8co2t+8ve": "infiniband"}
 
 
 def hwloc_tarballs() -> list[Path]:

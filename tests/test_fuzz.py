@@ -1,9 +1,13 @@
-"""The standing fuzz suite (issue 7, section 4): no input may crash, hang or leak, and the snapshot is honest.
+"""The standing fuzz suite: no input may crash, hang or leak, and the snapshot is honest.
 
-Mutated copies of the real hwloc trees and of machine profiles (sysfs mutations, NVML errors on every call,
-a GPU lost at every call) and broken saved snapshots, each run by ``topolink`` in a subprocess under a
-time and memory limit, as an unprivileged user. Every case must end with exit 0, 1 or 3, no traceback,
-and every fact that changed must be marked unknown (tests/fuzz/oracle.py).
+Mutated copies of the real hwloc trees and of machine profiles (sysfs mutations, contradictory pairs of
+sysfs facts, NVML errors on every call or only its nth, NVML not starting, NVML answers contradicting the
+tree, a GPU lost at every call), broken saved snapshots, and non-regular files at every path the commands
+write or read (-o, --from, the agent's state directory and features file), each run by ``topolink`` in a
+subprocess under a time and memory limit, as an unprivileged user. Every case must end with the exit
+status the README promises, no traceback, nothing of the user's changed; every fact that changed must be
+marked unknown (tests/fuzz/oracle.py), and no label, ResourceSlice attribute or taint rule computed from
+the snapshot may differ from the clean machine's (tests/published.py).
 
     TOPOLINK_FUZZ_SEED=7 TOPOLINK_FUZZ_CASES=2000 .venv/bin/python -m pytest tests/test_fuzz.py -m slow
     TOPOLINK_FUZZ_ONLY='hgx-h100#17' ...        # re-run the cases whose id contains this text
@@ -20,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz import Suite, fact_values
+from tests.fuzz._cases import tally
+from tests.fuzz._trees import cleanup_stale
 from tests.fuzz.oracle import diff
-from tests.fuzz.runner import cleanup_stale, tally
 from topology import NODE, Aspect, Fact, Gpu, Problem, Snapshot, loads
 
 SEED = int(os.environ.get("TOPOLINK_FUZZ_SEED", "20240607"))
@@ -63,7 +68,9 @@ def test_fuzz_every_case_ends_cleanly_and_honestly(suite: Suite, capsys: pytest.
     for r in failed:
         kind = r.case.mutation.kind if r.case.mutation else (
             "nvml-lose" if r.case.fault and r.case.fault.lost_gpu is not None else
-            "nvml-error" if r.case.fault else f"snapshot-{r.case.broken.kind}" if r.case.broken else "clean")
+            "nvml-contradiction" if r.case.fault and r.case.fault.edit else
+            "nvml-error" if r.case.fault else f"snapshot-{r.case.broken.kind}" if r.case.broken else
+            f"io-{r.case.io.command}" if r.case.io else "clean")
         by_kind[kind] = by_kind.get(kind, 0) + 1
     shown = "\n\n".join(r.report(SEED) for r in failed[:SHOWN])
     if failed:

@@ -20,7 +20,7 @@ import topology as t
 from agent.discovery import discover
 from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.hwloc_expected import Expected, Spec, load, read_test
-from tests.reference_data import HWLOC_LINUX
+from tests.reference_data import DISPUTED, HWLOC_LINUX
 
 TESTS = sorted(HWLOC_LINUX.glob("*.test"))
 
@@ -80,7 +80,9 @@ def case(request: pytest.FixtureRequest, hwloc_tree: Callable[[str], Path]) -> C
 
 
 def test_every_source_read_the_tree(case: Case) -> None:
-    assert [o.name for o in case.snap.sources if o.status is t.SourceStatus.FAILED] == []
+    """Failed only where a cross-check disputes what the source read (tests/test_crosschecks.py)."""
+    disputed = DISPUTED.get(case.spec.source.removesuffix(".tar.bz2"))
+    assert [o.name for o in case.snap.sources if o.status is t.SourceStatus.FAILED and o.name != disputed] == []
 
 
 def test_numa_nodes(case: Case) -> None:

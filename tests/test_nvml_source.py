@@ -17,7 +17,7 @@ from agent.discovery.sources import SubsystemAbsent
 from agent.discovery.sources.nvml import REMOTE_SWITCH, NvmlFacts, read_nvml
 from tests.fakenvml import MACHINES, FakeNode, gpus_named
 from tests.fakenvml.fixtures import MakeMachine
-from topology import FabricState, LinkKind, PathIndex, Snapshot, SourceStatus
+from topology import Aspect, FabricState, LinkKind, PathIndex, Snapshot, SourceStatus
 
 SYS_FUNCS = ("nvmlInitWithFlags", "nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion",
              "nvmlSystemGetCudaDriverVersion", "nvmlDeviceGetCount_v2")
@@ -257,12 +257,12 @@ def test_gpu_lost_mid_discovery_gives_a_consistent_snapshot(fake_machine: MakeMa
     calls = node.calls()
     assert max(calls.values()) == 1
     assert _calls_after_loss(calls, 3, at, nth) == []  # nothing more was asked of it
-    if at == "nvmlDeviceGetHandleByIndex_v2":  # never placed: the sysfs GPU stays, unindexed, with a problem
-        assert gpu3.index is None and not gpu3.lost
-        assert any(p.startswith("0000:5d:00.0: on the PCI bus but not among NVML's GPUs") for p in nvml_problems(snap))
+    assert gpu3.lost and gpu3.index == 3  # it keeps its row and its number; no other GPU takes either
+    assert lost_problems[0].startswith("0000:5d:00.0: ")
+    if at == "nvmlDeviceGetHandleByIndex_v2":  # no bus id from NVML: the driver's list says which GPU it is
+        assert any("the only GPU of the driver's list that no other NVML GPU names" in p for p in nvml_problems(snap))
     else:
-        assert gpu3.lost and gpu3.index == 3 and gpu3.uuid is not None  # what was read before stays
-        assert lost_problems[0].startswith("0000:5d:00.0: ")
+        assert gpu3.uuid is not None  # what was read before stays
 
 
 def test_gpu_lost_during_pair_calls_is_found_by_one_probe_each(fake_machine: MakeMachine) -> None:
@@ -277,14 +277,17 @@ def test_gpu_lost_during_pair_calls_is_found_by_one_probe_each(fake_machine: Mak
     assert any(p.startswith("0000:ab:00.0: nvmlDeviceGetIndex: NVML_ERROR_GPU_IS_LOST") for p in nvml_problems(snap))
 
 
-def test_missing_library_means_sysfs_only(fake_machine: MakeMachine, tmp_path: Path) -> None:
+def test_missing_library_with_gpus_on_the_bus_is_a_failure(fake_machine: MakeMachine, tmp_path: Path) -> None:
+    """No library while the nvidia driver's GPUs are on the bus: the driver is not up, not "no NVLink"."""
     node = fake_machine("hgx-h100")
     snap = discover(ctx(node, str(tmp_path / "libnvidia-ml.so.1")))
     outcome = next(o for o in snap.sources if o.name == "nvml")
-    assert outcome.status is SourceStatus.ABSENT and "libnvidia-ml.so.1" in outcome.detail
+    assert outcome.status is SourceStatus.FAILED and "libnvidia-ml.so.1" in outcome.detail
     assert [g.index for g in snap.gpus] == [None] * 8  # found by PCI alone
     assert [s.id for s in snap.nvswitches] == [f"0000:0{i}:00.0" for i in (5, 6, 7, 8)]
-    assert snap.complete and not nvml_problems(snap)
+    assert not snap.complete
+    k = snap.knowledge()
+    assert not any(k.knows(g.id, a) for g in snap.gpus for a in (Aspect.NVLINKS, Aspect.IDENTITY, Aspect.P2P))
 
 
 def test_no_driver_loaded_is_absent(fake_machine: MakeMachine) -> None:

@@ -75,12 +75,11 @@ def test_a_relative_name_writes_in_the_working_directory(tmp_path: Path, monkeyp
     assert (tmp_path / "out.txt").read_text() == "here\n"
 
 
-def test_a_failed_replace_leaves_the_target_and_no_temporary_file(tmp_path: Path) -> None:
+def test_a_directory_in_the_way_is_left_and_no_temporary_file(tmp_path: Path) -> None:
     target = tmp_path / "taken"
-    (target / "inside").mkdir(parents=True)  # os.replace cannot put a file over a non-empty directory
-    with pytest.raises(OutputError, match=r"-o .*taken") as caught:
+    (target / "inside").mkdir(parents=True)
+    with pytest.raises(OutputError, match=r"-o .*taken is a directory"):
         write_output("text\n", str(target))
-    assert isinstance(caught.value.__cause__, OSError)
     assert os.listdir(tmp_path) == ["taken"]
     assert os.listdir(target) == ["inside"]
 
@@ -95,7 +94,6 @@ def test_a_failed_write_keeps_the_old_file_and_no_temporary_file(tmp_path: Path)
 
 
 def test_a_missing_directory_fails_the_write_too(tmp_path: Path) -> None:
-    with pytest.raises(OutputError, match="missing") as caught:
+    with pytest.raises(OutputError, match=r"no such directory .*missing"):
         write_output("text\n", str(tmp_path / "missing/out.json"))
-    assert isinstance(caught.value.__cause__, FileNotFoundError)
     assert os.listdir(tmp_path) == []

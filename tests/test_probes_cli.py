@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,13 +11,15 @@ import pytest
 import topology as t
 from agent.cli import main
 from agent.cli.probe import EXIT_NONE_RAN, EXIT_OK, EXIT_USAGE, ProgressBar
-from tests.probe_snapshots import four_gpu_box, this_host
+from agent.discovery import DiscoveryContext, discover
+from tests.probe_snapshots import four_gpu_box
 
 
 @pytest.fixture
 def host_file(tmp_path: Path) -> Path:
+    """This machine, as discovery sees it: what ``probe --from`` accepts."""
     path = tmp_path / "snap.json"
-    path.write_text(t.dumps(this_host()))
+    path.write_text(t.dumps(discover(DiscoveryContext())))
     return path
 
 
@@ -39,12 +42,33 @@ def test_unknown_test_is_a_usage_error(host_file: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.slow
-def test_no_test_could_run_is_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "box.json"
-    path.write_text(t.dumps(four_gpu_box()))
-    assert main(["probe", "--from", str(path), "--backend", "cuda"]) == EXIT_NONE_RAN
+def test_no_test_could_run_is_non_zero(host_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if discover(DiscoveryContext()).gpus:
+        pytest.skip("this machine has GPUs: the cuda tests could run")
+    assert main(["probe", "--from", str(host_file), "--backend", "cuda"]) == EXIT_NONE_RAN
     captured = capsys.readouterr()
     assert "WAIVED" in captured.out and "no test could run" in captured.err
+
+
+def _saved(tmp_path: Path, snap: t.Snapshot) -> str:
+    path = tmp_path / "other.json"
+    path.write_text(t.dumps(snap))
+    return str(path)
+
+
+def test_another_machines_snapshot_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Its numbers would be this host's copies filed under the other node's NUMA nodes and GPUs."""
+    here = discover(DiscoveryContext())
+    others = {
+        "another node": dataclasses.replace(here, node=here.node + "-elsewhere"),
+        "other CPUs in a NUMA node": dataclasses.replace(here, numa_nodes=(
+            dataclasses.replace(here.numa_nodes[0], cpus=(*here.numa_nodes[0].cpus, 1000)), *here.numa_nodes[1:])),
+        "other GPUs": dataclasses.replace(four_gpu_box(), node=here.node, numa_nodes=here.numa_nodes),
+    }
+    for what, snap in others.items():
+        code = main(["probe", "--from", _saved(tmp_path, snap), "--backend", "cpu", "--tests", "host_memcpy"])
+        err = capsys.readouterr().err
+        assert code == EXIT_USAGE and "does not describe this machine" in err, (what, err)
 
 
 def test_list_names_every_test(capsys: pytest.CaptureFixture[str]) -> None:

@@ -161,7 +161,7 @@ def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     snap: Snapshot = _decode_record(Snapshot, body, "snapshot")
     if schema == SCHEMA_V1:
         snap = _from_v1(snap)
-    return check(snap) if validate else snap
+    return check(snap, v1=schema == SCHEMA_V1) if validate else snap
 
 
 def _from_v1(snap: Snapshot) -> Snapshot:

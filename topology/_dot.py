@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._model import LinkKind, PciFunction, Snapshot
-from ._render import ordered_gpus, ordered_rdma_nics
+from ._render import gpu_labels, ordered_gpus, ordered_rdma_nics
 
 
 def _q(text: str) -> str:
@@ -18,7 +18,8 @@ def _gbps(rate: float | None) -> str:
 
 def to_dot(snap: Snapshot) -> str:
     """One picture of the node. Bridges that lead to no GPU, NIC or NVSwitch are left out to stay legible."""
-    gpu_names = {g.id: f"GPU{i}" for i, g in enumerate(ordered_gpus(snap))}
+    gpus = ordered_gpus(snap)
+    gpu_names = {g.id: label for g, label in zip(gpus, gpu_labels(gpus), strict=True)}
     nic_names = {n.id: n.name for n in snap.nics}
     rdma = {n.id for n in ordered_rdma_nics(snap)}
     pci = {f.id: f for f in snap.pci}

@@ -230,8 +230,9 @@ class Snapshot:
 
     @property
     def complete(self) -> bool:
-        """Nothing a ``topo -m`` cell, a label or a metric depends on is unknown. Sinks never delete on less."""
-        return not self.unknown and all(o.status in _WHOLE for o in self.sources)
+        """Nothing a ``topo -m`` cell, a label or a metric depends on is unknown. Sinks never delete on less.
+        A fact is known only if a source read it: a snapshot no source read is not complete."""
+        return bool(self.sources) and not self.unknown and all(o.status in _WHOLE for o in self.sources)
 
     def matrix(self, name: str) -> Matrix | None:
         return next((m for m in self.matrices if m.name == name), None)

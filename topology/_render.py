@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._facts import Aspect
@@ -41,6 +42,13 @@ def ordered_gpus(snap: Snapshot) -> tuple[Gpu, ...]:
     return tuple(sorted(snap.gpus, key=lambda g: (g.index is None, g.index or 0, g.id)))
 
 
+def gpu_labels(gpus: Sequence[Gpu]) -> tuple[str, ...]:
+    """Row names for ``ordered_gpus``: ``GPU<NVML index>``, as nvidia-smi names them, or ``GPU(<bus id>)``
+    for a GPU NVML did not number (no driver yet, lost before it said where it is, not listed). A row's name
+    is never its position in a list: no GPU can take another's number when one is missing."""
+    return tuple(f"GPU{g.index}" if g.index is not None else f"GPU({g.id})" for g in gpus)
+
+
 def ordered_rdma_nics(snap: Snapshot) -> tuple[Nic, ...]:
     """The NICs ``topo -m`` lists: RDMA devices, in ibverbs name order (mlx5_2 before mlx5_10)."""
     return tuple(sorted((n for n in snap.nics if n.rdma), key=lambda n: _natural(n.name)))
@@ -54,7 +62,7 @@ def _natural(name: str) -> tuple[str, int]:
 
 def topo_table(snap: Snapshot) -> TopoTable:
     gpus, nics = ordered_gpus(snap), ordered_rdma_nics(snap)
-    labels = [f"GPU{i}" for i in range(len(gpus))] + [f"NIC{i}" for i in range(len(nics))]
+    labels = [*gpu_labels(gpus)] + [f"NIC{i}" for i in range(len(nics))]
     ids = [g.id for g in gpus] + [n.id for n in nics]
     index = PathIndex(snap)
     local_cpus = {f.id: f.local_cpus for f in snap.pci}

@@ -42,7 +42,11 @@ def no_gpu_reason(snap: Snapshot) -> str | None:
     nvml = next((o for o in snap.sources if o.name == "nvml"), None)
     pci_nvidia = [f for f in snap.pci if f.vendor_id == NVIDIA]
     why = ["no PCI function with vendor 0x10de and class 0x0300/0x0302"]
-    if pci_nvidia:
+    elsewhere = sorted({p.subject for p in snap.problems if "not a GPU of this host" in p.message})
+    if elsewhere:
+        why = [f"{len(elsewhere)} NVIDIA GPU(s) on the bus bound to another driver (vfio-pci passthrough) or "
+               "excluded by the driver: not GPUs of this host"]
+    elif pci_nvidia:
         why = [f"{len(pci_nvidia)} NVIDIA PCI function(s) but none is a GPU"]
     if nvml is None:
         why.append("NVML not consulted (source disabled)")
@@ -54,7 +58,7 @@ def no_gpu_reason(snap: Snapshot) -> str | None:
 
 
 def summary(snap: Snapshot) -> str:
-    from ._render import matrix, ordered_gpus  # loaded here: ``no_gpu_reason`` (every format) needs neither
+    from ._render import gpu_labels, matrix, ordered_gpus  # loaded here: ``no_gpu_reason`` needs neither
     from ._views import nvlink_islands
 
     out = [f"Node {snap.node}"]
@@ -74,9 +78,9 @@ def summary(snap: Snapshot) -> str:
     if gpus:
         out.append(f"GPUs: {len(gpus)}")
         out += _table(("gpu", "bus id", "name", "numa", "pcie", "memory", "state"), [
-            (f"GPU{i}", g.id, g.name or "?", "-" if g.numa_node is None else str(g.numa_node), _pcie(g.pcie),
+            (label, g.id, g.name or "?", "-" if g.numa_node is None else str(g.numa_node), _pcie(g.pcie),
              _bytes(g.memory_bytes), "LOST" if g.lost else ("MIG" if g.mig_enabled else "ok"))
-            for i, g in enumerate(gpus)
+            for label, g in zip(gpu_labels(gpus), gpus, strict=True)
         ])
         if snap.nvswitches:
             out.append(f"NVSwitches: {len(snap.nvswitches)}")

@@ -2,7 +2,8 @@
 
 Checked: ids unique within each kind, matrices square over unique ids, link counts and rates and
 distances in range, NVLink generations and PCIe generations and widths that exist, measurement units
-we know with finite non-negative values, GPU indices unique. The first violation is raised as a
+we know with finite non-negative values, GPU indices unique; then what the numbers and statuses mean
+(``_coherence``). The first violation is raised as a
 :class:`SchemaError` naming where it is, so ``topo --from`` says one clear line instead of rendering
 ``NV-20``.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from ._coherence import coherent
 from ._errors import SchemaError
 from ._ids import MAX_CPUS
 from ._model import LinkKind, PcieLinkState, Snapshot
@@ -49,8 +51,9 @@ def _cpus(where: str, cpus: Iterable[int] | None) -> None:
         _in(where, c, 0, MAX_CPUS - 1)
 
 
-def check(snap: Snapshot) -> Snapshot:
-    """``snap`` when it is a coherent description of one node; :class:`SchemaError` otherwise."""
+def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
+    """``snap`` when it is a coherent description of one node; :class:`SchemaError` otherwise (the shape
+    here, the meaning in ``_coherence``)."""
     _unique("gpus", (g.id for g in snap.gpus))
     _unique("pci", (f.id for f in snap.pci))
     _unique("nics", (n.id for n in snap.nics))
@@ -108,4 +111,5 @@ def check(snap: Snapshot) -> Snapshot:
             raise SchemaError(f"{where}.value: {me.value!r} is not a finite non-negative number")
         if not me.subjects:
             raise SchemaError(f"{where}.subjects: empty")
+    coherent(snap, v1=v1)
     return snap

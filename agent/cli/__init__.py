@@ -7,9 +7,12 @@ Exit status:
   0  done; for ``discover``/``topo`` the snapshot is complete: nothing a ``topo -m`` cell, a label or a
      metric depends on is unknown
   1  done, but some facts are unknown (a source failed, was turned off, or could not read some devices or
-     calls): the output marks them and standard error lists them
+     calls; NVML does not answer while NVIDIA GPUs are on the bus; two readings contradict each other):
+     the output marks them and standard error lists them
   2  usage error
-  3  an input file could not be read or is not a topolink snapshot, or ``-o`` cannot be written
+  3  an input file could not be read, is not a regular file, or is not a coherent topolink snapshot; or ``-o``
+     must not be written (a directory, a block device, a FIFO nobody reads: nothing but a new path or a
+     regular file is ever replaced, see ``_output``)
   ``probe`` and ``selftest`` document their own codes in ``topolink probe --help``.
 """
 
@@ -40,9 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
-        epilog="Exit status: 0 complete; 1 some facts unknown (listed on standard error); 2 usage; 3 bad input "
-               "file or unwritable -o. Optional facts (ACS on bridges, which needs root to read PCI config "
-               "space) are left empty when not readable and never make a snapshot incomplete.",
+        epilog="Exit status: 0 complete; 1 some facts unknown (listed on standard error: a source failed, NVML "
+               "does not answer while NVIDIA GPUs are on the bus, two readings contradict each other); 2 usage; 3 "
+               "bad input file (not a regular file, not a coherent snapshot) or an -o that must not be written "
+               "(only a new path or a regular file is replaced; a character device or a FIFO with a reader is "
+               "written through). Optional facts (ACS on bridges, which needs root to read PCI config space) are "
+               "left empty when not readable and never make a snapshot incomplete.",
     )
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

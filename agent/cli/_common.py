@@ -84,15 +84,17 @@ def exit_for(snap: topology.Snapshot) -> int:
 
 def load_snapshot(path: str) -> topology.Snapshot:
     """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report. Any
-    input, however broken, is an :class:`InputError` with one line saying why."""
+    input, however broken, is an :class:`InputError` with one line saying why: not a regular file (``-`` is
+    standard input), over 64 MiB, not JSON, not the schema, or a document whose meaning does not hold
+    together (``topology._coherence``)."""
     import topology
+    from exporter import UnsafeFile, read_regular
 
     try:
         if path == "-":
             data = sys.stdin.buffer.read(topology.MAX_DOCUMENT_BYTES + 1)
-        else:
-            with open(path, "rb") as f:
-                data = f.read(topology.MAX_DOCUMENT_BYTES + 1)
+        else:  # a regular file only, opened without blocking: a FIFO or a device cannot hang the command
+            data = read_regular(path, topology.MAX_DOCUMENT_BYTES)
         doc = topology.parse_json(data)
         if isinstance(doc, dict) and isinstance(doc.get("snapshot"), dict):
             doc = doc["snapshot"]
@@ -101,6 +103,8 @@ def load_snapshot(path: str) -> topology.Snapshot:
         return topology.from_dict(doc)
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from exc
+    except UnsafeFile as exc:
+        raise InputError(f"{exc} (standard input is --from -)") from exc
     except topology.SchemaError as exc:
         raise InputError(f"{path}: {exc}") from exc
     except RecursionError as exc:

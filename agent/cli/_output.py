@@ -1,74 +1,57 @@
-"""Where command output goes: standard output, or a file replaced atomically."""
+"""Where command output goes: standard output (no ``-o``, or ``-o -``), or the file ``-o`` names.
+
+What may be written is decided before any work (``check_output``) by ``exporter.Target``: a new path or a
+regular file is replaced atomically (readers see the old file or the new one, its mode kept), a link is
+followed, a character device or a FIFO with a reader is written through, and anything else (a directory, a
+block device, a FIFO nobody reads) is refused. No command replaces a file it did not create.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
 import sys
-from pathlib import Path
 
 from topology import TopolinkError
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from exporter import Target
 
 
 class OutputError(TopolinkError):
     """The ``-o`` file cannot be written."""
 
 
-def _stat(output: str, path: Path) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise OutputError(f"-o {output}: {exc.strerror or exc}") from exc
+_open: dict[str, Target] = {}  # -o path -> its target, decided by check_output
 
 
 def check_output(output: str | None) -> None:
-    """Fail before any work when ``-o`` names a file that cannot be written; ``None`` and ``-`` are stdout."""
+    """Fail before any work when ``-o`` names something that cannot or must not be written; ``None`` and
+    ``-`` are standard output. A device or FIFO is opened now and written by ``write_output``."""
     if output is None or output == "-":
         return
-    path = Path(output)
-    target = _stat(output, path)
-    if target is not None and stat.S_ISDIR(target.st_mode):
-        raise OutputError(f"-o {output}: is a directory")
-    parent = _stat(output, path.parent)
-    if parent is None:
-        raise OutputError(f"-o {output}: no such directory")
-    if not stat.S_ISDIR(parent.st_mode):
-        raise OutputError(f"-o {output}: {path.parent} is not a directory")
-    # The file is replaced by a rename, which needs write and search permission on the directory.
-    if not os.access(path.parent, os.W_OK | os.X_OK) or (target is not None and not os.access(path, os.W_OK)):
-        raise OutputError(f"-o {output}: not writable")
+    from exporter import Target, UnsafeFile
+
+    if output in _open:  # decided by an earlier command of this process that did not write: decide again
+        _open.pop(output).close()
+    try:
+        _open[output] = Target(output)
+    except UnsafeFile as exc:
+        raise OutputError(f"-o {exc}") from exc
 
 
 def write_output(text: str, output: str | None) -> None:
-    """Write ``text`` to stdout, or replace ``output`` so that readers see the old file or the new one."""
+    """Write ``text`` to standard output or to the ``-o`` target."""
     if output is None or output == "-":
         sys.stdout.write(text)
         return
-    import tempfile  # with random and math: ~8 ms that printing to standard output need not pay
+    from exporter import UnsafeFile
 
-    path = Path(output)
+    if output not in _open:
+        check_output(output)
+    target = _open.pop(output)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OutputError(f"-o {output}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), _new_file_mode())
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise OutputError(f"-o {output}: {exc.strerror or exc}") from exc
-        raise
-
-
-def _new_file_mode() -> int:
-    """The mode ``open()`` gives a new file, 0666 less the umask (``mkstemp`` makes it private)."""
-    umask = os.umask(0o022)  # the only way to read the umask: set it straight back
-    os.umask(umask)
-    return 0o666 & ~umask
+        target.write(text.encode("utf-8"))
+    except UnsafeFile as exc:
+        raise OutputError(f"-o {exc}") from exc
+    finally:
+        target.close()

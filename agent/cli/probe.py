@@ -1,7 +1,8 @@
 """``topolink probe`` and ``topolink selftest``: the command-line face of the ``probes`` package.
 
 Exit status of ``probe``: 0 at least one test produced a number; 4 none could (every test waived or
-failed: no GPU, no library, busy GPUs, budgets overrun); 2 usage (unknown test); 3 unreadable --from file.
+failed: no GPU, no library, busy GPUs, budgets overrun); 2 usage (unknown test, a tree from another machine,
+a --from snapshot of another machine); 3 unreadable --from file.
 Exit status of ``selftest``: 0 no test failed and at least one passed; 1 a test failed; 4 none could run.
 """
 
@@ -21,9 +22,11 @@ if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
 _PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
-                 "its reason); 2 usage (also: a --sysfs-root or --nvml-library other than the live machine's, "
-                 "whose devices this machine's numbers must not be put on); 3 unreadable --from file or "
-                 "unwritable -o (checked before any measuring).")
+                 "its reason); 2 usage (also: a --sysfs-root or --nvml-library other than the live machine's, or "
+                 "a --from snapshot that does not describe this machine: its node name, NUMA nodes and CPUs or "
+                 "GPUs differ from what discovery sees here, whose devices this machine's numbers must not be "
+                 "put on); 3 unreadable or incoherent --from file or unwritable -o (checked before any "
+                 "measuring).")
 _SELFTEST_EPILOG = "Exit status: 0 no test failed and one passed; 1 a test failed; 4 none could run here."
 
 
@@ -88,8 +91,6 @@ def _refuse_fixture(args: argparse.Namespace) -> str | None:
     """Probes measure this machine: a tree from another one (``--sysfs-root``, a machine profile's test
     NVML) would put this machine's numbers on that machine's NUMA nodes and GPUs."""
     root = getattr(args, "sysfs_root", "/")
-    if getattr(args, "from_file", None):
-        return None
     if os.path.realpath(root) != "/" or getattr(args, "nvml_library", None):
         return (f"refusing to measure: discovery reads a tree from elsewhere (--sysfs-root {root}"
                 f"{', --nvml-library ' + args.nvml_library if args.nvml_library else ''}), and the numbers "
@@ -112,7 +113,52 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if (why := _refuse_fixture(args)) is not None:
         print(f"topolink probe: {why}", file=sys.stderr)
         return EXIT_USAGE
-    return run_probe(args, _snapshot(args))
+    snap = _snapshot(args)
+    if args.from_file and (why := _refuse_foreign(args, snap)) is not None:
+        print(f"topolink probe: {why}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_probe(args, snap)
+
+
+def _refuse_foreign(args: argparse.Namespace, snap: topology.Snapshot) -> str | None:
+    """``--from SNAPSHOT``: the numbers are measured on this machine and filed under the snapshot's devices,
+    so the snapshot must describe this machine, as a fresh discovery of it sees it now: the same node name,
+    the same NUMA nodes with the same CPUs, the same GPUs under the same NVML index (and UUID, where both
+    know it). Anything else would file this host's numbers under another's GPUs and NUMA nodes."""
+    from ._common import discover_from_args
+
+    here = discover_from_args(args)
+    why = machine_differences(snap, here)
+    if not why:
+        return None
+    return (f"refusing to measure: {args.from_file} does not describe this machine ({'; '.join(why[:3])}). "
+            "Probe without --from, or with a snapshot this machine's discovery wrote.")
+
+
+def machine_differences(saved: topology.Snapshot, here: topology.Snapshot) -> list[str]:
+    """How ``saved`` differs from ``here`` in what probes measure: node, NUMA nodes and CPUs, GPUs."""
+    out = []
+    if saved.node != here.node:
+        out.append(f"node {saved.node!r}, this is {here.node!r}")
+    numa = {n.os_index: n.cpus for n in saved.numa_nodes}
+    numa_here = {n.os_index: n.cpus for n in here.numa_nodes}
+    if numa != numa_here:
+        out.append(f"NUMA nodes {_numa_text(numa)}, here {_numa_text(numa_here)}")
+    gpus = {g.id: g for g in saved.gpus}
+    gpus_here = {g.id: g for g in here.gpus}
+    if set(gpus) != set(gpus_here):
+        out.append(f"GPUs {sorted(gpus) or 'none'}, here {sorted(gpus_here) or 'none'}")
+    for bus in sorted(set(gpus) & set(gpus_here)):
+        a, b = gpus[bus], gpus_here[bus]
+        if a.index != b.index or (a.uuid and b.uuid and a.uuid != b.uuid):
+            out.append(f"GPU {bus} is index {a.index} ({a.uuid}), here index {b.index} ({b.uuid})")
+    return out
+
+
+def _numa_text(nodes: dict[int, tuple[int, ...]]) -> str:
+    from topology import format_cpulist
+
+    return ", ".join(f"{i}: {format_cpulist(c) or '-'}" for i, c in sorted(nodes.items())) or "none"
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:

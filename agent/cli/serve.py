@@ -143,7 +143,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         sinks = build_sinks(args)
-    except BadConfig as exc:  # a --kubeconfig that is missing or unreadable: a usage error, no traceback
+    except (BadConfig, ValueError) as exc:  # an unreadable --kubeconfig, no node name: usage, no traceback
         print(f"topolink serve: {exc}", file=sys.stderr)
         return 2
     return run(config, lambda: discover_from_args(args), nvml_busy(args.nvml_library), sinks,

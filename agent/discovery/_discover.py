@@ -7,12 +7,13 @@ import os
 import time
 from collections.abc import Iterable
 
-from topology import Problem, Snapshot, SourceStatus, facts_of
+from topology import Problem, Snapshot, SourceStatus
 
-from .assemble._nvml import NVML_ONLY, merge_nvml
+from .assemble import cross_check, merge_nvml, nvml_unread
 from .assemble._snapshot import assemble
 from .doors import DiscoveryContext
 from .sources import Gathered, run_sources, source_table
+from .sources.numa import NumaFacts
 from .sources.nvml import NvmlFacts
 
 
@@ -35,20 +36,12 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
                             problems=(*gathered.problems, problem))
     snap = assemble(gathered, node=node, taken_at=taken_at)
     nvml = gathered.get("nvml", NvmlFacts)
-    snap = _without_nvml(snap) if nvml is None else merge_nvml(snap, nvml)
-    return settle(snap)
-
-
-def _without_nvml(snap: Snapshot) -> Snapshot:
-    """NVML failed or was turned off while GPUs are on the bus: what only NVML tells of them is unknown.
-    (NVML absent, no driver, is different: those facts do not exist, nothing is missing.)"""
-    status = next((o.status for o in snap.sources if o.name == "nvml"), None)
-    if status not in (SourceStatus.FAILED, SourceStatus.DISABLED) or not snap.gpus:
-        return snap
-    unknown = tuple(f for g in snap.gpus for f in facts_of(g.id, *NVML_ONLY))
-    note = Problem(source="nvml", subject="nvml", message=f"NVML not read ({status.value}): identity, NVLinks, "
-                   "P2P, fabric and MIG of the GPUs found on the PCI bus are unknown", unknown=unknown)
-    return dataclasses.replace(snap, problems=(*snap.problems, note))
+    numa = gathered.get("numa", NumaFacts)
+    if nvml is None:
+        snap = nvml_unread(snap, nvml_allowed=ctx.nvml_allowed)
+    else:
+        snap = merge_nvml(snap, nvml, numa.driver_gpus if numa is not None else None)
+    return settle(cross_check(snap))
 
 
 def settle(snap: Snapshot) -> Snapshot:

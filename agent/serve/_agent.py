@@ -23,6 +23,7 @@ from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward,
 
 from ._log import event
 from ._probe import BUSY, Busy, Item, run_pass
+from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
 
 
@@ -62,6 +63,7 @@ class Agent:
         self.view: View | None = None
         self._served: Snapshot | None = None
         self._stale: dict[Fact, float] = {}
+        self._unread: frozenset[Fact] = frozenset()  # unknown in every pass since the start: never had a value
         self._measurements: tuple[Measurement, ...] = ()
         self._passes = 0
         self._generation = 0
@@ -77,6 +79,8 @@ class Agent:
         self._reasons: tuple[tuple[str, str, str], ...] = ()
         self._probe_running = False
         self._probe_requests: dict[str, dict[str, Any]] = {}
+        self._nvml_error: str | None = None  # NVML's error while it does not answer on a node with GPUs
+        self._nvml_failures = 0  # passes in a row that found it so
         self.probe_wake = threading.Event()
         self.stopping = threading.Event()
         self._state_result(self._state.writable())  # known from the first view on
@@ -90,21 +94,35 @@ class Agent:
             event(self.log, "discovery failed", logging.ERROR, why=why, error=f"{type(exc).__name__}: {exc}")
             return
         now = self._clock()
+        waiting = nvml_waiting(current)
         with self._lock:
             if self._served is None:
                 self._restore(current)
+                self._unread = frozenset() if self._served is not None else current.unknown
+            self._unread &= current.unknown  # read once: from then on it has a value, stale or fresh
             served = with_measurements(carry_forward(self._served, current), self._measurements)
             self._served = served
             self._stale = stale_since(self._stale, current.unknown, now)
             self._passes += 1
+            answered = self._nvml_failures if waiting is None else 0
+            self._nvml_error, self._nvml_failures = waiting, 0 if waiting is None else self._nvml_failures + 1
             self._rebuild()
         event(self.log, "discovery pass", why=why, complete=current.complete, unknown=len(current.unknown),
               gpus=len(served.gpus), seconds=round(time.monotonic() - t0, 3))
+        if waiting is not None:
+            event(self.log, "waiting for NVML", logging.WARNING, error=waiting, tries=self._nvml_failures,
+                  next_try_s=self.next_discovery_in())
+        elif answered:
+            event(self.log, "NVML answered", after_tries=answered)
         if current.complete:
             self._save_snapshot(served)
         else:
             self._state_result(self._state.writable())
         self._publish(served)
+
+    def next_discovery_in(self) -> float:
+        """Seconds to the next pass: the interval, sooner while NVML does not answer (``retry_delay``)."""
+        return retry_delay(self._nvml_failures, self.config.discovery_interval_s)
 
     def _restore(self, first: Snapshot) -> None:
         loaded: Loaded = self._state.load(structure_hash(first))
@@ -181,7 +199,7 @@ class Agent:
                            duty_cycle=self._busy_s / elapsed, running=self._probe_running,
                            last_reasons=self._reasons)
         self.view = View(snapshot=served, version=self.config.version, structure_hash=structure_hash(served),
-                         stale_since=tuple(self._stale.items()),
+                         stale_since=tuple(self._stale.items()), unread=tuple(sorted(self._unread)),
                          theoretical=tuple(map(LinkCapability(served).of, served.measurements)), probes=stats,
                          sinks=tuple(self._sink_totals.values()),
                          state_errors=tuple(sorted(self._state_errors.items())),
@@ -189,7 +207,8 @@ class Agent:
                          degradations=() if self._state_error is None else (
                              f"state directory {self._state.root} not writable ({self._state_error}): probe results "
                              "and the last snapshot are lost at the next restart",),
-                         discovery_passes=self._passes, generation=self._generation)
+                         discovery_passes=self._passes, generation=self._generation,
+                         nvml_error=self._nvml_error or "", discovery_delay_s=self.next_discovery_in())
         self.on_view()
 
     # -- probes --------------------------------------------------------------------------------------

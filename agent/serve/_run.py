@@ -49,7 +49,7 @@ def discovery_loop(agent: Agent, wake: Wake) -> None:
     while not agent.stopping.is_set():
         agent.discover_once(why)
         _return_free_memory()
-        why = wake.wait(agent.config.discovery_interval_s)
+        why = wake.wait(agent.next_discovery_in())  # sooner while NVML does not answer
 
 
 def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake) -> None:

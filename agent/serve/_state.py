@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology import Fact, Measurement, SchemaError, Snapshot, from_dict, loads, structure_hash
+from exporter import UnsafeFile, read_regular, write_file
+from topology import MAX_DOCUMENT_BYTES, Fact, Measurement, SchemaError, Snapshot, from_dict, loads, structure_hash
 
 SNAPSHOT_FILE = "snapshot.json"
 REPORT_FILE = "probe-report.json"
@@ -37,17 +38,18 @@ class Loaded:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """A reader sees the old file or the new one, never half of one; a FIFO, device or directory put in the
+    file's place is refused, never replaced (``exporter.Target``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)  # a reader sees the old file or the new one, never half of one
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_file(str(path), text.encode())
+    except UnsafeFile as exc:
+        raise OSError(str(exc)) from exc
+
+
+def _read(path: Path) -> str:
+    """A state file: a regular file of at most MAX_DOCUMENT_BYTES, or UnsafeFile (a FIFO cannot hang the start)."""
+    return read_regular(str(path), MAX_DOCUMENT_BYTES).decode()
 
 
 class StateDir:
@@ -80,19 +82,19 @@ class StateDir:
         errors: list[tuple[str, str]] = []
         notes: list[str] = []
         path = self.root / SNAPSHOT_FILE
-        if path.exists():
+        if os.path.lexists(path):
             try:
-                snap = loads(path.read_text())
+                snap = loads(_read(path))
                 if structure_hash(snap) == expected_hash:
                     snapshot = snap
                 else:
                     notes.append(f"{path}: from other hardware (structure hash differs): not used")
-            except (OSError, UnicodeDecodeError, SchemaError) as exc:
+            except (OSError, UnicodeDecodeError, SchemaError, UnsafeFile) as exc:
                 errors.append((SNAPSHOT_FILE, f"{path}: {exc}"))
         path = self.root / REPORT_FILE
-        if path.exists():
+        if os.path.lexists(path):
             try:
-                doc = json.loads(path.read_text())
+                doc = json.loads(_read(path))
                 if not isinstance(doc, dict) or doc.get("schema") not in REPORT_SCHEMAS \
                         or not isinstance(doc.get("snapshot"), dict):
                     raise SchemaError(f"not a {' or '.join(REPORT_SCHEMAS)} report")
@@ -101,6 +103,6 @@ class StateDir:
                     measurements, report = snap.measurements, doc
                 else:
                     notes.append(f"{path}: from other hardware (structure hash differs): not used")
-            except (OSError, UnicodeDecodeError, ValueError, SchemaError) as exc:
+            except (OSError, UnicodeDecodeError, ValueError, SchemaError, UnsafeFile, RecursionError) as exc:
                 errors.append((REPORT_FILE, f"{path}: {exc}"))
         return Loaded(snapshot, measurements, report, tuple(errors), tuple(notes))

@@ -112,9 +112,10 @@ def nvlink_counts(snap: Snapshot) -> dict[str, int]:
     return counts
 
 
-def degradation(snap: Snapshot) -> dict[str, tuple[str, ...]]:
-    """Reasons per degraded GPU (absent: not degraded or not known to be)."""
-    k = snap.knowledge()
+def degradation(snap: Snapshot, knowledge: Knowledge | None = None) -> dict[str, tuple[str, ...]]:
+    """Reasons per degraded GPU (absent: not degraded or not known to be). What is known is ``knowledge``
+    when given (the agent's, across passes), else what the snapshot marks unknown."""
+    k = snap.knowledge() if knowledge is None else knowledge
     reasons: defaultdict[str, set[str]] = defaultdict(set)
     for g in snap.gpus:
         p = g.pcie

@@ -7,7 +7,6 @@ plan, and send nothing when the plan is empty.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from topology import Snapshot
 
+from .._files import UnsafeFile, read_regular, write_file
 from .._sink import PublishResult
 from ._api import MANAGED_BY, NODE_FEATURE, KubeApi, NodeView, Obj
 from ._errors import InvalidObject, PublishError
@@ -116,11 +116,16 @@ def _meta_same(current: Obj, want: Obj) -> bool:
     return labels_ok and have.get("ownerReferences", []) == need.get("ownerReferences", [])
 
 
+MAX_FEATURE_FILE = 1 << 20  # a few hundred short lines at most; a bigger file is not ours
+
+
 def read_feature_file(path: Path) -> dict[str, str]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
+    """The file's ``key=value`` lines; nothing when it is not there. A FIFO, device or directory in its place
+    is UnsafeFile (never read, never waited on)."""
+    return parse_feature_file(_read_or_none(path) or "")
+
+
+def parse_feature_file(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -128,6 +133,13 @@ def read_feature_file(path: Path) -> dict[str, str]:
             key, _, value = line.partition("=")
             out[key] = value or "true"
     return out
+
+
+def _read_or_none(path: Path) -> str | None:
+    try:
+        return read_regular(str(path), MAX_FEATURE_FILE).decode(errors="replace")
+    except FileNotFoundError:
+        return None
 
 
 def render_feature_file(labels: Mapping[str, str]) -> str:
@@ -150,17 +162,18 @@ class FeatureFileSink:
 
     def publish(self, snapshot: Snapshot) -> PublishResult:
         try:
-            observed = {k: v for k, v in read_feature_file(self._path).items() if k in catalogue(self._cfg)}
+            now = _read_or_none(self._path)
+            observed = {k: v for k, v in parse_feature_file(now or "").items() if k in catalogue(self._cfg)}
             labels = desired_labels(snapshot, self._cfg, observed)
             body = render_feature_file(labels)
-            if self._path.exists() and self._path.read_text() == body:
+            if now == body:
                 return PublishResult(unchanged=len(labels))
-            tmp = self._path.with_name(f".{self._path.name}.tmp")
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(body)
-            os.replace(tmp, self._path)
+            write_file(str(self._path), body.encode())  # replaced atomically; never over a non-regular file
             return PublishResult(written=1)
         except PublishError as exc:
             return _failed(self.name, exc)
+        except UnsafeFile as exc:
+            return _failed(self.name, PublishError(str(exc)))
         except OSError as exc:
             return _failed(self.name, PublishError(f"{self._path}: {exc}"))

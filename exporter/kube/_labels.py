@@ -16,6 +16,7 @@ from topology import (
     Aspect,
     GdrVerdict,
     Knowledge,
+    PathClass,
     PathIndex,
     Snapshot,
     gdr_readiness,
@@ -34,7 +35,9 @@ _NODE_ASPECTS = frozenset({Aspect.GPUS, Aspect.NICS, Aspect.PCI, Aspect.NUMA, As
                            Aspect.VERSIONS})
 _GPU_ASPECTS = frozenset({Aspect.IDENTITY, Aspect.PCIE_PATH, Aspect.PCIE_LINK, Aspect.NUMA, Aspect.NVLINKS,
                           Aspect.FABRIC})
-_NIC_ASPECTS = frozenset({Aspect.IDENTITY, Aspect.PCIE_PATH, Aspect.NUMA, Aspect.PORTS})
+# A NIC's identity (name, RDMA) follows the NIC inventory, which labelers about NICs need anyway: an
+# IDENTITY need is the GPUs' (gpu.count must not wait for a NIC's name).
+_NIC_ASPECTS = frozenset({Aspect.PCIE_PATH, Aspect.NUMA, Aspect.PORTS})
 COMPAT = ("nvidia.com/nvswitch.present", "nvidia.com/nvlink.version", "nvidia.com/gpu.clique")
 
 
@@ -144,12 +147,19 @@ def _nics(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     if rdma and gpus:
         index = PathIndex(snap)
         rank = {c: i for i, c in enumerate(_PATH_ORDER)}  # "X" (a NIC on the GPU's own function) ranks first
-        best = [min(rank.get(index.pcie_class(g, n.id).value, 0) for n in rdma) for g in gpus]
-        out["gpu-nic-path"] = _PATH_ORDER[max(best)]
+        classes = [[index.pcie_class(g, n.id) for n in rdma] for g in gpus]
+        if any(c in (PathClass.UNKNOWN, PathClass.LOST) for row in classes for c in row):
+            out["gpu-nic-path"] = None  # a class not known could be the nearest: keep what the Node has
+        else:
+            out["gpu-nic-path"] = _PATH_ORDER[max(min(rank.get(c.value, 0) for c in row) for row in classes)]
     return out
 
 
 def _gdr(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
+    rdma = [n.id for n in snap.nics if n.rdma]
+    index = PathIndex(snap)
+    if any(index.pcie_class(g, n) in (PathClass.UNKNOWN, PathClass.LOST) for g in _live(snap) for n in rdma):
+        return {"gdr": None}  # a GPU's nearest NIC is not known: keep what the Node has
     verdicts = [gdr_readiness(snap, g, near[0]).verdict for g in _live(snap) if (near := nearest_nics(snap, g))]
     return {"gdr": min(verdicts, key=_GDR_ORDER.index).value} if verdicts else {}
 
@@ -216,7 +226,7 @@ LABELERS: tuple[Labeler, ...] = (
     Labeler(name="nics", fn=_nics, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.NUMA), keys=(
         ("rdma-nics", "RDMA NICs"),
         ("gpu-nic-path", "every GPU has an RDMA NIC this close or closer (`PIX` ... `SYS`, as `topo -m`)"))),
-    Labeler(name="gdr", fn=_gdr, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.GDR), keys=(
+    Labeler(name="gdr", fn=_gdr, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.NUMA, A.GDR), keys=(
         ("gdr", "GPUDirect RDMA readiness to the nearest NIC, the worst GPU's: `ready`, `degraded`, "
                 "`unknown`, `not-ready`"),)),
     Labeler(name="degraded", fn=_degraded, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK), keys=(

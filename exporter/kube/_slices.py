@@ -11,11 +11,11 @@ they carry a ``NoSchedule`` taint where the server supports device taints.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topology import Aspect, Gpu, Nic, PathIndex, Snapshot, nearest_nics, nvlink_islands, pcie_switch
+from topology import Gpu, Nic, PathClass, PathIndex, Snapshot, nearest_nics, nvlink_islands, pcie_switch
 
 from ._api import MANAGED_BY, Obj
 from ._errors import InvalidObject
@@ -30,6 +30,7 @@ from ._names import (
     object_name,
     semver,
 )
+from ._slice_facts import Known
 
 STD = "resource.kubernetes.io"
 _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$")
@@ -37,15 +38,8 @@ _ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 MAX_DEVICES, MAX_DEVICES_TAINTED, MAX_ATTRS, MAX_STRING = 128, 64, 32, 64
 TAINT = "topology-only"
 
-# attribute -> the aspect of its device it comes from (unknown: the previous value stays)
-NEEDS: dict[str, Aspect] = {
-    "pcieRoot": Aspect.PCIE_PATH, "pcieSwitch": Aspect.PCIE_PATH,
-    "numaNode": Aspect.NUMA, "uuid": Aspect.IDENTITY, "productName": Aspect.IDENTITY,
-    "cudaComputeCapability": Aspect.IDENTITY, "nvlinkIsland": Aspect.NVLINKS, "nvlinkIslandSize": Aspect.NVLINKS,
-    "nvlinkCount": Aspect.NVLINKS, "nvlinkGen": Aspect.NVLINKS, "pcieGen": Aspect.PCIE_LINK,
-    "pcieWidth": Aspect.PCIE_LINK, "nearestNic": Aspect.PCIE_PATH, "nicPath": Aspect.PCIE_PATH,
-    "gdr": Aspect.PCIE_PATH, "degraded": Aspect.NVLINKS, "linkLayer": Aspect.PORTS, "rateGbps": Aspect.PORTS,
-}
+
+
 ATTRIBUTES: tuple[tuple[str, str, str], ...] = (  # (name, type, meaning), for the reference
     (f"{STD}/pciBusID", "string", "PCI address `dddd:bb:dd.f` (GPU and NIC)"),
     (f"{STD}/pcieRoot", "string", "PCIe root complex `pciDDDD:BB` (GPU and NIC)"),
@@ -153,7 +147,9 @@ def _gpu_attrs(snap: Snapshot, g: Gpu, ctx: dict[str, Any]) -> dict[str, tuple[s
     nic = next((n for n in snap.nics if near and n.id == near[0]), None)
     if nic is not None:
         a["nearestNic"] = ("string", nic_device_name(nic))
-        a["nicPath"] = ("string", ctx["index"].pcie_class(g.id, nic.id).value)
+        path = ctx["index"].pcie_class(g.id, nic.id)
+        if path not in (PathClass.UNKNOWN, PathClass.LOST):
+            a["nicPath"] = ("string", path.value)
     a["degraded"] = ("bool", g.id in ctx["degraded"])
     return a
 
@@ -171,7 +167,7 @@ def _bw_attrs(gid: str, found: Mapping[BwKind, list[Any]], prev: Mapping[str, An
 def desired_devices(snap: Snapshot, cfg: SliceConfig, observed: Sequence[Obj] = ()) -> list[Obj]:
     """Devices sorted by name. ``observed``: the devices the pool has now (for unknown facts)."""
     prev = {d["name"]: d for d in observed}
-    k = snap.knowledge()
+    known = Known(snap)
     roots = _roots(snap)
     driver = semver(dict(snap.versions).get("nvidia_driver", ""))
     ctx = {"driver": driver, "islands": nvlink_islands(snap), "nvlinks": nvlink_counts(snap),
@@ -184,7 +180,7 @@ def desired_devices(snap: Snapshot, cfg: SliceConfig, observed: Sequence[Obj] = 
         name = f"gpu-{g.minor}"
         old = prev.get(name, {}).get("attributes", {})
         attrs = _std(g.id, g.numa_node, roots, snap) | _gpu_attrs(snap, g, ctx) | _bw_attrs(g.id, found, old)
-        devices[name] = _device(name, attrs, cfg, old, lambda a, gid=g.id: k.knows(gid, a))
+        devices[name] = _device(name, attrs, cfg, old, known.of(g.id))
     for n in snap.nics:
         if not n.rdma:
             continue
@@ -197,22 +193,21 @@ def desired_devices(snap: Snapshot, cfg: SliceConfig, observed: Sequence[Obj] = 
             attrs["linkLayer"] = ("string", layers[0])
         if rates:
             attrs["rateGbps"] = ("int", int(max(rates)))
-        devices[name] = _device(name, attrs, cfg, old, lambda a, nid=n.id: k.knows(nid, a))
+        devices[name] = _device(name, attrs, cfg, old, known.of(n.id))
     if not snap.complete:  # a device we cannot see now is kept, never dropped on partial knowledge
         devices |= {name: d for name, d in prev.items() if name not in devices}
     return [devices[n] for n in sorted(devices)]
 
 
 def _device(name: str, attrs: Mapping[str, tuple[str, Any]], cfg: SliceConfig, old: Mapping[str, Any],
-            knows: Any) -> Obj:
+            knows: Callable[[str], bool]) -> Obj:
     if not is_dns_label(name):
         raise InvalidObject(f"device name {name!r} is not a DNS label")
     out: dict[str, Any] = {}
     for key, (kind, v) in attrs.items():
         short = key.rpartition("/")[2]
         full = key if "/" in key else f"{cfg.driver}/{key}"
-        aspect = NEEDS.get(short)
-        if aspect is not None and not knows(aspect):
+        if not knows(short):
             if full in old:
                 out[full] = old[full]
             continue
@@ -221,7 +216,7 @@ def _device(name: str, attrs: Mapping[str, tuple[str, Any]], cfg: SliceConfig, o
             out[full] = value
     for full, value in old.items():  # an attribute whose fact is unknown now keeps its value
         short = full.rpartition("/")[2]
-        if full not in out and (aspect := NEEDS.get(short)) is not None and not knows(aspect):
+        if full not in out and not knows(short):
             out[full] = value
     if len(out) > MAX_ATTRS:
         raise InvalidObject(f"device {name}: {len(out)} attributes, the limit is {MAX_ATTRS}")

@@ -71,7 +71,7 @@ def _gpu_lines(machine: Machine, i: int, gpu: Function, plan: list[tuple[int, in
     yield f"gpu {i} name {s['name']}"
     yield f"gpu {i} uuid {machine.gpu_uuid(gpu)}"
     yield f"gpu {i} memory {int(s['memory_mib']) * 2**20}"
-    yield f"gpu {i} minor {int(s.get('minor', i))}"
+    yield f"gpu {i} minor {machine.minor(gpu)}"
     if s.get("gpu_numa_id") is not None:
         yield f"gpu {i} numa {int(s['gpu_numa_id'])}"
     node = int(s.get("affinity_node", gpu.numa))
@@ -141,7 +141,8 @@ def _inject_lines(machine: Machine) -> Iterator[str]:
         if code not in NVML_RETURN:
             raise ProfileError(f"{machine.path}: inject: {code!r} is not an NVML return code")
         gpu, link = rule.get("gpu", "*"), rule.get("link", "*")
-        yield f"error {rule['call']} {gpu} {link} {NVML_RETURN[code]}"
+        when = f" {int(rule.get('nth', 0))} {int(rule.get('first', 0))}" if "nth" in rule or "first" in rule else ""
+        yield f"error {rule['call']} {gpu} {link} {NVML_RETURN[code]}{when}"
 
 
 def nvml_lines(machine: Machine) -> list[str]:

@@ -55,8 +55,18 @@ class Machine:
 
     @property
     def gpus(self) -> tuple[Function, ...]:
-        """GPUs in NVML index order (PCI bus id order)."""
-        return self.of_kind("gpu")
+        """The GPUs NVML lists, in NVML index order (PCI bus id order): those bound to the nvidia driver
+        (a GPU's ``driver`` attribute, default ``nvidia``) that the driver does not exclude (``excluded``)."""
+        return tuple(f for f in self.driver_gpus if not f.spec.get("excluded"))
+
+    @property
+    def driver_gpus(self) -> tuple[Function, ...]:
+        """The GPUs bound to the nvidia driver, excluded ones too: those /proc/driver/nvidia/gpus lists."""
+        return tuple(f for f in self.of_kind("gpu") if f.spec.get("driver", "nvidia") == "nvidia")
+
+    def minor(self, gpu: Function) -> int:
+        """``/dev/nvidiaN``: the profile's ``minor``, else the GPU's place among the driver's GPUs."""
+        return int(gpu.spec.get("minor", self.driver_gpus.index(gpu)))
 
     @property
     def nics(self) -> tuple[Function, ...]:

@@ -89,7 +89,7 @@ def _function(machine: Machine, f: Function, d: Path, sys: Path) -> None:
                   "max_link_speed": LINK_SPEED[max_gen], "max_link_width": str(max_width)}
     if f.secondary is not None:
         attrs |= {"secondary_bus_number": str(f.secondary), "subordinate_bus_number": str(f.subordinate)}
-    driver = _BRIDGE_DRIVER if f.kind.endswith("port") else _DRIVERS.get(f.kind)
+    driver = _BRIDGE_DRIVER if f.kind.endswith("port") else f.spec.get("driver", _DRIVERS.get(f.kind))
     uevent = [f"PCI_CLASS={f.class_code:X}", f"PCI_ID={f.vendor:04X}:{f.device:04X}",
               f"PCI_SUBSYS_ID={sub_vendor:04X}:{sub_device:04X}", f"PCI_SLOT_NAME={f.bdf}"]
     if driver:
@@ -179,12 +179,13 @@ def _proc(machine: Machine, root: Path) -> None:
     module = f"Open Kernel Module for {arch}" if opened else f"{arch} Kernel Module"
     _write(nv / "version", f"NVRM version: NVIDIA UNIX {module}  {driver}  Release Build\n"
                            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)")
-    for i, gpu in enumerate(machine.gpus):
+    for gpu in machine.driver_gpus:
+        excluded = "Yes" if gpu.spec.get("excluded") else "No"
         _write(nv / "gpus" / gpu.bdf / "information",
                f"Model: \t\t {gpu.spec['name']}\nIRQ:   \t\t 0\nGPU UUID: \t {machine.gpu_uuid(gpu)}\n"
                f"Video BIOS: \t ??.??.??.??.??\nBus Type: \t PCIe\nDMA Size: \t 52 bits\n"
                f"DMA Mask: \t 0xfffffffffffff\nBus Location: \t {gpu.bdf}\nDevice Minor: \t "
-               f"{int(gpu.spec.get('minor', i))}\nGPU Excluded:\t No")
+               f"{machine.minor(gpu)}\nGPU Excluded:\t {excluded}")
         if gpu.spec.get("gpu_numa_id") is not None:
             _write(nv / "gpus" / gpu.bdf / "numa_status", f"Node: {int(gpu.spec['gpu_numa_id'])}\nStatus: online")
 

@@ -13,8 +13,10 @@
  *  - a lost GPU answers GPU_IS_LOST to every call that names it, pair calls included;
  *  - compute processes and utilisation answer as on an idle GPU (none, 0%) unless the profile says it is busy.
  *
- * Test hooks: "error" lines inject a return code per function, GPU and link; "lose" lines make a GPU
- * fall off the bus at its n-th call of a function. Every call is counted per function and arguments;
+ * Test hooks: "error" lines inject a return code per function, GPU and link, on every matching call, only
+ * on the n-th, or on the first n (nvmlInitWithFlags counts the inits of the process, so a profile can model
+ * a driver that loads while the caller retries); "lose" lines make a GPU fall off the bus at its n-th call
+ * of a function. Every call is counted per function and arguments;
  * "count first-sequence-number function(args)" lines are written to $TOPOLINK_FAKENVML_CALLS at the
  * nvmlShutdown that ends a session, or on demand with fakenvml_dump_calls().
  */
@@ -153,6 +155,9 @@ typedef struct {
 typedef struct {
     char func[64];
     int gpu, link, code;
+    int nth;   /* > 0: only the nth matching call fails */
+    int first; /* > 0: only the first `first` matching calls fail */
+    int seen;  /* matching calls so far (this session) */
 } error_rule_t;
 
 typedef struct {
@@ -172,6 +177,8 @@ static error_rule_t g_errors[MAX_RULES];
 static int g_nerrors;
 static lose_rule_t g_loses[MAX_RULES];
 static int g_nloses;
+static int g_init_sessions; /* nvmlInitWithFlags calls that tried to open a session on this profile */
+static char g_init_profile[4096];
 
 /* ---- call counting: an open-addressing table of "function(args)" -> count ---- */
 
@@ -429,12 +436,17 @@ static int load_profile(const char *path) {
             }
         } else if (strcmp(word, "error") == 0 && g_nerrors < MAX_RULES) {
             error_rule_t *r = &g_errors[g_nerrors];
-            if (sscanf(rest, "%63s %63s %63s %63s", r->func, a, b, c) != 4) {
+            int nth = 0, first = 0;
+            int got = sscanf(rest, "%63s %63s %63s %63s %d %d", r->func, a, b, c, &nth, &first);
+            if (got != 4 && got != 6) {
                 bad = 1;
             } else {
                 r->gpu = gpu_arg(a);
                 r->link = gpu_arg(b);
                 r->code = atoi(c);
+                r->nth = nth;
+                r->first = first;
+                r->seen = 0;
                 g_nerrors++;
             }
         } else if (strcmp(word, "lose") == 0 && g_nloses < MAX_RULES) {
@@ -481,12 +493,17 @@ static void apply_lose_rules(const char *func, device_t *d) {
 }
 
 static int injected(const char *func, const device_t *d1, const device_t *d2, int link) {
+    int init = strcmp(func, "nvmlInitWithFlags") == 0;
     for (int i = 0; i < g_nerrors; i++) {
-        const error_rule_t *r = &g_errors[i];
+        error_rule_t *r = &g_errors[i];
         if (strcmp(r->func, func) != 0) continue;
         int gpu_ok = r->gpu == -1 || (d1 != NULL && d1->index == r->gpu) || (d2 != NULL && d2->index == r->gpu);
         int link_ok = r->link == -1 || r->link == link;
-        if (gpu_ok && link_ok) return r->code;
+        if (!(gpu_ok && link_ok)) continue;
+        int seen = init ? g_init_sessions : ++r->seen;
+        if (r->nth > 0 && seen != r->nth) continue;
+        if (r->first > 0 && seen > r->first) continue;
+        return r->code;
     }
     return NVML_SUCCESS;
 }
@@ -552,6 +569,11 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
         const char *path = getenv("TOPOLINK_FAKENVML_PROFILE");
         fakenvml_reset_calls();
         count_call("nvmlInitWithFlags");
+        if (path != NULL && strncmp(path, g_init_profile, sizeof g_init_profile) != 0) {
+            snprintf(g_init_profile, sizeof g_init_profile, "%s", path); /* another machine: count afresh */
+            g_init_sessions = 0;
+        }
+        g_init_sessions++;
         if (path == NULL || *path == '\0') return NVML_ERROR_DRIVER_NOT_LOADED;
         if (load_profile(path) != 0) return NVML_ERROR_UNKNOWN;
         int code = injected("nvmlInitWithFlags", NULL, NULL, -1);

@@ -60,6 +60,11 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _mode = {"drop": "uid" if os.geteuid() == 0 else "none"}
 
 
+def child_uid() -> int:
+    """The user id the children run as (after ``check_privileges``)."""
+    return NOBODY if _mode["drop"] == "uid" else os.geteuid()
+
+
 def _limit_memory() -> None:  # runs in the child between fork and exec
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 

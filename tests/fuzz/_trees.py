@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,3 +101,13 @@ def remove_tree(top: Path) -> None:
             if not os.path.islink(p):
                 os.chmod(p, 0o755)
     shutil.rmtree(top)
+
+
+def cleanup_stale(prefix: str = "topolink-fuzz-") -> None:
+    """Work directories of runs that were killed (older than a day) would fill /tmp: remove them."""
+    import time
+
+    tmp = Path(tempfile.gettempdir())
+    for p in tmp.glob(prefix + "*"):
+        if time.time() - p.stat().st_mtime > 86400:
+            shutil.rmtree(p, ignore_errors=True)

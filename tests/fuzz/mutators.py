@@ -197,7 +197,7 @@ def apply(m: Mutation, root: Path, decoy_dir: Path) -> None:
     k = m.kind
     if k in ("truncate", "random-bytes", "huge-number", "negative-number", "non-ascii-digits", "reversed-range"):
         replace_file(p, m.payload, m.repeat)
-    elif k == "leak-ref":
+    elif k in ("leak-ref", "contra-file"):
         replace_file(p, m.payload)
     elif k in ("to-dir",):
         _unlink(p)
@@ -227,7 +227,7 @@ def apply(m: Mutation, root: Path, decoy_dir: Path) -> None:
         _unlink(p)
         depth = len(Path(m.path).parts) - 1 + len(root.parts) + 2
         os.symlink(str(decoy) if k == "abs-decoy" else "../" * depth + str(decoy).lstrip("/"), p)
-    elif k in ("remove", "remove-dir", "remove-link"):
+    elif k in ("remove", "remove-dir", "remove-link", "contra-remove-dir"):
         _unlink(p)
     elif k in ("chmod-000", "chmod-000-dir"):
         if p.is_file():

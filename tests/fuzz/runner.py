@@ -6,77 +6,25 @@ import itertools
 import json
 import os
 import random
-import shutil
 import tempfile
 import threading
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.fakenvml import load_machine, nvml_lines, profile_path, read_calls
-from topology import Aspect, SchemaError, Snapshot, loads
+from topology import SchemaError, Snapshot, loads
 
-from . import _exec, mutators, oracle
-from ._targets import Targets, find_targets
+from . import _exec, contradict, io_cases, mutators, oracle
+from ._cases import Baseline, Case, Result
+from ._checks import check_process, check_snapshot, check_snapshot_run, check_topo_run
+from ._targets import find_targets
 from ._trees import HWLOC_TREES, PROFILES, BaseTree, copy_tree, hwloc_base, materialize_profile, remove_tree, restore
-from .nvml_cases import NvmlFault, faults
-from .snapshots import BrokenSnapshot, broken_snapshots
+from .io_cases import IoCase
+from .nvml_cases import edited, faults
+from .snapshots import broken_snapshots
 
 TOPO_EVERY = 6  # one case in six renders `topolink topo` instead of `discover --format json`
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    tree: BaseTree
-    command: str  # discover | topo | topo-from
-    mutation: mutators.Mutation | None = None
-    fault: NvmlFault | None = None
-    broken: BrokenSnapshot | None = None
-
-    def what(self) -> str:
-        return str(self.mutation or self.fault or self.broken or "clean")
-
-
-@dataclass(frozen=True)
-class Baseline:
-    tree: BaseTree
-    snap: Snapshot
-    json_size: int
-    topo: str
-    calls: dict[str, int]
-    targets: Targets
-    doc: dict[str, object]
-
-
-@dataclass
-class Result:
-    case: Case
-    run: _exec.Run | None
-    errors: list[str] = field(default_factory=list)
-    snap: Snapshot | None = None
-
-    @property
-    def outcome(self) -> str:
-        if self.run is None:
-            return "not run"
-        if self.run.timed_out:
-            return "timeout"
-        rc = self.run.returncode or 0
-        return f"signal {-rc}" if rc < 0 else f"exit {rc}"
-
-    def report(self, seed: int) -> str:
-        lines = [f"[{self.case.id}, seed {seed}] {self.case.tree.name}: {self.case.what()}"]
-        if self.run is not None:
-            tail = self.run.stderr.strip()[-600:].replace("\n", "\n      ")
-            lines += [f"    command: {self.run.command()}",
-                      f"    {self.outcome} after {self.run.seconds:.2f} s; stderr: {tail or '(empty)'}"]
-        lines += [f"    - {e}" for e in self.errors[:12]]
-        if len(self.errors) > 12:
-            lines.append(f"    - ... and {len(self.errors) - 12} more")
-        return "\n".join(lines)
 
 
 class Suite:
@@ -167,11 +115,15 @@ class Suite:
         rng = random.Random(self.seed)
         n_snap = max(8, self.n_cases * 6 // 100)
         n_nvml = self.n_cases * 30 // 100
-        n_sysfs = self.n_cases - n_snap - n_nvml
+        n_io = max(4, self.n_cases * 8 // 100)
+        n_contra = max(4, self.n_cases * 10 // 100)
+        n_sysfs = max(0, self.n_cases - n_snap - n_nvml - n_io - n_contra)
         cases: list[Case] = []
         hgx = self.baselines["hgx-h100"]
         for i, broken in enumerate(broken_snapshots(hgx.doc, random.Random(f"{self.seed}:snap"), n_snap)):
             cases.append(Case(f"snapshot#{i}", hgx.tree, "topo-from", broken=broken))
+        for i, io in enumerate(io_cases.io_cases(random.Random(f"{self.seed}:io"), n_io)):
+            cases.append(Case(f"io#{i}", hgx.tree, io.command, io=io))
         profiles = [self.baselines[p] for p in PROFILES]
         pools = {b.tree.name: faults(b.calls, random.Random(f"{self.seed}:{b.tree.name}")) for b in profiles}
         for i in range(n_nvml):
@@ -181,6 +133,13 @@ class Suite:
             cases.append(Case(f"{b.tree.name}#nvml{i}", b.tree, "topo" if i % TOPO_EVERY == 3 else "discover",
                               fault=fault))
         trees = list(self.baselines.values())
+        for i in range(n_contra):
+            b = trees[i % len(trees)]
+            files = tuple(f for paths in b.targets.files.values() for f in paths)
+            m = contradict.plan(random.Random(f"{self.seed}:{b.tree.name}:contra{i}"), b.snap, b.tree.root, files)
+            if m is not None:
+                cases.append(Case(f"{b.tree.name}#contra{i}", b.tree, "topo" if i % 4 == 1 else "discover",
+                                  mutation=m))
         for i in range(n_sysfs):
             b = trees[i % len(trees)]
             m = mutators.plan(random.Random(f"{self.seed}:{b.tree.name}:{i}"), b.tree.root, b.targets)
@@ -212,7 +171,9 @@ class Suite:
             path.write_bytes(case.broken.data)
             os.chmod(path, 0o444)
             run = _exec.run([*_exec.topolink(), "topo", "--from", str(path)], _exec.child_env({}), d)
-            return Result(case, run, _check_snapshot_run(case.broken, run))
+            return Result(case, run, check_snapshot_run(case.broken, run))
+        if case.io is not None:
+            return self._run_io_case(case, case.io, d)
         if case.mutation is None:
             return self._run_nvml_case(case, base, d)
         root = self._work_tree(tree)
@@ -231,19 +192,24 @@ class Suite:
     def _run_nvml_case(self, case: Case, base: Baseline, d: Path) -> Result:
         tree, nvml_profile = case.tree, case.tree.nvml_profile
         if case.fault is not None:
-            machine = load_machine(profile_path(tree.profile or tree.name), {"inject": [dict(case.fault.rule)]})
+            machine = load_machine(profile_path(tree.profile or tree.name), {"inject": case.fault.rules})
             nvml_profile = d / "nvml-profile.txt"
-            nvml_profile.write_text("\n".join(nvml_lines(machine)) + "\n")
+            nvml_profile.write_text("\n".join(edited(nvml_lines(machine), case.fault.edit)) + "\n")
             os.chmod(nvml_profile, 0o444)
         return self._run_tree(case, base, tree.root, nvml_profile, d)
 
+    def _run_io_case(self, case: Case, io: IoCase, d: Path) -> Result:
+        run, errors = io_cases.run(io, d, self._root_args(case.tree, case.tree.root), case.tree.nvml_profile)
+        return Result(case, run, errors)
+
     def _run_tree(self, case: Case, base: Baseline, root: Path, nvml_profile: Path | None, d: Path) -> Result:
         tree = case.tree
+        lost = case.fault.lost_gpu if case.fault else None
         if case.command == "topo":
             run = self._topo(tree, root, d, nvml_profile)
-            return Result(case, run, _check_topo_run(base, case, run))
+            return Result(case, run, check_topo_run(base.clean, lost, run))
         run = self._discover(tree, root, d, nvml_profile)
-        result = Result(case, run, _check_process(run))
+        result = Result(case, run, check_process(run))
         out = d / "snap.json"
         if run.returncode not in (0, 1):
             return result
@@ -253,7 +219,7 @@ class Suite:
         except (OSError, SchemaError, UnicodeDecodeError) as exc:
             result.errors.append(f"exit {run.returncode} but no readable snapshot at -o: {exc}")
             return result
-        result.errors += _check_snapshot(base, case, run, snap, size)
+        result.errors += check_snapshot(base.clean, lost, run, snap, size)
         result.snap = snap
         return result
 
@@ -278,87 +244,3 @@ class Suite:
             ref = loads((ref_dir / "snap.json").read_text())
             errors += [f"leak: {e}" for e in oracle.leaked(base.snap, snap, ref)]
         return errors
-
-
-def _check_process(run: _exec.Run) -> list[str]:
-    if run.timed_out:
-        return [f"no result within {_exec.WALL_LIMIT:.0f} s (killed)"]
-    rc = run.returncode or 0
-    errors = []
-    if rc < 0:
-        errors.append(f"killed by signal {-rc} (memory limit {_exec.MEMORY_LIMIT >> 20} MiB?)")
-    elif rc not in (0, 1, 3):
-        errors.append(f"exit {rc}: only 0, 1 or 3 are allowed")
-    if "Traceback" in run.stderr:
-        errors.append("traceback: " + run.stderr.strip().splitlines()[-1][:300])
-    if rc == 3 and not run.stderr.strip():
-        errors.append("exit 3 with nothing on stderr")
-    return errors
-
-
-def _check_snapshot(base: Baseline, case: Case, run: _exec.Run, snap: Snapshot, size: int) -> list[str]:
-    errors = []
-    if run.returncode == 0 and not snap.complete:
-        errors.append(f"exit 0 but the snapshot is not complete (unknown: {oracle.describe(snap)})")
-    if run.returncode == 1:
-        if snap.complete:
-            errors.append("exit 1 but the snapshot says it is complete")
-        elif not snap.unknown:
-            bad = [f"{o.name}={o.status.value}" for o in snap.sources if o.status.value not in ("ok", "absent")]
-            errors.append(f"exit 1 and no problem names an unknown fact (sources: {', '.join(bad)})")
-        errors += oracle.unknown_not_listed(run.stderr, snap.unknown)
-    if size > max(10 * base.json_size, base.json_size + (1 << 20)):
-        errors.append(f"the snapshot grew from {base.json_size} to {size} bytes")
-    facts = oracle.diff(base.snap, snap)
-    if facts and snap.complete:
-        facts = [f"complete snapshot differs from the clean one: {e}" for e in facts]
-    errors += facts
-    lost = case.fault.lost_gpu if case.fault else None
-    gone = [g.id for g in base.snap.gpus
-            if lost is not None and g.index == lost and g.id not in {x.id for x in snap.gpus}]
-    if gone:
-        errors.append(f"the lost GPU {gone[0]} vanished from the snapshot (it must stay, marked lost)")
-    return errors
-
-
-def _check_topo_run(base: Baseline, case: Case, run: _exec.Run) -> list[str]:
-    errors = _check_process(run)
-    if run.returncode == 0 and run.stdout != base.topo:
-        errors.append("exit 0 (complete) but topo differs from the clean tree's:\n"
-                      + oracle.text_diff(base.topo, run.stdout))
-    if run.returncode == 1 and not any(a.value in run.stderr for a in Aspect):
-        errors.append("exit 1 but stderr names no unknown fact")
-    if case.fault is not None and case.fault.lost_gpu is not None and run.returncode in (0, 1):
-        rows = [ln for ln in run.stdout.splitlines() if ln.startswith("GPU")]
-        want = [ln for ln in base.topo.splitlines() if ln.startswith("GPU")]
-        if len(rows) < len(want):
-            errors.append(f"topo shows {len(rows)} GPU rows, the clean run {len(want)}: the lost GPU's row is gone")
-    return errors
-
-
-def _check_snapshot_run(broken: BrokenSnapshot, run: _exec.Run) -> list[str]:
-    errors = _check_process(run)
-    if run.timed_out or (run.returncode or 0) < 0:
-        return errors
-    if broken.strict and run.returncode != 3:
-        errors.append(f"a broken snapshot ({broken.kind}) gave exit {run.returncode}, not 3"
-                      + (f"; stdout: {run.stdout[:200]!r}" if run.stdout else ""))
-    if run.returncode == 3 and len(run.stderr.strip().splitlines()) != 1:
-        errors.append(f"exit 3 should say one line on stderr, said {len(run.stderr.strip().splitlines())}")
-    if "NV-" in run.stdout:
-        errors.append("rendered a negative NVLink count (NV-)")
-    return errors
-
-
-def tally(results: list[Result]) -> Counter[str]:
-    return Counter(r.outcome for r in results)
-
-
-def cleanup_stale(prefix: str = "topolink-fuzz-") -> None:
-    """Work directories of runs that were killed (older than a day) would fill /tmp: remove them."""
-    import time
-
-    tmp = Path(tempfile.gettempdir())
-    for p in tmp.glob(prefix + "*"):
-        if time.time() - p.stat().st_mtime > 86400:
-            shutil.rmtree(p, ignore_errors=True)

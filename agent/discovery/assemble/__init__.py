@@ -2,11 +2,15 @@
 
 ``_snapshot`` builds the snapshot from the sysfs sources' facts (``_pci``: functions, GPUs, host bridges
 and NVSwitches on the bus; ``_nic``: RDMA devices and network interfaces), then ``_nvml`` merges what NVML
-said (identity, NVLinks, pairs) and cross-checks it with the bus. Pure: no reads, no clock.
+said (identity, NVLinks, pairs) and cross-checks it with the bus, or ``_nvml_state`` settles what NVML's
+silence means given the GPUs on the bus; last, ``_crosscheck`` turns every contradiction between two
+sources' readings into a problem. Pure: no reads, no clock.
 Imports the sources' fact types and ``topology``; imported by ``agent.discovery._discover``.
 """
 
-from ._nvml import NVML_ONLY, merge_nvml
+from ._crosscheck import CHECKS, cross_check
+from ._nvml import merge_nvml
+from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
 
-__all__ = ["NVML_ONLY", "assemble", "merge_nvml"]
+__all__ = ["CHECKS", "NVML_ONLY", "assemble", "cross_check", "merge_nvml", "nvml_unread"]

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from topology import (
+    NODE,
     Aspect,
     Fact,
     Gpu,
@@ -37,30 +38,34 @@ from topology import (
     nvlink_gen_from_nvml,
 )
 
+from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvmlFacts, NvmlGpuFacts
+from . import _identity
+from ._nvml_state import NVML_ONLY, SOURCE
 
 T = TypeVar("T")
-SOURCE = "nvml"
-# What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).
-NVML_ONLY = (Aspect.IDENTITY, Aspect.NVLINKS, Aspect.P2P, Aspect.FABRIC, Aspect.MIG, Aspect.NUMA)
 _NVML_ONLY = NVML_ONLY
 SYNTHETIC_SWITCH = "nvswitch0"
 ANCESTOR_MATRIX = "nvml_common_ancestor"
 _NVIDIA, _NVSWITCH_CLASS = 0x10DE, 0x0680
 
 
-def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
-    problems: list[Problem] = [*snap.problems, *facts.problems]
+def merge_nvml(snap: Snapshot, facts: NvmlFacts, driver: Iterable[DriverGpuFacts] | None = None) -> Snapshot:
+    """``driver``: the NVIDIA driver's own GPU list (``/proc/driver/nvidia/gpus``), None when not read."""
+    problems: list[Problem] = list(snap.problems)
     gpus = {g.id: g for g in snap.gpus}
-    placed: dict[int, str] = {}
+    placed = _identity.place(facts.gpus, driver, problems)
+    problems += _identity.renamed(facts.problems, placed)
     for g in facts.gpus:
-        if g.bus_id is None:
-            problems.append(Problem(source=SOURCE, subject=f"nvml:gpu{g.index}",
-                                    message="NVML GPU without a PCI bus id: not placed in the graph",
-                                    unknown=(node_fact(Aspect.GPUS),)))
+        bus = placed.get(g.index)
+        if bus is None:
+            if g.bus_id is None:
+                problems.append(Problem(source=SOURCE, subject=f"nvml:gpu{g.index}",
+                                        message="NVML GPU without a PCI bus id: not placed in the graph",
+                                        unknown=(node_fact(Aspect.GPUS),)))
             continue
-        gpus[g.bus_id] = _enrich(gpus.get(g.bus_id) or Gpu(id=g.bus_id), g)
-        placed[g.index] = g.bus_id
+        gpus[bus] = _enrich(gpus.get(bus) or Gpu(id=bus), g)
+    _identity.reconcile(gpus, driver, problems)
     pci_ids = {f.id for f in snap.pci}
     for gpu in gpus.values():
         if gpu.index is None:
@@ -73,15 +78,22 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts) -> Snapshot:
                                     message="NVML lists this GPU but the PCI source does not: its PCIe path and "
                                             "NUMA node are unknown",
                                     unknown=facts_of(gpu.id, Aspect.PCIE_PATH, Aspect.NUMA)))
-    # A GPU lost, or one NVML cannot place (no bus id), leaves every other GPU's P2P row with it unknown.
-    absent = sorted(g.bus_id or f"nvml:gpu{g.index}" for g in facts.gpus if g.lost or g.bus_id is None)
+    # A GPU lost, or one NVML could not name (no handle, no bus id: its pairs were not all asked) or cannot
+    # place, leaves every other GPU's P2P row with it unknown.
+    absent = sorted(placed.get(g.index) or f"nvml:gpu{g.index}" for g in facts.gpus
+                    if g.lost or g.bus_id is None or g.index not in placed)
     if absent:
         peers = tuple(f for gid in sorted(placed.values()) if gid not in absent for f in facts_of(gid, Aspect.P2P))
         problems.append(Problem(source=SOURCE, subject=",".join(absent),
                                 message="P2P status and common ancestor of every GPU with these GPU(s) unknown",
                                 unknown=peers))
     switches = {s.id: s for s in snap.nvswitches}
-    links = _nvlinks(snap, facts, gpus.keys(), switches, problems)
+    links = _nvlinks(snap, facts, placed, switches, problems)
+    hidden = sorted(s for s, sw in switches.items() if not sw.visible_on_pci and s != SYNTHETIC_SWITCH)
+    if hidden and not snap.knowledge().knows(NODE, Aspect.PCI):  # not seen on a bus nobody could read
+        problems.append(Problem(source=SOURCE, subject=",".join(hidden), message="NVSwitches NVML names by bus "
+                                "id while the PCI bus is unknown: what they are on it is unknown",
+                                unknown=tuple(f for s in hidden for f in facts_of(s, Aspect.IDENTITY))))
     if absent and SYNTHETIC_SWITCH not in switches:  # it is known only through GPUs' links: maybe theirs
         problems.append(Problem(source=SOURCE, subject=SYNTHETIC_SWITCH, message="NVSwitches off the PCI bus are "
                                 "seen only through GPUs' NVLinks, and some GPUs were not read",
@@ -154,15 +166,16 @@ def _is_switch(snap: Snapshot, switches: dict[str, NvSwitch], bus_id: str) -> bo
     return f is not None and f.vendor_id == _NVIDIA and f.class_code >> 8 == _NVSWITCH_CLASS
 
 
-def _nvlinks(snap: Snapshot, facts: NvmlFacts, gpu_ids: Iterable[str], switches: dict[str, NvSwitch],
+def _nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches: dict[str, NvSwitch],
              problems: list[Problem]) -> list[Link]:
-    gpu_set = set(gpu_ids)
-    lost = {g.bus_id for g in facts.gpus if g.lost and g.bus_id is not None}
+    gpu_set = {g.id for g in snap.gpus} | set(placed.values())
+    lost = {placed[g.index] for g in facts.gpus if g.lost and g.index in placed}
     seen: dict[tuple[str, str], int] = defaultdict(int)  # (this end, other end) -> active links seen here
     versions: dict[frozenset[str], set[int]] = defaultdict(set)
     pci_ids = {p.id for p in snap.pci}
     for g in facts.gpus:
-        if g.bus_id is None or g.bus_id in lost:
+        bus = placed.get(g.index)
+        if bus is None or bus in lost:
             continue  # a lost GPU carries nothing: its links, read or half read, are left out
         sentinel = 0
         for link in g.links:
@@ -171,40 +184,40 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, gpu_ids: Iterable[str], switches:
             if link.remote_sentinel:
                 sentinel += 1
                 if link.version is not None:
-                    versions[frozenset((g.bus_id, SYNTHETIC_SWITCH))].add(link.version)
+                    versions[frozenset((bus, SYNTHETIC_SWITCH))].add(link.version)
                 continue
             remote = link.remote_bus_id
             if remote is None:
                 continue  # unreadable: the GPU's NVLinks are unknown, a problem says so
             if remote in lost:
-                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                problems.append(Problem(source=SOURCE, subject=bus,
                                         message=f"NVLink {link.link} goes to the lost GPU {remote}",
-                                        unknown=facts_of(g.bus_id, Aspect.NVLINKS)))
+                                        unknown=facts_of(bus, Aspect.NVLINKS)))
                 continue
             to_switch = link.remote_type == REMOTE_SWITCH or (
                 link.remote_type in (REMOTE_UNKNOWN, None) and _is_switch(snap, switches, remote))
             to_gpu = link.remote_type == REMOTE_GPU or remote in gpu_set
             if to_gpu and not to_switch and remote not in gpu_set:
-                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                problems.append(Problem(source=SOURCE, subject=bus,
                                         message=f"NVLink {link.link} goes to GPU {remote}, which is not among the "
                                                 "GPUs: its NVLinks are unknown",
-                                        unknown=facts_of(g.bus_id, Aspect.NVLINKS)))
+                                        unknown=facts_of(bus, Aspect.NVLINKS)))
                 continue
             if to_switch:
                 switches.setdefault(remote, NvSwitch(id=remote, visible_on_pci=remote in pci_ids))
             elif not to_gpu:
-                problems.append(Problem(source=SOURCE, subject=g.bus_id,
+                problems.append(Problem(source=SOURCE, subject=bus,
                                         message=f"NVLink {link.link} goes to {remote} (remote type "
                                                 f"{link.remote_type}), neither a GPU nor an NVSwitch: not modelled"))
                 continue
-            seen[(g.bus_id, remote)] += 1
+            seen[(bus, remote)] += 1
             if link.version is not None:
-                versions[frozenset((g.bus_id, remote))].add(link.version)
+                versions[frozenset((bus, remote))].add(link.version)
         if sentinel:
             switches.setdefault(SYNTHETIC_SWITCH, NvSwitch(id=SYNTHETIC_SWITCH, visible_on_pci=False))
-            visible = sum(n for (a, b), n in seen.items() if a == g.bus_id and b in switches)
+            visible = sum(n for (a, b), n in seen.items() if a == bus and b in switches)
             from_field = None if g.nvswitch_link_count is None else g.nvswitch_link_count - visible
-            seen[(g.bus_id, SYNTHETIC_SWITCH)] = from_field if from_field and from_field > 0 else sentinel
+            seen[(bus, SYNTHETIC_SWITCH)] = from_field if from_field and from_field > 0 else sentinel
     return _links_from_counts(seen, versions, problems)
 
 

@@ -22,9 +22,11 @@ from topology import (
     pcie_gen_from_gts,
 )
 
+from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.pci import PciDeviceFacts
 
 NVIDIA = 0x10DE
+NVML_DRIVERS = (None, "nvidia")  # no driver: the NVIDIA driver may still be loading
 _GPU_CLASSES = (0x0300, 0x0302)  # VGA-compatible, 3D controller
 _NVSWITCH_CLASS = 0x0680  # bridge, other
 
@@ -147,19 +149,37 @@ def is_gpu(f: PciFunction) -> bool:
     return f.vendor_id == NVIDIA and f.class_code >> 8 in _GPU_CLASSES
 
 
-def gpus(funcs: Mapping[str, PciFunction], driver_gpus: Mapping[str, int | None]) -> tuple[Gpu, ...]:
-    """NVIDIA GPUs found by PCI, driver or not; also the functions the NVIDIA driver lists as its GPUs
-    (their vendor file may be unreadable). ``index`` stays None: only NVML numbers GPUs."""
+def gpus(funcs: Mapping[str, PciFunction], driver_gpus: Mapping[str, DriverGpuFacts],
+         problems: list[Problem]) -> tuple[Gpu, ...]:
+    """The host's NVIDIA GPUs: those found by PCI that are bound to the ``nvidia`` driver or to none (a driver
+    still loading), and the functions the NVIDIA driver lists as its GPUs (their vendor file may be
+    unreadable). ``index`` stays None: only NVML numbers GPUs.
+
+    A GPU bound to another driver is no GPU of this host: ``vfio-pci`` hands it to a virtual machine, whose
+    own driver reads its NVLinks; ``nouveau`` and stub drivers keep NVIDIA's driver and NVML off it. NVML on
+    the host cannot see it and containers here cannot use it, so it stays a PCI function only (as
+    ``nvidia-smi`` on the host shows no such GPU), with a note saying why: counting it would publish GPUs
+    nobody here can use, and its NVLinks could only be guessed."""
     out = []
     for bdf, f in funcs.items():
-        if not (is_gpu(f) or bdf in driver_gpus):
+        listed = driver_gpus.get(bdf)
+        if not (is_gpu(f) or listed is not None):
+            continue
+        if f.driver not in NVML_DRIVERS and listed is None:
+            problems.append(Problem(source="pci", subject=bdf, message=f"NVIDIA GPU bound to {f.driver}, not to "
+                                    "the nvidia driver (passed through to a virtual machine, or held by another "
+                                    "driver): not a GPU of this host, left out of the GPUs"))
+            continue
+        if listed is not None and listed.excluded:
+            problems.append(Problem(source="pci", subject=bdf, message="NVIDIA GPU the driver excludes from use "
+                                    "(GPU Excluded: Yes): not a GPU of this host, left out of the GPUs"))
             continue
         out.append(Gpu(
             id=bdf,
             pci_device_id=f.device_id or None,
             numa_node=f.numa_node,
             cpu_affinity=f.local_cpus or (),
-            gpu_numa_id=driver_gpus.get(bdf),
+            gpu_numa_id=listed.memory_node if listed else None,
             pcie=f.link,
         ))
     return tuple(out)

@@ -54,8 +54,8 @@ def assemble(gathered: Gathered, *, node: str, taken_at: float | None) -> Snapsh
     devices = sorted(pci.devices, key=lambda d: bdf_key(d.bus_id))
     funcs = _pci.functions(devices, places, problems)
     _pci.unrooted(funcs, {d.host_bridge for d in devices if d.placed}, problems)
-    driver_gpus = {g.bus_id: g.memory_node for g in numa.driver_gpus} if numa else {}
-    gpus = _pci.gpus(funcs, driver_gpus)
+    driver_gpus = {g.bus_id: g for g in numa.driver_gpus} if numa else {}
+    gpus = _pci.gpus(funcs, driver_gpus, problems)
     nics = _nic.nics(ib.devices, net.interfaces, funcs, problems)
 
     host_bridges = _pci.host_bridges(devices, funcs)

@@ -157,6 +157,13 @@ class Reader:
             self.problem(f"{name}: cannot parse {raw[:60]!r}", aspects)
             return None
 
+    def present(self, name: str) -> bool:
+        """Whether the directory has an entry ``name`` (a dangling link counts), listing it if not yet."""
+        names = self._list()
+        if names is not None:
+            return name in names
+        return self._root.exists(self._dir, name)
+
     def link_name(self, name: str) -> str | None:
         """An optional link's last component (``driver`` -> ``nvidia``); None when absent or unreadable."""
         if self._names is not None and name not in self._names:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from topology import NODE, Aspect, Problem
 
-from ..doors import DiscoveryContext
+from ..doors import DiscoveryContext, FsRoot
 from ._registry import register
 from ._sysfs import Reader
 
@@ -46,12 +46,14 @@ _GDR = (Aspect.GDR,)
 def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
     root = ctx.root
     r = Reader(root, SOURCE, "gdr", "/", fact_subject=NODE)
-    modules_known = root.is_dir(_MODULES)
+    # Both are directories of their own in sysfs, never links nor files: anything else is a problem, not
+    # "no module loaded" or "no peer-memory client".
+    modules_known = _plain_dir(root, _MODULES)
     if not modules_known and root.exists(_MODULES):
-        r.problem(f"{_MODULES} is not a directory: which modules are loaded is unknown", _GDR)
+        r.problem(f"{_MODULES} is not a directory of its own: which modules are loaded is unknown", _GDR)
     peers = tuple(p for p in r.listdir("sys/kernel/mm/memory_peers", _GDR) if p.isprintable() and len(p) <= 64)
-    if root.readlink(_MEMORY_PEERS) is not None:  # a real directory in sysfs, never a link
-        r.problem(f"{_MEMORY_PEERS} is a link: its peer-memory clients are unknown", _GDR)
+    if root.exists(_MEMORY_PEERS) and not _plain_dir(root, _MEMORY_PEERS):
+        r.problem(f"{_MEMORY_PEERS} is not a directory of its own: its peer-memory clients are unknown", _GDR)
         peers = ()
     return GdrHostFacts(
         peermem_loaded=any(root.exists(_MODULES, m) for m in _PEERMEM_MODULES) if modules_known else None,
@@ -61,6 +63,13 @@ def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
         kernel_release=_release(r.text("proc/sys/kernel/osrelease", _GDR), r),
         problems=tuple(r.problems),
     )
+
+
+def _plain_dir(root: FsRoot, path: str) -> bool:
+    try:
+        return root.is_plain_dir(path)
+    except OSError:
+        return False
 
 
 def _open_module(r: Reader) -> bool | None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topology import NODE, Aspect, BadPciAddress, Problem, canonical_bdf, node_fact, parse_cpulist, parse_cpumask
+from topology import NODE, Aspect, Problem, parse_cpulist, parse_cpumask
 
 from ..doors import DiscoveryContext, FsRoot
-from ._parse import MAX_NUMA_NODES, bounded, decimal
+from ._nvidia_proc import DriverGpuFacts, driver_gpus
+from ._parse import MAX_NUMA_NODES, bounded
 from ._registry import SourceError, register
 from ._sysfs import Reader, describe_os_error
 
@@ -24,7 +25,6 @@ _NODE_DIR = re.compile(r"^node([0-9]{1,5})$")
 _MEM_TOTAL = re.compile(r"MemTotal:\s+([0-9]{1,16})\s*kB")
 _MAX_MEMORY_KB = 1 << 50  # a petabyte-scale kB count (2**60 bytes) is already beyond any machine
 _NUMA = (Aspect.NUMA,)
-_DRIVER_GPUS = "/proc/driver/nvidia/gpus"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,14 +34,6 @@ class NumaNodeFacts:
     memory_bytes: int | None = None
     distances: tuple[int, ...] | None = None  # one per node, in ascending node order (the kernel's)
     problems: tuple[Problem, ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DriverGpuFacts:
-    """A GPU the NVIDIA driver lists in /proc, with the NUMA node it onlined the GPU's memory as."""
-
-    bus_id: str
-    memory_node: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +63,7 @@ def read_numa(ctx: DiscoveryContext) -> NumaFacts:
         raise SourceError(f"{_NODES} lists no node: NUMA placement is unknown")
     nodes = tuple(_read_node(root, i) for i in indexes)
     return NumaFacts(nodes=nodes, online_cpus=online,
-                     driver_gpus=_driver_gpus(root, problems), problems=tuple(problems))
+                     driver_gpus=driver_gpus(root, problems), problems=tuple(problems))
 
 
 def _online_cpus(root: FsRoot, problems: list[Problem]) -> tuple[int, ...] | None:
@@ -113,45 +105,3 @@ def _distances(text: str) -> tuple[int, ...]:
     if not parts or len(parts) > MAX_NUMA_NODES:
         raise ValueError(text[:60])
     return tuple(_SLIT(v) for v in parts)
-
-
-def _driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts, ...]:
-    try:
-        names = root.listdir(_DRIVER_GPUS)
-    except OSError as exc:
-        problems.append(Problem(source=SOURCE, subject="nvidia", message=f"{_DRIVER_GPUS}: {describe_os_error(exc)}",
-                                unknown=(node_fact(Aspect.NUMA),)))
-        return ()
-    out = []
-    for name in names:
-        try:
-            bdf = canonical_bdf(name)
-        except BadPciAddress:
-            problems.append(Problem(source=SOURCE, subject=name, message=f"{_DRIVER_GPUS}/{name}: not a PCI address",
-                                    unknown=(node_fact(Aspect.NUMA),)))
-            continue
-        directory = f"{_DRIVER_GPUS}/{name}"
-        r = Reader(root, SOURCE, bdf, directory, fact_subject=NODE)  # which nodes are GPU memory
-        try:
-            real = root.is_plain_dir(directory)  # a directory, never a link
-        except OSError:
-            real = False
-        if not real:
-            r.problem(f"{directory} is not the driver's directory for the GPU", _NUMA)
-            node = None
-        else:
-            node = r.parsed("numa_status", _numa_status_node, _NUMA)
-        problems.extend(r.problems)
-        out.append(DriverGpuFacts(bus_id=bdf, memory_node=node))
-    return tuple(out)
-
-
-def _numa_status_node(text: str) -> int | None:
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "Node":
-            node = decimal(value)
-            if node < -1 or node >= MAX_NUMA_NODES:
-                raise ValueError(value)
-            return None if node < 0 else node
-    raise ValueError("no Node line")

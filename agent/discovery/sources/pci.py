@@ -10,6 +10,7 @@ from their path so the tree keeps every hop.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 import struct
 from dataclasses import dataclass
@@ -203,7 +204,7 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, shared: _Pass) -> PciDev
         current_link_width=r.parsed("current_link_width", link_width, _LINK),
         max_link_gts=r.parsed("max_link_speed", link_speed_gts, _LINK),
         max_link_width=r.parsed("max_link_width", link_width, _LINK),
-        driver=r.link_name("driver"),
+        driver=_driver(root, r, place.path, shared),
         acs_redirect=_acs(r) if is_bridge else None,
         placed=place.placed,
         problems=tuple(r.problems),
@@ -213,6 +214,34 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, shared: _Pass) -> PciDev
 
 
 _bdf = functools.lru_cache(maxsize=1024)(canonical_bdf)  # pure; one that raises is not remembered
+_DRIVERS = "/sys/bus/pci/drivers"
+_DRIVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+
+
+def _driver(root: FsRoot, r: Reader, directory: str, shared: _Pass) -> str | None:
+    """The driver bound to the function: its ``driver`` link leads to ``/sys/bus/pci/drivers/<name>``.
+    Decisions rest on it (a GPU for vfio-pci is not the host's, one bound to nvidia is NVML's), so a link
+    that leads elsewhere, into a loop, or to a driver the tree's driver list lacks (a gathered tree without
+    that list is trusted), or a ``driver`` that is no link, is a problem: which driver holds it is unknown."""
+    if not r.present("driver"):
+        return None
+    try:
+        target = resolve_link(root, f"{directory}/driver")
+    except OSError as exc:
+        r.problem(f"driver: {describe_os_error(exc)}: which driver holds it is unknown", _IDENTITY)
+        return None
+    head, name = posixpath.split(target or "")
+    if target is None or head != _DRIVERS or not _DRIVER_NAME.match(name):
+        r.problem(f"driver: {'not a link' if target is None else 'links to ' + target[:80]}, not to a driver in "
+                  f"{_DRIVERS}: which driver holds it is unknown", _IDENTITY)
+        return None
+    if shared.drivers is None:
+        shared.drivers = root.is_dir(_DRIVERS)
+    if shared.drivers and not root.is_dir(target):
+        r.problem(f"driver: links to {name}, which {_DRIVERS} does not list: which driver holds it is unknown",
+                  _IDENTITY)
+        return None
+    return name
 
 
 class _Pass:
@@ -221,12 +250,13 @@ class _Pass:
     not remembered). ``list_first``: the last function's directory lacked an attribute, so the next one
     is listed before it is read (functions of one tree tend to have the same attributes)."""
 
-    __slots__ = ("cpulist", "cpumask", "list_first")
+    __slots__ = ("cpulist", "cpumask", "drivers", "list_first")
 
     def __init__(self) -> None:
         self.cpumask = functools.lru_cache(maxsize=None)(parse_cpumask)
         self.cpulist = functools.lru_cache(maxsize=None)(parse_cpulist)
         self.list_first = False
+        self.drivers: bool | None = None  # whether the tree has /sys/bus/pci/drivers (gathered ones may lack it)
 
 
 def _local_cpus(r: Reader, parsers: _Pass) -> tuple[int, ...] | None:

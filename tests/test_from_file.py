@@ -1,0 +1,177 @@
+"""``--from``: only a regular file (or ``-``) of at most 64 MiB, whose meaning holds together as well as its
+shape; anything else is exit 3 with one line naming the field, and nothing ever hangs on a FIFO."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import topology as t
+from agent.discovery import discover
+from agent.discovery.doors import DiscoveryContext, FsRoot
+from tests.fakenvml.fixtures import MakeMachine
+
+REPO = Path(__file__).resolve().parents[1]
+Doc = dict[str, Any]
+
+
+def topo_from(path: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
+    return subprocess.run([sys.executable, "-m", "agent.cli", "topo", "--from", path], capture_output=True,
+                          cwd=REPO, env=env, timeout=60, check=False, input=stdin.decode() if stdin else None,
+                          text=True)
+
+
+@pytest.fixture(scope="module")
+def hgx(tmp_path_factory: pytest.TempPathFactory) -> Doc:
+    """A whole HGX H100 snapshot with one measured host copy, as a document."""
+    from tests.fakenvml import materialize
+
+    node = materialize("hgx-h100", tmp_path_factory.mktemp("hgx"))
+    os.environ["TOPOLINK_FAKENVML_PROFILE"] = str(node.nvml_profile)
+    try:
+        snap = discover(DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library)))
+    finally:
+        del os.environ["TOPOLINK_FAKENVML_PROFILE"]
+    gpu = snap.gpus[0].id
+    copy_ = t.Measurement(test="host_to_device_memcpy_ce", subjects=("numa0", gpu), direction="a->b", value=55e9,
+                          unit="bytes_per_second", source=t.Source.MEASURED, method="ce", size_bytes=1 << 29,
+                          stats=t.Stats(median=55e9, p5=54e9, p95=56e9, cv=0.01, samples=(54e9, 55e9, 56e9)))
+    return t.to_dict(t.with_measurements(snap, (copy_,)))
+
+
+def test_the_document_itself_reads(hgx: Doc, tmp_path: Path) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(hgx))
+    run = topo_from(str(path))
+    assert run.returncode == 0, run.stderr
+    assert topo_from("-", json.dumps(hgx).encode()).returncode == 0
+
+
+def _edit(fn: Callable[[Doc], None]) -> Callable[[Doc], Doc]:
+    def make(doc: Doc) -> Doc:
+        d = copy.deepcopy(doc)
+        fn(d)
+        return d
+    return make
+
+
+def _gpu_lost(d: Doc) -> None:
+    d["gpus"][2]["lost"] = True
+
+
+def _partial_without_problems(d: Doc) -> None:
+    d["sources"][0]["status"] = "partial"
+    d["problems"] = []
+
+
+def _p2p_without_nvlink(d: Doc) -> None:
+    d["links"] = [lk for lk in d["links"] if lk["kind"] != "nvlink"]
+
+
+def _nvml_absent(d: Doc) -> None:
+    nvml = next(o for o in d["sources"] if o["name"] == "nvml")
+    assert d["sources"].index(nvml) == 4
+    nvml["status"] = "absent"
+    d["links"] = [lk for lk in d["links"] if lk["kind"] != "nvlink"]
+    d["matrices"] = [m for m in d["matrices"] if not m["name"].startswith("nvml_")]
+    for g in d["gpus"]:
+        g["index"] = None
+
+
+def _measurement(**kw: Any) -> Callable[[Doc], None]:
+    def fn(d: Doc) -> None:
+        d["measurements"][0].update(kw)
+    return fn
+
+
+def _stats(**kw: Any) -> Callable[[Doc], None]:
+    def fn(d: Doc) -> None:
+        d["measurements"][0]["stats"].update(kw)
+    return fn
+
+
+def _link_rate(d: Doc) -> None:
+    next(lk for lk in d["links"] if lk["kind"] == "pcie")["bytes_per_second"] = 0.0
+
+
+EDITS: dict[str, tuple[Callable[[Doc], None], str]] = {
+    "no sources": (lambda d: d.update(sources=[]), "snapshot.sources"),
+    "problems emptied while a source is partial": (_partial_without_problems, "snapshot.sources[0].status"),
+    "a lost gpu no problem covers": (_gpu_lost, "snapshot.gpus[2].lost"),
+    "nvlinks emptied while nvml says p2p over nvlink": (_p2p_without_nvlink, "nvml_p2p_nvlink"),
+    "a negative size": (_measurement(size_bytes=-5), "snapshot.measurements[0].size_bytes"),
+    "a rate of 1e308": (_measurement(value=1e308), "snapshot.measurements[0].value"),
+    "four times the link's rate": (_measurement(value=4 * 63e9), "snapshot.measurements[0].value"),
+    "a zero rate": (_measurement(value=0.0), "snapshot.measurements[0].value"),
+    "a negative duration": (_measurement(unit="seconds", value=-1e-6), "snapshot.measurements[0].value"),
+    "statistics out of order": (_stats(p5=60e9), "snapshot.measurements[0].stats"),
+    "a link of rate 0": (_link_rate, "bytes_per_second"),
+    "1e308 B/s where no link bounds it": (_measurement(test="host_memcpy", subjects=["numa0", "numa0"],
+                                                       method="memcpy", value=1e308),
+                                          "snapshot.measurements[0].value"),
+    "a measurement of a device not there": (_measurement(subjects=["numa0", "0000:ee:00.0"]),
+                                            "snapshot.measurements[0].subjects"),
+    "a source that took -1 s": (lambda d: d["sources"][0].update(duration_seconds=-1.0),
+                                "snapshot.sources[0].duration_seconds"),
+    "nvml absent beside gpus whose nvlinks are said known": (_nvml_absent, "snapshot.sources[4].status"),
+    "a gpu nvml did not number, said known": (lambda d: d["gpus"][3].update(index=None), "snapshot.gpus[3].index"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_a_document_that_does_not_hold_together_is_refused(hgx: Doc, tmp_path: Path, case: str) -> None:
+    edit, field = EDITS[case]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(_edit(edit)(hgx)))
+    run = topo_from(str(path))
+    assert run.returncode == 3, (run.returncode, run.stderr, run.stdout[:300])
+    assert len(run.stderr.strip().splitlines()) == 1 and field in run.stderr, run.stderr
+    assert run.stdout == ""
+
+
+def test_a_snapshot_no_source_read_is_not_complete() -> None:
+    assert not t.Snapshot(node="n").complete
+
+
+@pytest.mark.parametrize("make", ["fifo", "dir", "chardev", "big", "link-to-fifo"])
+def test_only_a_regular_file_is_read(tmp_path: Path, make: str) -> None:
+    path = tmp_path / "snap.json"
+    if make == "fifo":
+        os.mkfifo(path)
+    elif make == "link-to-fifo":
+        os.mkfifo(tmp_path / "fifo")
+        path.symlink_to("fifo")
+    elif make == "dir":
+        path.mkdir()
+    elif make == "chardev":
+        if os.geteuid() != 0:
+            pytest.skip("mknod needs root: the character device case runs as root (CI does)")
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero: endless
+    else:
+        with open(path, "wb") as f:
+            f.truncate(t.MAX_DOCUMENT_BYTES + 1)  # sparse: refused by its size, never read
+    run = topo_from(str(path))  # a FIFO must not hang: the 60 s limit would fail the test
+    assert run.returncode == 3 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert ("not a regular file" in run.stderr) == (make != "big")
+
+
+def test_another_hosts_probe_report_reads_as_its_snapshot(fake_machine: MakeMachine, tmp_path: Path) -> None:
+    """``topo --from`` reads the snapshot inside a probe report too; the same checks apply to it."""
+    node = fake_machine("dgx-a100")
+    snap = discover(DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library)))
+    doc = {"schema": "topolink.probe/v1", "snapshot": t.to_dict(snap)}
+    doc["snapshot"]["sources"] = []
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(doc))
+    run = topo_from(str(path))
+    assert run.returncode == 3 and "snapshot.sources" in run.stderr
