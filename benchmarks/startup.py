@@ -5,7 +5,8 @@
 Every whole-process row alternates the two commands it compares (A B A B ...), so load from others on the
 machine falls on both; medians and the ratio of medians are printed, with peak RSS (ru_maxrss of the child).
 - ``topolink discover --format json`` against ``lstopo-no-graphics --of xml`` on the live machine and on every
-  hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``): target <= 4x.
+  hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``), with the repository's
+  bytecode absent and compiled: target <= 4x.
 - ``topolink --help`` against a bare interpreter of the same venv: target <= 40 ms above it, with the
   repository's bytecode absent (PYTHONDONTWRITEBYTECODE=1, as here) and compiled (``compileall`` into the
   repository's ``__pycache__``, removed again afterwards; the venv's site-packages are compiled already).
@@ -19,6 +20,7 @@ machine falls on both; medians and the ratio of medians are printed, with peak R
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import shutil
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -92,6 +94,22 @@ def table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> N
         print("| " + " | ".join(r) + " |")
 
 
+@contextlib.contextmanager
+def bytecode(label: str) -> Iterator[None]:
+    """The repository's bytecode ``absent`` (as in a fresh clone with PYTHONDONTWRITEBYTECODE=1) or
+    ``compiled`` (``compileall`` into its ``__pycache__``, as an installed package has it); the
+    ``__pycache__`` directories made here are removed again afterwards."""
+    before = _compiled_dirs()
+    try:
+        if label == "compiled":
+            subprocess.run([VENV_PY, "-m", "compileall", "-q", *(str(REPO / p) for p in _PACKAGES)],
+                           check=True, stdout=subprocess.DEVNULL)
+        yield
+    finally:
+        for d in _compiled_dirs() - before:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def vs_lstopo(runs: int, trees: list[tuple[str, Path]]) -> None:
     lstopo = shutil.which("lstopo-no-graphics")
     if lstopo is None:
@@ -100,14 +118,17 @@ def vs_lstopo(runs: int, trees: list[tuple[str, Path]]) -> None:
     rows = []
     inputs: list[tuple[str, list[str], list[str]]] = [("this machine", [], [])]
     inputs += [(name, ["--sysfs-root", str(root)], ["--input", str(root)]) for name, root in trees]
-    for name, ours_args, theirs_args in inputs:
-        ours, theirs, rss_ours, rss_theirs = paired([*TOPOLINK, "discover", "--format", "json", *ours_args],
-                                                    [lstopo, "--of", "xml", *theirs_args], runs)
-        ratio = ours / theirs
-        rows.append((name, f"{ours:.0f}", f"{theirs:.0f}", f"{ratio:.1f}x", "ok" if ratio <= 4 else "OVER",
-                     f"{rss_ours / 1024:.0f}", f"{rss_theirs / 1024:.0f}"))
+    for label in ("absent", "compiled"):
+        with bytecode(label):
+            for name, ours_args, theirs_args in inputs:
+                ours, theirs, rss_ours, rss_theirs = paired([*TOPOLINK, "discover", "--format", "json", *ours_args],
+                                                            [lstopo, "--of", "xml", *theirs_args], runs)
+                ratio = ours / theirs
+                rows.append((name, label, f"{ours:.0f}", f"{theirs:.0f}", f"{ratio:.1f}x",
+                             "ok" if ratio <= 4 else "OVER", f"{rss_ours / 1024:.0f}", f"{rss_theirs / 1024:.0f}"))
     table(f"discover --format json vs lstopo-no-graphics --of xml (median of {runs} paired runs; target <= 4x)",
-          ("input", "topolink ms", "lstopo ms", "ratio", "", "topolink peak RSS MiB", "lstopo peak RSS MiB"), rows)
+          ("input", "repository bytecode", "topolink ms", "lstopo ms", "ratio", "", "topolink peak RSS MiB",
+           "lstopo peak RSS MiB"), rows)
 
 
 def _compiled_dirs() -> set[Path]:
@@ -118,18 +139,11 @@ def help_vs_bare(runs: int) -> None:
     bare = [VENV_PY, "-c", "pass"]
     helps = [VENV_PY, str(REPO / ".venv/bin/topolink"), "--help"]
     rows = []
-    before = _compiled_dirs()
-    try:
-        for label in ("absent", "compiled"):
-            if label == "compiled":
-                subprocess.run([VENV_PY, "-m", "compileall", "-q", *(str(REPO / p) for p in _PACKAGES)],
-                               check=True, stdout=subprocess.DEVNULL)
+    for label in ("absent", "compiled"):
+        with bytecode(label):
             ours, base, rss, _ = paired(helps, bare, runs)
-            rows.append((label, f"{base:.0f}", f"{ours:.0f}", f"{ours - base:.0f}",
-                         "ok" if ours - base <= 40 else "OVER", f"{rss / 1024:.0f}"))
-    finally:
-        for d in _compiled_dirs() - before:
-            shutil.rmtree(d, ignore_errors=True)
+        rows.append((label, f"{base:.0f}", f"{ours:.0f}", f"{ours - base:.0f}",
+                     "ok" if ours - base <= 40 else "OVER", f"{rss / 1024:.0f}"))
     table(f"topolink --help vs a bare interpreter of the same venv (median of {runs} paired runs; target <= +40 ms)",
           ("repository bytecode", "bare ms", "--help ms", "difference ms", "", "--help peak RSS MiB"), rows)
 
