@@ -4,7 +4,10 @@ Per sample, as nvbandwidth: the destinations are reset, the latch kernel holds e
 copies and the timed copies are enqueued behind it, the first stream records the start and the others
 wait on it, then the host releases the latch; after the sample every destination is checked against the
 pattern (untimed). Interfering copies (bidirectional host tests, all-to-host) run on their own streams in
-the same window and are not reported. Peer access is enabled both ways for the item and disabled after it.
+the same window and are not reported. All-to-one and one-to-all time every copy together: the first
+stream waits on every other stream's end and records the total end, and the bytes of all copies over
+first start to total end is the one number (nvbandwidth's TOTAL_BW). Peer access is enabled both ways for
+the item and disabled after it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from topology import format_cpulist
 from ..core import Item, Pairs, Waived
 from ._buffers import HOST_BUFFER_HOW, Buffer, Latch, Pattern, Timer
 from ._kernels import SM_THREADS_PER_BLOCK, sm_copy_bytes
-from ._legs import Leg, legs, peer_pairs
+from ._legs import Leg, is_total, legs, peer_pairs
 from ._peers import PeerAccess
 from ._runtime import ATTR_MULTIPROCESSOR_COUNT, MEMCPY_DEFAULT
 
@@ -49,6 +52,11 @@ class CopyWorkload:
         self.bytes_per_op = self.copied[timed[0]]  # timed legs are alike (SM counts of mixed GPUs aside)
         self.channels = len(timed)
         self.timers = [Timer(self.cp, leg.issuer.index or 0) for leg in self.legs]
+        self.total_end: Any = None
+        if session.total:  # one channel: every copy's bytes over first start to last end
+            self.bytes_per_op, self.channels = sum(self.copied), 1
+            with self.cp.cuda.Device(self.timers[0].ordinal):
+                self.total_end = self.cp.cuda.Event()
 
     def prepare(self) -> None:
         for _, dst in self.buffers:
@@ -94,10 +102,18 @@ class CopyWorkload:
             with cp.cuda.Device(t.ordinal):
                 self._enqueue(i, iters)
                 t.end.record(t.stream)
+            if self.total_end is not None and i:
+                with cp.cuda.Device(first.ordinal):
+                    first.stream.wait_event(t.end)  # the first stream ends when every copy has
+        if self.total_end is not None:
+            with cp.cuda.Device(first.ordinal):
+                self.total_end.record(first.stream)
         if latch:
             latch.release()
         for t in self.timers:
             t.stream.synchronize()
+        if self.total_end is not None:
+            return (cp.cuda.get_elapsed_time(first.start, self.total_end) / 1e3,)
         return tuple(cp.cuda.get_elapsed_time(t.start, t.end) / 1e3
                      for t, leg in zip(self.timers, self.legs, strict=True) if leg.timed)
 
@@ -120,6 +136,7 @@ class CopySession:
     def __init__(self, cp: Any, item: Item, kernels: Any | None, kernel_error: str) -> None:
         self.cp, self.kernels = cp, kernels
         self.legs: tuple[Leg, ...] = legs(item.test, item.targets, item.background)
+        self.total = is_total(item.test)
         if kernels is None and any(leg.engine == "sm" for leg in self.legs):
             raise Waived(kernel_error)
         self._sms: dict[int, int] = {}
@@ -142,6 +159,11 @@ class CopySession:
             "latch": "spin kernel on a host flag" if self.latch else f"none: {kernel_error}",
             "data_check": "every sample, every destination against the pattern, untimed",
         }
+        if self.total:
+            self._conditions["total"] = (
+                f"all {len(self.legs)} copies at once, the bytes of all of them over the first start to the last "
+                "end (nvbandwidth TOTAL_BW), not a per-link rate: "
+                + ", ".join(f"{leg.src.id}->{leg.dst.id}" for leg in self.legs))
         others = [leg for leg in self.legs if not leg.timed]
         if others:
             self._conditions["interference"] = (

@@ -7,6 +7,12 @@ destination pulls). Host copies are issued on the GPU's stream. An SM copy is a 
 GPU that loads from the source and stores to the destination (host memory through its mapped address).
 Interfering copies move a buffer twice the timed size, so that they cover the whole timed window; they
 are not reported.
+
+All-to-one and one-to-all (``TOTAL_TESTS``): the target GPU against every other GPU at once, one copy of
+the timed size per other GPU, every copy counted: nvbandwidth reports the bytes of all of them over the
+time from the first start to the last end. Which GPU issues each copy follows nvbandwidth's context
+preference: the CE tests issue a write on the source and a read on the destination; its SM tests issue
+every copy on the source GPU (its "read" tests only reverse the copies' direction).
 """
 
 from __future__ import annotations
@@ -53,9 +59,33 @@ def _pairs(background: tuple[Target, ...]) -> list[tuple[Target, Target]]:
     return [(background[i], background[i + 1]) for i in range(0, len(background) - 1, 2)]
 
 
+TOTAL_TESTS = tuple(f"{w}_{how}_{e}" for w in ("all_to_one", "one_to_all") for how in ("write", "read")
+                    for e in ("ce", "sm"))
+
+
+def is_total(test: str) -> bool:
+    """Whether the test reports one bandwidth for all its copies together (nvbandwidth's TOTAL_BW)."""
+    return test in TOTAL_TESTS
+
+
+def _total_legs(test: str, target: Target, others: tuple[Target, ...]) -> tuple[Leg, ...]:
+    """Every other GPU with the target, in CUDA order: the data flows into the target in all_to_one_write
+    and one_to_all_read, out of it in the other two."""
+    kind, how, engine = test.rsplit("_", 2)
+    into = (kind == "all_to_one") == (how == "write")
+    out: list[Leg] = []
+    for o in others:
+        src, dst = (o, target) if into else (target, o)
+        pull = how == "read" and engine == "ce"  # PREFER_DST_CONTEXT; the SM tests always prefer the source
+        out.append(Leg(src, dst, dst if pull else src, engine))
+    return tuple(out)
+
+
 def legs(test: str, targets: tuple[Target, ...], background: tuple[Target, ...] = ()) -> tuple[Leg, ...]:
     """The copies of one copy test: the timed ones first, in channel order (the spec's ``channels``)."""
     engine = "sm" if test.endswith("_sm") else "ce"
+    if is_total(test):
+        return _total_legs(test, targets[0], background)
 
     def leg(src: Target, dst: Target, how: Initiator = Initiator.SOURCE, *, scale: int = 1) -> Leg:
         return Leg(src, dst, issuer(src, dst, how), engine, scale, scale == 1)

@@ -157,6 +157,8 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
 
 def _copies(spec: ProbeSpec, others: Subjects) -> int:
     """Copies running at once, in units of the timed size (nvbandwidth's interfering copies are twice it)."""
+    if spec.name.startswith(("all_to_one", "one_to_all")):  # one copy of the timed size per other GPU
+        return max(1, len(others))
     interfering = len(others) // 2  # (node, GPU) per other GPU
     if spec.name.startswith(("all_to_host", "host_to_all")):
         ways = 2 if "bidirectional" in spec.name else 1
