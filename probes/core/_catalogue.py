@@ -15,6 +15,11 @@ How nvbandwidth builds the tests added here:
   other GPU copies a buffer twice as large to (from) its own local host buffer: the host link's load
   during a checkpoint load or a KV-cache offload. The bidirectional variants add the opposite direction on
   every GPU, the measured one included.
+- ``*_bidirectional_memcpy_sm`` with the host: nvbandwidth's split-warp copy, one kernel per GPU with one
+  thread per 16-byte word whose warps alternate direction between the host buffer and the GPU's; no
+  truncation to the SM grid, and what is reported is half the bytes moved over the kernel's time (its
+  estimate of one direction). The device_to_host form runs the very same copy as the host_to_device one.
+  In the all-host forms every other GPU runs the same split copy, of the same size, with its own node.
 - ``all_to_one_*`` / ``one_to_all_*``: every other GPU copies a buffer of the timed size to (from) one
   GPU at once, and the row of the target GPU is the TOTAL: the bytes of every copy over the time from the
   first copy's start to the last one's end (direction ``all->a`` into the target, ``a->all`` out of it).
@@ -120,12 +125,16 @@ CUDA_SPECS: tuple[ProbeSpec, ...] = (
     _all_host("host_to_all_bidirectional_memcpy_ce", "CE", "<->", "a->b"),
     _host("host_to_device_memcpy_sm", "SM", "sm", "->", "a->b"),
     _host("device_to_host_memcpy_sm", "SM", "sm", "<-", "b->a"),
+    _host("host_to_device_bidirectional_memcpy_sm", "SM", "sm-split-warp", "<->", "a->b"),
+    _host("device_to_host_bidirectional_memcpy_sm", "SM", "sm-split-warp", "<->", "b->a"),
     _d2d("device_to_device_memcpy_read_sm", "SM", "read", "->", ("b->a",)),
     _d2d("device_to_device_memcpy_write_sm", "SM", "write", "<-", ("a->b",)),
     _d2d("device_to_device_bidirectional_memcpy_read_sm", "SM", "read", "<->", ("b->a", "a->b")),
     _d2d("device_to_device_bidirectional_memcpy_write_sm", "SM", "write", "<->", ("a->b", "b->a")),
     _all_host("all_to_host_memcpy_sm", "SM", "<-", "b->a"),
     _all_host("host_to_all_memcpy_sm", "SM", "->", "a->b"),
+    _all_host("all_to_host_bidirectional_memcpy_sm", "SM", "<->", "b->a"),
+    _all_host("host_to_all_bidirectional_memcpy_sm", "SM", "<->", "a->b"),
     _total("all_to_one_write_ce", "<-"),
     _total("all_to_one_read_ce", "->"),
     _total("one_to_all_write_ce", "->"),

@@ -8,6 +8,12 @@ GPU that loads from the source and stores to the destination (host memory throug
 Interfering copies move a buffer twice the timed size, so that they cover the whole timed window; they
 are not reported.
 
+The bidirectional SM host tests (``SPLIT_TESTS``) are nvbandwidth's split-warp copy: one kernel per GPU
+between its host buffer and its device buffer, half its warps copying one way and half the other, the
+same size everywhere (the all-host forms run it on every GPU at once); nvbandwidth reports half the
+bytes it moved (its estimate of each direction), of the measured GPU's kernel only. Its
+device_to_host form launches the very same kernel as the host_to_device one.
+
 All-to-one and one-to-all (``TOTAL_TESTS``): the target GPU against every other GPU at once, one copy of
 the timed size per other GPU, every copy counted: nvbandwidth reports the bytes of all of them over the
 time from the first start to the last end. Which GPU issues each copy follows nvbandwidth's context
@@ -36,7 +42,7 @@ class Leg:
     src: Target
     dst: Target
     issuer: Target
-    engine: str = "ce"  # ce | sm
+    engine: str = "ce"  # ce | sm | sm-split (both ways between src and dst, one kernel)
     scale: int = 1
     timed: bool = True
 
@@ -68,6 +74,17 @@ def is_total(test: str) -> bool:
     return test in TOTAL_TESTS
 
 
+SPLIT_TESTS = ("host_to_device_bidirectional_memcpy_sm", "device_to_host_bidirectional_memcpy_sm",
+               "all_to_host_bidirectional_memcpy_sm", "host_to_all_bidirectional_memcpy_sm")
+
+
+def _split_legs(test: str, host: Target, gpu: Target, others: list[tuple[Target, Target]]) -> tuple[Leg, ...]:
+    """nvbandwidth's buffer order: the host buffer first for the host-device pair and host_to_all's
+    measured GPU, the device buffer first for all_to_host's and for every interfering GPU."""
+    first = (gpu, host) if test.startswith("all_to_host") else (host, gpu)
+    return (Leg(*first, gpu, "sm-split"), *(Leg(g, h, g, "sm-split", timed=False) for h, g in others))
+
+
 def _total_legs(test: str, target: Target, others: tuple[Target, ...]) -> tuple[Leg, ...]:
     """Every other GPU with the target, in CUDA order: the data flows into the target in all_to_one_write
     and one_to_all_read, out of it in the other two."""
@@ -97,6 +114,8 @@ def legs(test: str, targets: tuple[Target, ...], background: tuple[Target, ...] 
     a, b = targets
     kind = test.removesuffix("_ce").removesuffix("_sm")
     others = _pairs(background)
+    if test in SPLIT_TESTS:
+        return _split_legs(test, a, b, others)
     table = {
         "host_to_device_memcpy": (leg(a, b),),
         "device_to_host_memcpy": (leg(b, a),),

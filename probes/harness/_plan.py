@@ -160,6 +160,8 @@ def _copies(spec: ProbeSpec, others: Subjects) -> int:
     if spec.name.startswith(("all_to_one", "one_to_all")):  # one copy of the timed size per other GPU
         return max(1, len(others))
     interfering = len(others) // 2  # (node, GPU) per other GPU
+    if spec.name.endswith("bidirectional_memcpy_sm") and spec.method.startswith("sm"):
+        return 1 + interfering  # split-warp: one copy per GPU, both ways in one pair of buffers of the size
     if spec.name.startswith(("all_to_host", "host_to_all")):
         ways = 2 if "bidirectional" in spec.name else 1
         return 1 + 2 * (ways * interfering + ways - 1)
