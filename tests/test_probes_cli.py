@@ -80,6 +80,10 @@ def test_list_names_every_test(capsys: pytest.CaptureFixture[str]) -> None:
     assert line.split()[2] == "quick"  # the quick profile runs it
     line = next(ln for ln in out.splitlines() if ln.startswith("cuda  gdr_write_bw "))
     assert line.split()[2] != "quick"
+    for name in ("all_to_one_read_ce", "one_to_all_write_sm", "host_to_device_bidirectional_memcpy_sm",
+                 "host_to_all_bidirectional_memcpy_sm"):  # the full profile's only
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"cuda  {name} "))
+        assert line.split()[2] != "quick", line
 
 
 @pytest.mark.slow

@@ -70,7 +70,10 @@ NVBANDWIDTH = {
     "device_to_device_memcpy_read_sm", "device_to_device_memcpy_write_sm",
     "device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_write_sm",
     "all_to_host_memcpy_sm", "host_to_all_memcpy_sm", "host_device_latency_sm", "device_to_device_latency_sm",
-    "device_local_copy",
+    "device_local_copy", "all_to_one_write_ce", "all_to_one_read_ce", "one_to_all_write_ce", "one_to_all_read_ce",
+    "all_to_one_write_sm", "all_to_one_read_sm", "one_to_all_write_sm", "one_to_all_read_sm",
+    "host_to_device_bidirectional_memcpy_sm", "device_to_host_bidirectional_memcpy_sm",
+    "all_to_host_bidirectional_memcpy_sm", "host_to_all_bidirectional_memcpy_sm",
 }
 NCCL_TESTS = {"all_reduce", "all_gather", "reduce_scatter", "alltoall"}
 
@@ -143,10 +146,17 @@ def test_leg_directions_match_the_spec_channels() -> None:
     for spec in CUDA_SPECS:
         if spec.kind.value != "copy" or spec.name == "device_local_copy":
             continue
+        if spec.name.startswith(("all_to_one", "one_to_all")):  # every copy counts in the one total
+            (direction,) = spec.channels
+            assert {"all->a" if leg.dst == A else "a->all" for leg in legs(spec.name, (A,), (B, C))} == {direction}
+            continue
         targets = (H, A) if "host" in spec.name else (A, B)
         timed = [leg for leg in legs(spec.name, targets) if leg.timed]
         for leg, direction in zip(timed, spec.channels, strict=True):
             a, b = targets
+            if leg.engine == "sm-split":  # both ways at once: the channel is the test's named direction
+                assert direction == ("b->a" if spec.name.startswith(("device_to_host", "all_to_host")) else "a->b")
+                continue
             assert direction == ("a->b" if (leg.src, leg.dst) == (a, b) else "b->a")
 
 

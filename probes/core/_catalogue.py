@@ -1,7 +1,10 @@
 """The tests, as data, named as their reference tools name them: nvbandwidth's test keys and matrix
 headings (NVIDIA/nvbandwidth v0.8, ``testcases_ce.cpp``, ``testcases_sm.cpp``), nccl-tests' collectives
 (NVIDIA/nccl-tests 2.19.6) and perftest's ``ib_write_bw``. The cpu backend has an analogue of each one
-where one makes sense: host copies between NUMA nodes, and the collectives over gloo.
+where one makes sense: host copies between NUMA nodes, and the collectives over gloo. The all-to-one and
+one-to-all totals have none: the cpu backend times one copy thread per item against its own clock, and a
+total over threads on several nodes would need one window from the first start to the last end, which
+it does not keep; the bidirectional host copy already loads one node from another.
 
 How nvbandwidth builds the tests added here:
 
@@ -12,6 +15,16 @@ How nvbandwidth builds the tests added here:
   other GPU copies a buffer twice as large to (from) its own local host buffer: the host link's load
   during a checkpoint load or a KV-cache offload. The bidirectional variants add the opposite direction on
   every GPU, the measured one included.
+- ``*_bidirectional_memcpy_sm`` with the host: nvbandwidth's split-warp copy, one kernel per GPU with one
+  thread per 16-byte word whose warps alternate direction between the host buffer and the GPU's; no
+  truncation to the SM grid, and what is reported is half the bytes moved over the kernel's time (its
+  estimate of one direction). The device_to_host form runs the very same copy as the host_to_device one.
+  In the all-host forms every other GPU runs the same split copy, of the same size, with its own node.
+- ``all_to_one_*`` / ``one_to_all_*``: every other GPU copies a buffer of the timed size to (from) one
+  GPU at once, and the row of the target GPU is the TOTAL: the bytes of every copy over the time from the
+  first copy's start to the last one's end (direction ``all->a`` into the target, ``a->all`` out of it).
+  It bounds what the target's links take together, so no single link's rate is its theoretical number.
+  A target with more than 8 other GPUs is waived: it would map them all as peers at once.
 - ``*_sm``: the copy is a kernel on the issuing GPU (grid = SMs x 512 threads, 16-byte words) instead of
   a copy engine; its size is truncated to a multiple of SMs x 512 x 16 bytes.
 """
@@ -25,15 +38,18 @@ from ._specs import (
     all_host,
     gdr_ready,
     gpu_each,
+    gpu_each_of_two_or_more,
     gpu_groups,
     gpu_nic,
     gpu_pairs,
     host_gpu,
     host_ranks,
     node_pairs,
+    other_gpus,
     other_gpus_with_their_nodes,
     peer_both_ways,
     peer_chain,
+    peer_with_all_others,
 )
 
 _NO_GPU = "no GPU in the snapshot"
@@ -64,6 +80,16 @@ def _d2d(name: str, engine: str, how: str, arrow: str, channels: tuple[str, ...]
     return ProbeSpec(name=name, backend="cuda", kind=Kind.COPY, method=f"{engine.lower()}-{how}", description=heading,
                      channels=channels, total=bidirectional, endpoints=gpu_pairs, none_reason=_TWO,
                      check=peer_both_ways)
+
+
+def _total(name: str, arrow: str) -> ProbeSpec:
+    """All-to-one / one-to-all: the target GPU's row of one total (every other GPU's copy at once)."""
+    engine = name.rsplit("_", 1)[1].upper()
+    into = name.startswith("all_to_one_write") or name.startswith("one_to_all_read")
+    return ProbeSpec(name=name, backend="cuda", kind=Kind.COPY, method=f"{engine.lower()}-total",
+                     description=_heading(engine, arrow, "GPU(row) {} GPU(column)"),
+                     channels=("all->a" if into else "a->all",), endpoints=gpu_each_of_two_or_more,
+                     none_reason=_TWO, check=peer_with_all_others, others=other_gpus)
 
 
 def _collective(op: str, backend: str, method: str, description: str, channels: tuple[str, ...]) -> ProbeSpec:
@@ -99,12 +125,24 @@ CUDA_SPECS: tuple[ProbeSpec, ...] = (
     _all_host("host_to_all_bidirectional_memcpy_ce", "CE", "<->", "a->b"),
     _host("host_to_device_memcpy_sm", "SM", "sm", "->", "a->b"),
     _host("device_to_host_memcpy_sm", "SM", "sm", "<-", "b->a"),
+    _host("host_to_device_bidirectional_memcpy_sm", "SM", "sm-split-warp", "<->", "a->b"),
+    _host("device_to_host_bidirectional_memcpy_sm", "SM", "sm-split-warp", "<->", "b->a"),
     _d2d("device_to_device_memcpy_read_sm", "SM", "read", "->", ("b->a",)),
     _d2d("device_to_device_memcpy_write_sm", "SM", "write", "<-", ("a->b",)),
     _d2d("device_to_device_bidirectional_memcpy_read_sm", "SM", "read", "<->", ("b->a", "a->b")),
     _d2d("device_to_device_bidirectional_memcpy_write_sm", "SM", "write", "<->", ("a->b", "b->a")),
     _all_host("all_to_host_memcpy_sm", "SM", "<-", "b->a"),
     _all_host("host_to_all_memcpy_sm", "SM", "->", "a->b"),
+    _all_host("all_to_host_bidirectional_memcpy_sm", "SM", "<->", "b->a"),
+    _all_host("host_to_all_bidirectional_memcpy_sm", "SM", "<->", "a->b"),
+    _total("all_to_one_write_ce", "<-"),
+    _total("all_to_one_read_ce", "->"),
+    _total("one_to_all_write_ce", "->"),
+    _total("one_to_all_read_ce", "<-"),
+    _total("all_to_one_write_sm", "<-"),
+    _total("all_to_one_read_sm", "->"),
+    _total("one_to_all_write_sm", "->"),
+    _total("one_to_all_read_sm", "<-"),
     ProbeSpec(name="device_local_copy", backend="cuda", kind=Kind.COPY, method="ce",
               description="memcpy local GPU(column) bandwidth (GB/s), bytes counted once", channels=("local",),
               endpoints=gpu_each, none_reason=_NO_GPU),

@@ -118,6 +118,33 @@ def gpu_each(snap: Snapshot, profile: Profile) -> tuple[Subjects, ...]:
     return tuple((g.id,) for g in gpus(snap))
 
 
+def gpu_each_of_two_or_more(snap: Snapshot, profile: Profile) -> tuple[Subjects, ...]:
+    """Each GPU as the one all the others copy to (from), when there are others."""
+    found = gpu_each(snap, profile)
+    return found if len(found) > 1 else ()
+
+
+def other_gpus(subjects: Subjects, snap: Snapshot) -> Subjects:
+    return tuple(g.id for g in gpus(snap) if g.id not in subjects)
+
+
+MAX_PEERS = 8  # CUDA: a device maps at most 8 peers at once (cudaErrorTooManyPeers)
+
+
+def peer_with_all_others(subjects: Subjects, snap: Snapshot, caps: Capabilities) -> str | None:
+    """The target maps every other GPU at once (nvbandwidth enables each pair both ways): beyond 8 others
+    that cannot be done, and a total over a chosen subset would not be the test, so it is waived."""
+    (target,) = subjects
+    others = other_gpus(subjects, snap)
+    if len(others) > MAX_PEERS:
+        return (f"{target} would need peer access to all {len(others)} other GPUs at once; a device maps at most "
+                f"{MAX_PEERS} peers (cudaErrorTooManyPeers): N/A")
+    missing = [o for o in others if not (caps.peer(target, o) and caps.peer(o, target))]
+    if missing:
+        return f"no peer access between {target} and {', '.join(missing)}: N/A (the total needs every pair)"
+    return None
+
+
 def gpu_groups(snap: Snapshot, profile: Profile) -> tuple[Subjects, ...]:
     """All GPUs, then each NVLink island that is smaller than all and has at least two GPUs."""
     del profile

@@ -4,7 +4,10 @@ Per sample, as nvbandwidth: the destinations are reset, the latch kernel holds e
 copies and the timed copies are enqueued behind it, the first stream records the start and the others
 wait on it, then the host releases the latch; after the sample every destination is checked against the
 pattern (untimed). Interfering copies (bidirectional host tests, all-to-host) run on their own streams in
-the same window and are not reported. Peer access is enabled both ways for the item and disabled after it.
+the same window and are not reported. All-to-one and one-to-all time every copy together: the first
+stream waits on every other stream's end and records the total end, and the bytes of all copies over
+first start to total end is the one number (nvbandwidth's TOTAL_BW). Peer access is enabled both ways for
+the item and disabled after it.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from topology import format_cpulist
 
 from ..core import Item, Pairs, Waived
 from ._buffers import HOST_BUFFER_HOW, Buffer, Latch, Pattern, Timer
-from ._kernels import SM_THREADS_PER_BLOCK, sm_copy_bytes
-from ._legs import Leg, legs, peer_pairs
+from ._kernels import SM_THREADS_PER_BLOCK, SM_WORD, sm_copy_bytes, split_copy_bytes, split_geometry
+from ._legs import Leg, is_total, legs, peer_pairs
 from ._peers import PeerAccess
 from ._runtime import ATTR_MULTIPROCESSOR_COUNT, MEMCPY_DEFAULT
 
@@ -40,25 +43,56 @@ class CopyWorkload:
                     raise
                 self.buffers.append((src, dst))
                 sms = session.sms(leg.issuer.index or 0)
-                self.copied.append(sm_copy_bytes(n, sms) if leg.engine == "sm" else n)
+                self.copied.append(sm_copy_bytes(n, sms) if leg.engine == "sm"
+                                   else split_copy_bytes(n) if leg.engine == "sm-split" else n)
                 session.pattern.fill(src, n)
         except BaseException:
             self.close()
             raise
         timed = [i for i, leg in enumerate(self.legs) if leg.timed]
         self.bytes_per_op = self.copied[timed[0]]  # timed legs are alike (SM counts of mixed GPUs aside)
+        if self.legs[timed[0]].engine == "sm-split":
+            self.bytes_per_op //= 2  # nvbandwidth: each direction taken as half of what the kernel moved
         self.channels = len(timed)
         self.timers = [Timer(self.cp, leg.issuer.index or 0) for leg in self.legs]
+        self.total_end: Any = None
+        if session.total:  # one channel: every copy's bytes over first start to last end
+            self.bytes_per_op, self.channels = sum(self.copied), 1
+            with self.cp.cuda.Device(self.timers[0].ordinal):
+                self.total_end = self.cp.cuda.Event()
 
     def prepare(self) -> None:
-        for _, dst in self.buffers:
-            dst.clear()
+        for i, (leg, n, (src, dst)) in enumerate(zip(self.legs, self.copied, self.buffers, strict=True)):
+            if leg.engine != "sm-split":
+                dst.clear()
+                continue
+            # both buffers are sources and destinations: the pattern where a warp reads, zero where one writes
+            self.session.pattern.fill(dst, n)
+            self._clear_warps(i, dst, n, odd=True)
+            self._clear_warps(i, src, n, odd=False)
+
+    def _clear_warps(self, i: int, buf: Buffer, n: int, *, odd: bool) -> None:
+        np = importlib.import_module("numpy")  # a CuPy dependency
+        assert self.session.kernels is not None
+        kernel, t = self.session.kernels.get_function("topolink_clear_warps"), self.timers[i]
+        with self.cp.cuda.Device(t.ordinal), t.stream:
+            kernel((self.session.sms(t.ordinal),), (SM_THREADS_PER_BLOCK,),
+                   (np.uint64(buf.device_ptr), np.uint64(n // SM_WORD), np.uint32(odd)))
+        t.stream.synchronize()
 
     def _enqueue(self, i: int, count: int) -> None:
         if count <= 0:
             return
         rt, leg, (src, dst), t = self.cp.cuda.runtime, self.legs[i], self.buffers[i], self.timers[i]
         n = self.copied[i]
+        if leg.engine == "sm-split":
+            np = importlib.import_module("numpy")  # a CuPy dependency
+            assert self.session.kernels is not None
+            blocks, block = split_geometry(n)
+            kernel = self.session.kernels.get_function("topolink_copy_split")
+            with self.cp.cuda.Device(t.ordinal), t.stream:
+                kernel((blocks,), (block,), (np.uint64(src.device_ptr), np.uint64(dst.device_ptr), np.uint64(count)))
+            return
         if leg.engine == "sm":
             np = importlib.import_module("numpy")  # a CuPy dependency
             assert self.session.kernels is not None  # the session waives SM copies without them
@@ -94,16 +128,25 @@ class CopyWorkload:
             with cp.cuda.Device(t.ordinal):
                 self._enqueue(i, iters)
                 t.end.record(t.stream)
+            if self.total_end is not None and i:
+                with cp.cuda.Device(first.ordinal):
+                    first.stream.wait_event(t.end)  # the first stream ends when every copy has
+        if self.total_end is not None:
+            with cp.cuda.Device(first.ordinal):
+                self.total_end.record(first.stream)
         if latch:
             latch.release()
         for t in self.timers:
             t.stream.synchronize()
+        if self.total_end is not None:
+            return (cp.cuda.get_elapsed_time(first.start, self.total_end) / 1e3,)
         return tuple(cp.cuda.get_elapsed_time(t.start, t.end) / 1e3
                      for t, leg in zip(self.timers, self.legs, strict=True) if leg.timed)
 
     def verify(self) -> str | None:
-        for i, (leg, (_, dst)) in enumerate(zip(self.legs, self.buffers, strict=True)):
-            problem = self.session.pattern.differs(dst, self.copied[i])
+        for i, (leg, (src, dst)) in enumerate(zip(self.legs, self.buffers, strict=True)):
+            both = (dst, src) if leg.engine == "sm-split" else (dst,)  # the split copy writes into both
+            problem = next((p for buf in both if (p := self.session.pattern.differs(buf, self.copied[i]))), None)
             if problem:
                 what = "timed copy" if leg.timed else "interfering copy"
                 return f"{what} {leg.src.id} -> {leg.dst.id}: {problem}"
@@ -120,7 +163,8 @@ class CopySession:
     def __init__(self, cp: Any, item: Item, kernels: Any | None, kernel_error: str) -> None:
         self.cp, self.kernels = cp, kernels
         self.legs: tuple[Leg, ...] = legs(item.test, item.targets, item.background)
-        if kernels is None and any(leg.engine == "sm" for leg in self.legs):
+        self.total = is_total(item.test)
+        if kernels is None and any(leg.engine.startswith("sm") for leg in self.legs):
             raise Waived(kernel_error)
         self._sms: dict[int, int] = {}
         self.peers = PeerAccess(cp)
@@ -134,18 +178,26 @@ class CopySession:
         self.pattern = Pattern(cp, kernels)
         timed = [leg for leg in self.legs if leg.timed]
         issuers = ", ".join(f"{leg.src.id}->{leg.dst.id} on GPU {leg.issuer.id}'s stream" for leg in timed)
-        engine = ("SM kernel (a block of 512 threads per SM, 16-byte words)" if timed[0].engine == "sm"
-                  else "copy engine (cudaMemcpyAsync / cudaMemcpyPeerAsync)")
+        engine = {"sm": "SM kernel (a block of 512 threads per SM, 16-byte words)",
+                  "sm-split": "split-warp SM kernel (one thread per 16-byte word, odd warps copying one way and "
+                              "even warps the other; half the bytes moved reported as each direction's)",
+                  }.get(timed[0].engine, "copy engine (cudaMemcpyAsync / cudaMemcpyPeerAsync)")
         self._conditions: dict[str, str] = {
             "engine": f"{engine}, non-blocking streams",
             "issuers": issuers,
             "latch": "spin kernel on a host flag" if self.latch else f"none: {kernel_error}",
             "data_check": "every sample, every destination against the pattern, untimed",
         }
+        if self.total:
+            self._conditions["total"] = (
+                f"all {len(self.legs)} copies at once, the bytes of all of them over the first start to the last "
+                "end (nvbandwidth TOTAL_BW), not a per-link rate: "
+                + ", ".join(f"{leg.src.id}->{leg.dst.id}" for leg in self.legs))
         others = [leg for leg in self.legs if not leg.timed]
         if others:
+            twice = "the same size, both ways" if others[0].engine == "sm-split" else "twice the size"
             self._conditions["interference"] = (
-                f"{len(others)} untimed copies of twice the size at the same time: "
+                f"{len(others)} untimed copies of {twice} at the same time: "
                 + ", ".join(f"{leg.src.id}->{leg.dst.id}" for leg in others))
         if peer_pairs(self.legs):
             self._conditions["peer_access"] = "enabled both ways for this item, disabled after it"

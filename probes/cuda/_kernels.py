@@ -2,7 +2,9 @@
 without a GPU: the latch that holds every stream until the host releases it (nvbandwidth's spin kernel,
 with its timeout), the chase where every load depends on the one before, the SM copy (nvbandwidth's
 geometry: a block of 512 threads per SM, 16-byte words, each thread striding over the whole grid with
-twelve loads in flight) and the check that counts the words of a buffer that differ from the pattern.
+twelve loads in flight), nvbandwidth's split-warp copy (one thread per 16-byte word, warps alternating
+direction between two buffers, with the clear that readies both buffers for it) and the check that counts
+the words of a buffer that differ from the pattern.
 """
 
 from __future__ import annotations
@@ -50,6 +52,24 @@ def sm_copy_bytes(size: int, sms: int) -> int:
         return words * SM_WORD
     threads = sms * SM_THREADS_PER_BLOCK
     return (words // threads) * threads * SM_WORD
+
+
+WARP = 32
+SPLIT_BLOCK = 1024  # nvbandwidth's split-warp block: at most 1024 threads, one 16-byte word each
+
+
+def split_geometry(size: int) -> tuple[int, int]:
+    """(blocks, threads per block) of the split-warp copy of ``size`` bytes: one thread per whole word."""
+    words = size // SM_WORD
+    block = min(words, SPLIT_BLOCK)
+    return (words // block if block else 0), block
+
+
+def split_copy_bytes(size: int) -> int:
+    """Bytes the split-warp copy moves, both directions together (the grid's words; for sizes that are a
+    multiple of 16 KiB, nvbandwidth's count of every whole word). Half go each way."""
+    blocks, block = split_geometry(size)
+    return blocks * block * SM_WORD
 
 
 KERNELS = r"""
@@ -107,6 +127,33 @@ extern "C" __global__ void topolink_copy_sm(unsigned long long dst_addr, unsigne
     }
 }
 
+extern "C" __global__ void topolink_copy_split(unsigned long long a_addr, unsigned long long b_addr,
+                                               unsigned long long loops)
+{
+    // One 16-byte word per thread, in both directions at once: the threads of odd warps copy their word
+    // from a to b, those of even warps from b to a.
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool odd = ((i / 32) & 1) != 0;
+    const uint4* from = (const uint4*)(odd ? a_addr : b_addr) + i;
+    uint4* to = (uint4*)(odd ? b_addr : a_addr) + i;
+    for (unsigned long long loop = 0; loop < loops; ++loop) {
+        __stcg(to, __ldcg(from));
+    }
+}
+
+extern "C" __global__ void topolink_clear_warps(unsigned long long buf_addr, unsigned long long words,
+                                                unsigned int odd)
+{
+    // Zeroes the 16-byte words that the split-warp copy's warps of one parity will write.
+    uint4* buf = (uint4*)buf_addr;
+    const unsigned long long threads = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += threads) {
+        if (((i / 32) & 1) == odd) {
+            buf[i] = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
 extern "C" __global__ void topolink_check(unsigned long long buf_addr, unsigned long long pattern_addr,
                                           unsigned long long words, unsigned long long pattern_words,
                                           unsigned long long wrong_addr)
@@ -124,7 +171,8 @@ extern "C" __global__ void topolink_check(unsigned long long buf_addr, unsigned 
     }
 }
 """
-KERNEL_NAMES = ("topolink_latch", "topolink_chase", "topolink_copy_sm", "topolink_check")
+KERNEL_NAMES = ("topolink_latch", "topolink_chase", "topolink_copy_sm", "topolink_copy_split", "topolink_clear_warps",
+                "topolink_check")
 LATCH_TIMEOUT_MS = 10_000  # nvbandwidth's DEFAULT_SPIN_KERNEL_TIMEOUT_MS
 
 

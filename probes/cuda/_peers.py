@@ -2,7 +2,9 @@
 item copies between, before anything is timed, and disabled when the item ends. A device maps at most 8
 peers at once (``cudaErrorTooManyPeers``), so a pass over a machine with more GPUs than that, which
 enables pair after pair in one process, must give each mapping back; access this session did not
-enable (an earlier one's, or NCCL's) is left as it was."""
+enable (an earlier one's, or NCCL's) is left as it was. The all-to-one and one-to-all tests map every other
+GPU on the target at once, as nvbandwidth does; the plan waives them where that is more than 8 (see
+``peer_with_all_others``) rather than measure a total over a subset."""
 
 from __future__ import annotations
 

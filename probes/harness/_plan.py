@@ -157,7 +157,11 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
 
 def _copies(spec: ProbeSpec, others: Subjects) -> int:
     """Copies running at once, in units of the timed size (nvbandwidth's interfering copies are twice it)."""
+    if spec.name.startswith(("all_to_one", "one_to_all")):  # one copy of the timed size per other GPU
+        return max(1, len(others))
     interfering = len(others) // 2  # (node, GPU) per other GPU
+    if spec.name.endswith("bidirectional_memcpy_sm") and spec.method.startswith("sm"):
+        return 1 + interfering  # split-warp: one copy per GPU, both ways in one pair of buffers of the size
     if spec.name.startswith(("all_to_host", "host_to_all")):
         ways = 2 if "bidirectional" in spec.name else 1
         return 1 + 2 * (ways * interfering + ways - 1)

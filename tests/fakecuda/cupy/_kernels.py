@@ -1,6 +1,7 @@
 """The probe kernels of the fake, run in Python when their stream reaches them: the latch (reads the host
 flag: a latch still closed when the GPU reaches it has timed out, which the log records), the pointer
-chase, the SM copy and the pattern check. Every address a kernel touches must be reachable from the GPU
+chase, the SM copy, the split-warp copy (whose launch must give one thread per word in blocks of at most
+1024) with its clear, and the pattern check. Every address a kernel touches must be reachable from the GPU
 it runs on: its own memory, mapped host memory, or a peer's with peer access enabled."""
 
 from __future__ import annotations
@@ -55,6 +56,31 @@ def _copy_sm(s: Stream, dst: int, src: int, words: int, loops: int) -> None:
     s.clock += loops * size / rate
 
 
+def _rows(ptr: int, words: int) -> Any:
+    return np.frombuffer(MACHINE.view(ptr, words * 16), dtype=np.uint8).reshape(words, 16)
+
+
+def _odd_warps(words: int) -> Any:
+    return ((np.arange(words) // 32) & 1).astype(bool)
+
+
+def _copy_split(s: Stream, grid: int, block: int, a: int, b: int, loops: int) -> None:  # noqa: PLR0917
+    if not 0 < block <= 1024 or (grid > 1 and block % 32):
+        raise runtime.CUDARuntimeError(9, f"split-warp launch of {grid} x {block}: invalid configuration")
+    words = grid * block  # one thread per 16-byte word; past either buffer is an illegal address
+    ways = {MACHINE.reachable(s.device, a, words * 16), MACHINE.reachable(s.device, b, words * 16)}
+    rows_a, rows_b, odd = _rows(a, words), _rows(b, words), _odd_warps(words)
+    rows_b[odd] = rows_a[odd]
+    rows_a[~odd] = rows_b[~odd]
+    rate = RATES["peer"] if "peer" in ways else RATES["h2d"] if "host" in ways else RATES["local"]
+    s.clock += loops * words * 16 / rate
+
+
+def _clear_warps(s: Stream, buf: int, words: int, odd: int) -> None:
+    MACHINE.reachable(s.device, buf, words * 16)
+    _rows(buf, words)[_odd_warps(words) == bool(odd)] = 0
+
+
 def _check(s: Stream, buf: int, pattern: int, words: int, pattern_words: int, wrong: int) -> None:  # noqa: PLR0917
     for ptr, n in ((buf, words * 4), (pattern, pattern_words * 4), (wrong, 8)):
         MACHINE.reachable(s.device, ptr, n)
@@ -65,7 +91,8 @@ def _check(s: Stream, buf: int, pattern: int, words: int, pattern_words: int, wr
 
 
 BODIES = {"topolink_latch": _latch, "topolink_chase": _chase, "topolink_copy_sm": _copy_sm,
-          "topolink_check": _check}
+          "topolink_copy_split": _copy_split, "topolink_clear_warps": _clear_warps, "topolink_check": _check}
+GEOMETRY = ("topolink_copy_split",)  # kernels whose work is their launch's geometry
 
 
 class RawKernel:
@@ -75,13 +102,15 @@ class RawKernel:
         self.name = name
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: tuple[Any, ...], **kwargs: Any) -> None:
-        del grid, block, kwargs
+        del kwargs
         stream = runtime.current_stream()
         if stream.device != MACHINE.current_device[-1]:
             raise runtime.CUDARuntimeError(400, "a kernel launched on another device's stream")
         values = tuple(int(a) for a in args)
+        if self.name in GEOMETRY:
+            values = (int(grid[0]), int(block[0]), *values)
         body = BODIES[self.name]
-        MACHINE.log("kernel", name=self.name, device=stream.device)
+        MACHINE.log("kernel", name=self.name, device=stream.device, grid=int(grid[0]), block=int(block[0]))
         MACHINE.enqueue(stream, Op(self.name, lambda s: body(s, *values)))
 
 
