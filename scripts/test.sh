@@ -13,8 +13,11 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-# The apiserver tier (with $KUBEBUILDER_ASSETS: envtest's etcd and kube-apiserver) makes its certificates.
-if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then command -v openssl >/dev/null 2>&1 || need+=(openssl); fi
+# The apiserver tier (envtest's etcd and kube-apiserver in $KUBEBUILDER_ASSETS, else in envtest's default
+# /usr/local/kubebuilder/bin) makes its certificates.
+if [ -x "${KUBEBUILDER_ASSETS:-/usr/local/kubebuilder/bin}/kube-apiserver" ]; then
+    command -v openssl >/dev/null 2>&1 || need+=(openssl)
+fi
 if ((${#need[@]})); then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

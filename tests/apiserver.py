@@ -1,7 +1,8 @@
 """A real etcd and kube-apiserver on loopback for the ``apiserver`` test tier.
 
 The binaries are found as controller-runtime's envtest finds them: a folder named by ``KUBEBUILDER_ASSETS``
-holding ``etcd`` and ``kube-apiserver`` (``setup-envtest use 1.36 -p path`` prints one). Everything lives in
+(else envtest's default ``/usr/local/kubebuilder/bin``) holding ``etcd`` and ``kube-apiserver``
+(``setup-envtest use 1.36 -p path`` prints one). Everything lives in
 a temporary directory: a CA and a serving certificate for 127.0.0.1 (openssl), a service-account key pair
 (for TokenRequest), two static tokens in ``system:masters`` (``admin`` for the tests, ``topolink-agent`` for
 an agent the tests run with full rights, so that its requests are told apart in the log), etcd's data, and an
@@ -45,12 +46,13 @@ rules:
 """
 
 
+# envtest's own default when KUBEBUILDER_ASSETS is unset.
+DEFAULT_ASSETS = Path("/usr/local/kubebuilder/bin")
+
+
 def assets() -> Path | None:
-    """The folder of envtest's binaries, when it is set and holds both."""
-    folder = os.environ.get(ASSETS)
-    if not folder:
-        return None
-    path = Path(folder)
+    """The folder of envtest's binaries, when it holds both: $KUBEBUILDER_ASSETS, else envtest's default."""
+    path = Path(os.environ.get(ASSETS) or DEFAULT_ASSETS)
     return path if all(os.access(path / b, os.X_OK) for b in ("etcd", "kube-apiserver")) else None
 
 
