@@ -3,6 +3,16 @@
 
 ``create_app`` (the HTTP API) is loaded on first use only: it needs Starlette, which nothing but
 ``topolink serve`` may import.
+
+Rooms, each importing only those below it, private behind the names here: ``_http`` (the Starlette app, the
+bounded server, header rules) above ``_metrics`` (the families, collectors and ``/metrics`` bytes),
+``_webpage`` (the page and the pictures) and ``kube`` (everything Kubernetes; it imports none of ``_http``,
+``_metrics``, ``_webpage``, ``_placement``), above ``_placement`` (which N GPUs for a job: document, table,
+HTTP answer), above ``_core`` (the sink protocol, the served view, the file door, the derived rows and the
+health rule, the HTTP limits and flags). import-linter checks the order (pyproject.toml).
+
+Imports: ``topology``; never ``agent`` or ``probes``. Imported by: ``agent``, through the names below (and
+``_core._http_flags`` for ``topolink --help``).
 """
 
 from topology._lazy import lazy_names as _lazy_names
