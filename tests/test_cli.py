@@ -57,8 +57,9 @@ def test_help_loads_only_argparse_and_the_flag_modules() -> None:
     assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli.cluster", "agent.cli.discover",
                     "agent.cli.place",
                     "agent.cli.probe", "agent.cli.prune", "agent.cli.serve", "agent.cli.topo", "agent.discovery",
-                    "agent.discovery.sources", "agent.discovery.sources._catalog", "exporter", "exporter._http_flags",
-                    "exporter.kube", "exporter.kube._flags", "topology", "topology._lazy"}
+                    "agent.discovery.sources", "agent.discovery.sources._catalog", "exporter", "exporter._core",
+                    "exporter._core._http_flags", "exporter.kube", "exporter.kube._config",
+                    "exporter.kube._config._flags", "topology", "topology._lazy"}
     costly = {"typing", "dataclasses", "inspect", "fnmatch", "urllib.parse", "json", "pynvml", "prometheus_client"}
     assert added & costly == set()
 
