@@ -32,8 +32,13 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
 fi
-# torch 2.13.0 is the CPU build (gloo all-reduce); a plain `torch` would pull the CUDA build.
-.venv/bin/pip install -q "torch==2.13.0"
+# torch's CPU build (gloo all-reduce): the local version "+cpu" is only on PyTorch's CPU index (or a local
+# wheel), so the pin never resolves to PyPI's CUDA build and its nvidia-* packages. Tried first from the
+# configured indexes, then from PyTorch's.
+TORCH="torch==2.13.0+cpu"
+if ! .venv/bin/pip install -q "$TORCH" 2>/dev/null; then
+    .venv/bin/pip install -q "$TORCH" --extra-index-url https://download.pytorch.org/whl/cpu
+fi
 .venv/bin/pip install -q -e ".[dev]"
 
 PKGS=(topology agent probes exporter)

@@ -87,14 +87,14 @@ def _snapshot(args: argparse.Namespace) -> topology.Snapshot:
     return load_snapshot(args.from_file) if getattr(args, "from_file", None) else discover_from_args(args)
 
 
-def _refuse_fixture(args: argparse.Namespace) -> str | None:
+def _refuse_fixture(args: argparse.Namespace, command: str = "probe") -> str | None:
     """Probes measure this machine: a tree from another one (``--sysfs-root``, a machine profile's test
     NVML) would put this machine's numbers on that machine's NUMA nodes and GPUs."""
     root = getattr(args, "sysfs_root", "/")
     if os.path.realpath(root) != "/" or getattr(args, "nvml_library", None):
         return (f"refusing to measure: discovery reads a tree from elsewhere (--sysfs-root {root}"
                 f"{', --nvml-library ' + args.nvml_library if args.nvml_library else ''}), and the numbers "
-                "would be this machine's put on that tree's devices. Run probe with the live root (/).")
+                f"would be this machine's put on that tree's devices. Run {command} with the live root (/).")
     return None
 
 
@@ -117,6 +117,12 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if args.from_file and (why := _refuse_foreign(args, snap)) is not None:
         print(f"topolink probe: {why}", file=sys.stderr)
         return EXIT_USAGE
+    if args.backend == "cuda" and not snap.gpus:
+        import topology
+
+        why = (topology.no_gpu_reason(snap) or "No NVIDIA GPU found").rstrip(".")
+        print(f"topolink probe: --backend cuda: {why}; --backend cpu measures host memory", file=sys.stderr)
+        return EXIT_NONE_RAN
     return run_probe(args, snap)
 
 
@@ -162,7 +168,7 @@ def _numa_text(nodes: dict[int, tuple[int, ...]]) -> str:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    if (why := _refuse_fixture(args)) is not None:
+    if (why := _refuse_fixture(args, "selftest")) is not None:
         print(f"topolink selftest: {why}", file=sys.stderr)
         return EXIT_USAGE
     snap = _snapshot(args)
