@@ -38,7 +38,8 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                        epilog=_EPILOG)
     p.add_argument("--gpus", type=int, metavar="N", help="also list where a group of N GPUs fits best")
     p.add_argument("--top", type=int, default=5, metavar="K", help="places to print for --gpus (default 5)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="json: the fleet document (topolink.cluster/v1)")
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="read a saved `kubectl get nodes,resourceslices -o json` (- for standard input) instead of "

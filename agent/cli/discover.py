@@ -13,9 +13,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# The statuses of discover and topo, as ``topolink --help`` states them for both.
+EXIT_EPILOG = ("Exit status: 0 the snapshot is complete: nothing a topo -m cell, a label or a metric depends on is "
+               "unknown; 1 some facts are unknown (listed on standard error: a source failed, was turned off or "
+               "partial, NVML does not answer while NVIDIA GPUs are on the bus, two readings contradict each "
+               "other); 2 usage; 3 an input file cannot be read or is not a coherent snapshot, or -o must not be "
+               "written.")
+
+
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    d = sub.add_parser("discover", help="discover the node's topology and print it")
-    d.add_argument("--format", choices=("table", "json", "dot"), default="table")
+    d = sub.add_parser("discover", help="discover the node's topology and print it",
+                       description="Discover this node (NVML and sysfs) and print a summary, the JSON snapshot "
+                                   "(topolink.topology/v2) or a Graphviz DOT picture.", epilog=EXIT_EPILOG)
+    d.add_argument("--format", choices=("table", "json", "dot"), default="table",
+                   help="table: a summary for people; json: the snapshot; dot: a Graphviz picture")
     d.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     add_discovery_args(d)
     d.set_defaults(handler=_cmd_discover)

@@ -1,0 +1,208 @@
+"""The documentation as the tests read it: the Markdown files, the sections generated from the code (between
+``<!-- NAME:start -->`` and ``<!-- NAME:end -->``), and every console example with what it says about where
+it runs.
+
+An example is a ```` ```console ```` block; the HTML comment right above it says where it runs:
+
+- ``<!-- example: machine=PROFILE -->``: each ``$ `` command runs against that machine profile of
+  ``tests/machines`` (as ``python -m tests.fakenvml run PROFILE -- COMMAND`` runs it), in a fresh directory
+  that sees the repository's folders, and its output must be the one shown; ``overlay`` adds the YAML block
+  just above to the profile (``busy:`` GPUs, say).
+- ``<!-- example: files -->``: the same without a machine profile, for commands that read saved inputs
+  (``--from tests/data/...``) or nothing of the machine.
+- ``<!-- example: gpu -->``, ``<!-- example: cluster -->``, ``<!-- example: host -->``: needs a GPU, a
+  cluster, or is about this host or an install (its output is the machine's): checked for flags and syntax
+  only, each ``topolink`` command against the real parser, each path it names in the repository.
+
+``python -m tests.docs_support`` writes every generated section from the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KINDS = ("machine", "files", "gpu", "cluster", "host")
+
+
+def documents() -> list[Path]:
+    """Every Markdown file a reader of the repository reads."""
+    return [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->\n", f"<!-- {name}:end -->"
+
+
+def marked(name: str) -> tuple[Path, str]:
+    """The one document holding the section ``name``, and the section's text."""
+    start, end = _markers(name)
+    found = [(p, p.read_text()) for p in documents() if p.exists() and start in p.read_text()]
+    assert len(found) == 1, f"section {name!r} is in {len(found)} documents, not one"
+    path, text = found[0]
+    return path, text.split(start, 1)[1].split(end, 1)[0]
+
+
+def _metrics() -> str:
+    from exporter import metrics_markdown
+
+    return str(metrics_markdown())
+
+
+def _kube() -> str:
+    from exporter.kube import reference_markdown
+
+    return reference_markdown()
+
+
+def _commands() -> str:
+    from agent.cli._reference import commands_markdown
+
+    return commands_markdown()
+
+
+def _alerts() -> str:
+    """The Prometheus operator overlay's alerts, as the rule file has them."""
+    import yaml
+
+    rule = yaml.safe_load((REPO / "daemonset/overlays/prometheus-operator/prometheusrule.yaml").read_text())
+    rows = ["| alert | fires when | for | says |", "|---|---|---|---|"]
+    for group in rule["spec"]["groups"]:
+        for r in group["rules"]:
+            expr = " ".join(str(r["expr"]).split()).replace("|", "\\|")
+            rows.append(f"| `{r['alert']}` | `{expr}` | {r.get('for', '-')} | {r['annotations']['summary']} |")
+    return "\n".join(rows) + "\n"
+
+
+# Each generated section: its name and the function of the code that writes it.
+GENERATED: dict[str, Callable[[], str]] = {"alerts": _alerts, "cli-reference": _commands, "kube-reference": _kube,
+                                           "metrics": _metrics}
+
+
+def write_generated() -> list[Path]:
+    """Rewrite every generated section from the code; the documents changed."""
+    changed = []
+    for name, make in GENERATED.items():
+        path, old = marked(name)
+        new = make()
+        if new != old:
+            start, end = _markers(name)
+            text = path.read_text()
+            head, rest = text.split(start, 1)
+            path.write_text(head + start + new + end + rest.split(end, 1)[1])
+            changed.append(path)
+    return changed
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    line: int  # where the command starts in its document
+    text: str  # as a shell reads it (continuation lines joined)
+    output: tuple[str, ...]  # the lines shown after it
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    path: Path
+    line: int
+    kind: str  # one of KINDS
+    profile: str | None
+    overlay: str | None  # YAML added to the profile
+    commands: tuple[Command, ...]
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(REPO)}:{self.line}"
+
+
+_DIRECTIVE = re.compile(r"<!-- example: ([^>]*?) -->\s*$")
+
+
+def examples(path: Path) -> list[Example]:
+    """Every console block of the document, with its directive (an AssertionError names one without)."""
+    lines = path.read_text().splitlines()
+    out, yaml_block, n = [], None, 0
+    while n < len(lines):
+        line = lines[n]
+        if line.startswith("```yaml"):
+            end = lines.index("```", n + 1)
+            yaml_block, n = "\n".join(lines[n + 1:end]), end + 1
+            continue
+        if line.strip() != "```console":
+            n += 1
+            continue
+        end = lines.index("```", n + 1)
+        above = lines[n - 1] if n else ""
+        found = _DIRECTIVE.match(above)
+        assert found, f"{path.relative_to(REPO)}:{n + 1}: a console example without <!-- example: ... --> above it"
+        words = found.group(1).split()
+        kind, _, profile = words[0].partition("=")
+        assert kind in KINDS, f"{path.relative_to(REPO)}:{n}: unknown example kind {kind!r}"
+        overlay = yaml_block if "overlay" in words[1:] else None
+        out.append(Example(path=path, line=n + 1, kind=kind, profile=profile or None, overlay=overlay,
+                           commands=tuple(_commands_of(lines[n + 1:end], n + 2))))
+        n = end + 1
+    return out
+
+
+def _commands_of(block: list[str], first: int) -> list[Command]:
+    """``$ `` lines (joined over trailing backslashes) and the output under each. A block with no ``$ `` is
+    a script: each line is a command with no output shown."""
+    prompted = any(line.startswith("$ ") for line in block)
+    commands: list[Command] = []
+    n = 0
+    while n < len(block):
+        line = block[n]
+        if prompted and not line.startswith("$ "):
+            n += 1
+            continue
+        start, text = n, line[2:] if prompted else line
+        while text.endswith("\\") and n + 1 < len(block):
+            n += 1
+            text = text[:-1] + " " + block[n].strip()
+        n += 1
+        output: list[str] = []
+        while prompted and n < len(block) and not block[n].startswith("$ "):
+            output.append(block[n])
+            n += 1
+        text = re.sub(r"\s+#.*$", "", text).strip() if not prompted else text.strip()
+        if text:
+            commands.append(Command(line=first + start, text=text, output=tuple(output)))
+    return commands
+
+
+# What varies between runs and machines, and only that: elapsed times, versions, dates.
+_VARIES = [
+    (re.compile(r"\b\d+\.\d+ s\b"), "<seconds> s"),
+    (re.compile(r"\btopolink \d+\.\d+\.\d+\S*"), "topolink <version>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?"), "<date>"),
+]
+
+
+def normalised(lines: list[str] | tuple[str, ...]) -> list[str]:
+    out = []
+    for line in lines:
+        text = line
+        for pattern, replacement in _VARIES:
+            text = pattern.sub(replacement, text)
+        out.append(text.expandtabs(8).rstrip())  # nvidia-smi's tab stops, as a terminal shows them
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def words(command: str) -> list[str]:
+    """The command's words, as the shell splits them (an AssertionError for a line it cannot split)."""
+    try:
+        return shlex.split(command, comments=True)
+    except ValueError as exc:
+        raise AssertionError(f"{command!r}: {exc}") from exc
+
+
+if __name__ == "__main__":
+    for changed in write_generated():
+        print(changed.relative_to(REPO))
