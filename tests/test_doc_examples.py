@@ -25,7 +25,7 @@ CHECK = [e for e in ALL if e.kind not in ("machine", "files")]
 
 
 def test_there_are_examples_of_both_kinds() -> None:
-    assert len(RUN) >= 8 and CHECK
+    assert len(RUN) >= 9 and CHECK
 
 
 @pytest.mark.parametrize("name", sorted(GENERATED))
@@ -72,7 +72,7 @@ def _run(example: Example, tmp: Path) -> list[tuple[Command, int, list[str]]]:
     script = ["set +e"]
     for n, command in enumerate(example.commands):
         text = re.sub(r"^\.venv/bin/", f"{BIN}/", command.text)
-        script += [f"echo '{mark} {n}'", f"{text} 2>&1"]
+        script += [f"echo '{mark} {n}'", "{ " + text + "\n} 2>&1"]
     proc = subprocess.run(["bash", "-c", "\n".join(script)], cwd=_workdir(tmp), env=env, capture_output=True,
                           text=True, timeout=600, check=False)
     chunks = proc.stdout.split(f"{mark} ")[1:]

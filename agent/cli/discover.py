@@ -6,19 +6,11 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from ._common import discover_from_args, exit_for
+from ._common import EXIT_EPILOG, discover_from_args, exit_for
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
     from typing import Any
-
-
-# The statuses of discover and topo, as ``topolink --help`` states them for both.
-EXIT_EPILOG = ("Exit status: 0 the snapshot is complete: nothing a topo -m cell, a label or a metric depends on is "
-               "unknown; 1 some facts are unknown (listed on standard error: a source failed, was turned off or "
-               "partial, NVML does not answer while NVIDIA GPUs are on the bus, two readings contradict each "
-               "other); 2 usage; 3 an input file cannot be read or is not a coherent snapshot, or -o must not be "
-               "written.")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:

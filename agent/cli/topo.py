@@ -6,8 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from ._common import discover_from_args, exit_for, load_snapshot
-from .discover import EXIT_EPILOG
+from ._common import EXIT_EPILOG, discover_from_args, exit_for, load_snapshot
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
