@@ -51,12 +51,10 @@ def add_discovery_args(p: argparse.ArgumentParser) -> None:
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:
-    from pathlib import Path
-
     from ..discovery import DiscoveryContext, FsRoot
 
-    root = Path(args.sysfs_root)
-    if not root.is_dir():
+    root = os.path.normpath(args.sysfs_root)  # a string: pathlib costs start-up
+    if not os.path.isdir(root):
         raise InputError(f"--sysfs-root {root}: not a directory")
     return DiscoveryContext(root=FsRoot(root), nvml_library=args.nvml_library, node_name=args.node_name)
 
