@@ -19,15 +19,28 @@ Exit status:
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-from . import cluster, discover, place, probe, prune, serve, topo
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
 
-# One module per command, in the order ``--help`` lists them. Each has ``add_parsers(subparsers,
-# add_discovery_args)`` and sets a ``handler`` default; heavy dependencies load only inside the handlers.
-_COMMANDS = (discover, topo, place, probe, serve, prune, cluster)
+# Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
+# Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
+# ``handler`` default; heavy dependencies load only inside the handlers. A run builds the parser of its own
+# command alone: the others are listed by name and line, their modules not imported (tests/test_cli_startup.py
+# holds these lines to the modules' own).
+_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("discover", "discover", "discover the node's topology and print it"),
+    ("topo", "topo", "print the GPU/NIC matrix as nvidia-smi topo -m does"),
+    ("place", "place", "the best groups of N GPUs on this node for a collective (estimates)"),
+    ("probe", "probe", "measure bandwidth and latency (copies, all-reduce, GPUDirect RDMA)"),
+    ("selftest", "probe", "run every probe at tiny sizes and say pass/fail per test"),
+    ("serve", "serve", "run the node agent: discovery, probes, metrics and the HTTP API"),
+    ("prune", "prune", "remove every label, NodeFeature, ResourceSlice and taint rule topolink made"),
+    ("cluster", "cluster", "the fleet from its labels and slices: classes, outliers, where N GPUs fit"),
+)
+_MODULE_OF = {name: module for name, module, _ in _COMMANDS}
 
 
 class _VersionAction(argparse.Action):
@@ -39,7 +52,9 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
+    name and help line and parsed by nothing (an unknown ``command`` builds none)."""
     parser = argparse.ArgumentParser(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
@@ -53,13 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for command in _COMMANDS:
-        command.add_parsers(sub, add_discovery_args)
+    built: set[str] = set()
+    for name, module, help_text in _COMMANDS:
+        if module in built:
+            continue
+        if command is None or _MODULE_OF.get(command) == module:
+            importlib.import_module(f".{module}", __name__).add_parsers(sub, add_discovery_args)
+            built.add(module)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command a command line runs: its first word that is not an option (the top level's options,
+    ``-h`` and ``--version``, take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command_of(argv) or "")
     args = parser.parse_args(argv)
     from ._output import OutputError
 
