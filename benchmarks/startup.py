@@ -1,15 +1,18 @@
-"""Start-up and discovery overhead against lstopo, paired and interleaved: prints tables of ratios. Not a test.
+"""Start-up and discovery overhead against lstopo and nvidia-smi, paired and interleaved: prints tables of ratios.
+Not a test.
 
     .venv/bin/python benchmarks/startup.py [--runs N]
 
 Every whole-process row alternates the two commands it compares (A B A B ...), so load from others on the
 machine falls on both; medians and the ratio of medians are printed, with peak RSS (ru_maxrss of the child).
+- The start-up budget, topolink installed from its wheel into a temporary virtual environment with bytecode
+  compiled (benchmarks/_wheel.py): ``discover --format json -o FILE`` at most 2.5x ``lstopo-no-graphics --of
+  xml FILE``; ``topolink --help`` and ``topolink discover --help`` at most 1.8x ``python -I -c pass``;
+  ``topo`` at most 2x ``nvidia-smi topo -m`` (run only where nvidia-smi exists). Beside it, what importing the
+  model (class creation) costs in that environment, and its share of ``discover``.
 - ``topolink discover --format json`` against ``lstopo-no-graphics --of xml`` on the live machine and on every
-  hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``), with the repository's
-  bytecode absent and compiled: target <= 4x.
-- ``topolink --help`` against a bare interpreter of the same venv: target <= 40 ms above it, with the
-  repository's bytecode absent (PYTHONDONTWRITEBYTECODE=1, as here) and compiled (``compileall`` into the
-  repository's ``__pycache__``, removed again afterwards; the venv's site-packages are compiled already).
+  hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``), run from the repository
+  with its bytecode absent and compiled: target <= 4x.
 - whether ``discover`` imported pynvml where no NVML library loads.
 - the discovery call in-process on the 137-function tree (target <= 8 ms) and the hgx-h100 profile
   (<= 15 ms), and on synthetic NVSwitch machines of 16, 32 and 64 GPUs grown from it: cost per GPU, NVML
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks._wheel import Installed, install_wheel  # noqa: E402
 from tests.reference_data import hwloc_tarballs, unpack_hwloc_tree  # noqa: E402
 
 if TYPE_CHECKING:
@@ -135,17 +139,54 @@ def _compiled_dirs() -> set[Path]:
     return {p for pkg in _PACKAGES for p in (REPO / pkg).rglob("__pycache__")}
 
 
-def help_vs_bare(runs: int) -> None:
-    bare = [VENV_PY, "-c", "pass"]
-    helps = [VENV_PY, str(REPO / ".venv/bin/topolink"), "--help"]
+BUDGET = (2.5, 1.8, 1.8, 2.0)  # the ratios of medians allowed, in the order of budget()'s rows
+
+
+def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
+    """The start-up budget rows, each paired with its baseline; returns the median of installed ``discover``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "PYTHON", "VIRTUAL_ENV"))}
+    ours, lstopo, smi = str(venv.topolink), shutil.which("lstopo-no-graphics"), shutil.which("nvidia-smi")
+    bare = (f"{venv.python.name} -I -c pass", [str(venv.python), "-I", "-c", "pass"])
+    checks = [
+        ("discover --format json -o FILE", [ours, "discover", "--format", "json", "-o", str(tmp / "node.json")],
+         ("lstopo-no-graphics --of xml FILE", [lstopo, "--of", "xml", "-f", str(tmp / "node.xml")]) if lstopo
+         else None),
+        ("--help", [ours, "--help"], bare),
+        ("discover --help", [ours, "discover", "--help"], bare),
+        ("topo", [ours, "topo"], ("nvidia-smi topo -m", [smi, "topo", "-m"]) if smi else None),
+    ]
+    rows, discover_ms = [], None
+    for (name, cmd, baseline), limit in zip(checks, BUDGET, strict=True):
+        if baseline is None:
+            why = "no nvidia-smi on this machine" if name == "topo" else "lstopo-no-graphics not installed"
+            rows.append((f"topolink {name}", "", "", "", "", f"<= {limit:g}x", f"not run: {why}"))
+            continue
+        mine, theirs, _, _ = paired(cmd, baseline[1], runs, env)
+        discover_ms = mine if name.startswith("discover --format") else discover_ms
+        ratio = mine / theirs
+        rows.append((f"topolink {name}", f"{mine:.1f}", baseline[0], f"{theirs:.1f}", f"{ratio:.2f}x",
+                     f"<= {limit:g}x", "pass" if ratio <= limit else "FAIL"))
+    table(f"start-up budget: topolink installed from its wheel, bytecode compiled ({venv.pyc} of {venv.modules} "
+          f"modules have their .pyc), measured (median of {runs} paired runs, ratio of medians)",
+          ("command", "median ms", "baseline", "baseline median ms", "ratio", "budget", ""), rows)
+    return discover_ms
+
+
+def model_share(runs: int, venv: Installed, discover_ms: float | None) -> None:
+    """What importing the model costs in the installed environment: with ``dataclasses`` (which the model's
+    classes need and discovery's use too) and after it, and the share of installed ``discover``."""
+    code = ("import time, sys; {pre}t = time.perf_counter(); import topology._model; "
+            "print((time.perf_counter() - t) * 1e3)")
     rows = []
-    for label in ("absent", "compiled"):
-        with bytecode(label):
-            ours, base, rss, _ = paired(helps, bare, runs)
-        rows.append((label, f"{base:.0f}", f"{ours:.0f}", f"{ours - base:.0f}",
-                     "ok" if ours - base <= 40 else "OVER", f"{rss / 1024:.0f}"))
-    table(f"topolink --help vs a bare interpreter of the same venv (median of {runs} paired runs; target <= +40 ms)",
-          ("repository bytecode", "bare ms", "--help ms", "difference ms", "", "--help peak RSS MiB"), rows)
+    for label, pre in (("import topology._model", ""), ("the same, dataclasses imported before",
+                                                         "import dataclasses; ")):
+        samples = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)], capture_output=True,
+                                        text=True, check=True).stdout) for _ in range(max(runs, 3))]
+        ms = statistics.median(samples)
+        share = f"{ms / discover_ms:.0%}" if discover_ms else ""
+        rows.append((label, f"{ms:.1f}", share))
+    table(f"the model's import (class creation) in the installed environment, measured (median of {max(runs, 3)})",
+          ("what", "ms", "share of installed discover's median"), rows)
 
 
 def pynvml_row() -> None:
@@ -275,7 +316,7 @@ def dumps_rows(runs: int, found: dict[int, tuple[Snapshot, float]]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=11)
-    ap.add_argument("--only", choices=("lstopo", "help", "calls", "profiles"), help="one group of tables only")
+    ap.add_argument("--only", choices=("budget", "lstopo", "calls", "profiles"), help="one group of tables only")
     ap.add_argument("--scaled-gpus", default=",".join(map(str, SCALED_GPUS)),
                     help="GPU counts of the synthetic NVSwitch machines, comma separated (default %(default)s)")
     args = ap.parse_args()
@@ -284,8 +325,12 @@ def main() -> int:
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     with tempfile.TemporaryDirectory() as tmp:
         trees = hwloc_trees(Path(tmp)) if args.only in (None, "lstopo", "calls") else []
-        if args.only in (None, "help"):
-            help_vs_bare(args.runs)
+        if args.only in (None, "budget"):
+            venv = install_wheel(REPO, VENV_PY, Path(tmp) / "installed")
+            print(f"\ntopolink installed from its wheel into {venv.python.parent.parent} (a temporary virtual "
+                  "environment; its dependencies read from this interpreter's), bytecode compiled by pip and "
+                  "compileall")
+            model_share(args.runs, venv, budget(args.runs, venv, Path(tmp)))
         if args.only in (None, "lstopo"):
             vs_lstopo(args.runs, trees)
             pynvml_row()
