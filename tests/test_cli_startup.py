@@ -1,5 +1,6 @@
-"""What the command line loads to start: each run builds its own command's parser alone, ``--help`` loads no
-command module, and ``discover`` loads none of the modules it has no use for (whoever would import them).
+"""What the command line loads to start: each run builds its own command's parser alone, help asked for alone
+is the stored text argparse would print (no argparse, no command module), and ``discover`` loads none of the
+modules it has no use for (whoever would import them).
 
 Not timed (benchmarks/startup.py times it): these hold the imports that the start-up budget rests on.
 """
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import build_parser
+from agent.cli import _help, build_parser
 from tests.fakenvml import FakeNode, materialize
+from tests.stored_help import help_file, render, stored_keys
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -107,14 +109,54 @@ def test_discover_loads_nothing_it_does_not_use_with_nvml(gpu_node: FakeNode, tm
     assert_bounded(importer)
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["discover", "--help"], ["topo", "--help"]])
-def test_help_loads_only_the_command_it_shows(argv: list[str]) -> None:
-    _, importer = run_recorded(argv)
+@pytest.mark.parametrize("argv", [["--help"], ["discover", "--help"], ["topo", "-h"]])
+def test_help_asked_alone_loads_neither_argparse_nor_a_command(argv: list[str]) -> None:
+    code, importer = run_recorded(argv, {"COLUMNS": "80"})
+    assert code == 0
+    ours = {m for m in importer if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
+    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli._help"}
+    assert "argparse" not in importer
+    assert_bounded(importer)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["discover", "--help"], ["discover", "--format", "json", "--help"]])
+def test_other_help_builds_only_the_command_it_shows(argv: list[str]) -> None:
+    _, importer = run_recorded(argv, {"COLUMNS": "100"})  # not the stored width: argparse prints it
     ours = {m for m in importer if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
     shown = {f"agent.cli.{argv[0]}", "agent.discovery", "agent.discovery.sources",
              "agent.discovery.sources._catalog"} if argv[0] != "--help" else set()
-    assert ours == {"agent", "agent.cli", "agent.cli._common", *shown}
+    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli._help", *shown}
     assert_bounded(importer)
+
+
+def test_the_stored_help_is_what_argparse_prints() -> None:
+    assert Path(_help.HELP_FILE).read_text(encoding="utf-8") == help_file(), \
+        "agent/cli/help.txt is stale: run .venv/bin/python -m tests.stored_help"
+
+
+@pytest.mark.parametrize("key", stored_keys())
+def test_a_command_prints_its_help_alike_either_way(key: str) -> None:
+    argv = ["--help"] if key == _help.TOP else [key, "--help"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
+    outs = [subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, cwd=REPO,
+                           env={**env, "COLUMNS": columns}, check=False) for columns in ("80", "100")]
+    assert [o.returncode for o in outs] == [0, 0]
+    assert outs[0].stdout == render(key)[0]
+    assert outs[1].stdout == render(key, {"COLUMNS": "100"})[0]
+
+
+def test_stored_help_is_not_printed_where_a_source_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert _help.stored_help(["discover", "--help"]) == render("discover")[0]
+    assert _help.stored_help(["discover", "--format", "json", "--help"]) is None
+    stale = tmp_path / "help.txt"
+    text = Path(_help.HELP_FILE).read_text(encoding="utf-8")
+    stale.write_text(text.replace("agent/cli/discover.py=", "agent/cli/discover.py=0"), encoding="utf-8")
+    monkeypatch.setattr(_help, "HELP_FILE", str(stale))
+    assert _help.stored_help(["discover", "--help"]) is None
+    assert _help.stored_help(["--help"]) == render(_help.TOP)[0]
+    monkeypatch.setenv("COLUMNS", "81")
+    assert _help.stored_help(["--help"]) is None
 
 
 def _subcommands(parser: object) -> dict[str, object]:

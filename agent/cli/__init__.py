@@ -18,12 +18,16 @@ Exit status:
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
-from collections.abc import Sequence
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
+from ._help import stored_help
+
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
 
 # Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
 # Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
@@ -43,18 +47,25 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
 _MODULE_OF = {name: module for name, module, _ in _COMMANDS}
 
 
-class _VersionAction(argparse.Action):
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+def _version_action() -> type[argparse.Action]:
+    import argparse
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        print(f"topolink {version()}")
-        parser.exit()
+    class VersionAction(argparse.Action):
+        def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+            super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+        def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+            print(f"topolink {version()}")
+            parser.exit()
+
+    return VersionAction
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
     name and help line and parsed by nothing (an unknown ``command`` builds none)."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
@@ -65,7 +76,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                "written through). Optional facts (ACS on bridges, which needs root to read PCI config space) are "
                "left empty when not readable and never make a snapshot incomplete.",
     )
-    parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument("--version", action=_version_action())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     built: set[str] = set()
@@ -88,6 +99,10 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    text = stored_help(argv)  # help asked for alone: printed without importing argparse
+    if text is not None:
+        sys.stdout.write(text)
+        raise SystemExit(0)  # as argparse's --help ends
     parser = build_parser(_command_of(argv) or "")
     args = parser.parse_args(argv)
     from ._output import OutputError
