@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class FsRoot:
+    """A directory tree standing for ``/``: the live machine's root or a gathered tree."""
     base: str | os.PathLike[str] = "/"
     _prefix: str = field(init=False, repr=False, compare=False)
     _live: bool = field(init=False, repr=False, compare=False)
