@@ -32,10 +32,11 @@ NEVER = (
     "zipfile",
 )
 # Loaded only through the module named: ``inspect`` (with ``ast`` and ``dis``) by ``dataclasses`` alone, which
-# needs it for classes built at import; ``tempfile`` and ``random`` by ``ctypes.util`` alone, which pynvml
-# imports where NVML is used (``-o`` writes without them).
+# needs it for classes built at import; ``tempfile``, ``random`` and ``shutil`` by ``ctypes.util`` alone, which
+# pynvml imports where NVML is used (``-o`` writes without the first two, the parser is formatted without
+# shutil).
 ONLY_THROUGH = {"inspect": "dataclasses", "ast": "dataclasses", "dis": "dataclasses", "tokenize": "dataclasses",
-                "tempfile": "ctypes.util", "random": "ctypes.util"}
+                "tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util"}
 
 # Runs main() with a finder first on sys.meta_path that records, for each module loaded, the module whose code
 # asked for it (the first frame outside the import machinery), then prints that map as JSON.

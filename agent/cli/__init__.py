@@ -22,12 +22,13 @@ import importlib
 import sys
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
-from ._help import stored_help
+from ._help import columns, stored_help
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
+    from typing import Any
 
 # Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
 # Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
@@ -61,12 +62,28 @@ def _version_action() -> type[argparse.Action]:
     return VersionAction
 
 
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """ArgumentParser formatting for the width ``shutil.get_terminal_size`` gives, found without importing
+    shutil (with the compression modules it loads: about 2 ms); its subparsers are of the same class."""
+    import argparse
+
+    class Formatter(argparse.HelpFormatter):
+        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                     width: int | None = None) -> None:
+            super().__init__(prog, indent_increment, max_help_position, columns() - 2 if width is None else width)
+
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("formatter_class", Formatter)
+            super().__init__(*args, **kwargs)
+
+    return Parser
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
     name and help line and parsed by nothing (an unknown ``command`` builds none)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
+    parser = _parser_class()(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
         epilog="Exit status: 0 complete; 1 some facts unknown (listed on standard error: a source failed, NVML "
