@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import shutil
@@ -172,21 +173,47 @@ def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
     return discover_ms
 
 
-def model_share(runs: int, venv: Installed, discover_ms: float | None) -> None:
-    """What importing the model costs in the installed environment: with ``dataclasses`` (which the model's
-    classes need and discovery's use too) and after it, and the share of installed ``discover``."""
-    code = ("import time, sys; {pre}t = time.perf_counter(); import topology._model; "
+_PHASES = """
+import json, sys, time
+marks = [("start", time.perf_counter())]
+import argparse
+marks.append(("argparse (with re, enum, gettext)", time.perf_counter()))
+import dataclasses
+marks.append(("dataclasses (with inspect, ast, dis)", time.perf_counter()))
+import topology._model
+marks.append(("the model's classes (topology._model and what it imports)", time.perf_counter()))
+import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
+marks.append(("discovery's modules (sources, assembly, doors)", time.perf_counter()))
+from agent.cli import main
+try:
+    main(["discover", "--format", "json", "-o", sys.argv[1]])
+except SystemExit:
+    pass
+marks.append(("the rest: parser, discovery, codec and JSON, -o", time.perf_counter()))
+print(json.dumps([(b[0], (b[1] - a[1]) * 1e3) for a, b in zip(marks, marks[1:])]))
+"""
+
+
+def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None) -> None:
+    """Where installed ``discover``'s time goes, phase by phase in one process (each phase's imports only
+    what the phases before it did not), and what importing the model costs alone."""
+    n = max(runs, 3)
+    samples: dict[str, list[float]] = {}
+    for _ in range(n):
+        out = subprocess.run([str(venv.python), "-I", "-c", _PHASES, str(tmp / "phases.json")], capture_output=True,
+                             text=True, check=True).stdout
+        for label, ms in json.loads(out):
+            samples.setdefault(label, []).append(ms)
+    code = ("import time; {pre}t = time.perf_counter(); import topology._model; "
             "print((time.perf_counter() - t) * 1e3)")
-    rows = []
-    for label, pre in (("import topology._model", ""), ("the same, dataclasses imported before",
-                                                         "import dataclasses; ")):
-        samples = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)], capture_output=True,
-                                        text=True, check=True).stdout) for _ in range(max(runs, 3))]
-        ms = statistics.median(samples)
-        share = f"{ms / discover_ms:.0%}" if discover_ms else ""
-        rows.append((label, f"{ms:.1f}", share))
-    table(f"the model's import (class creation) in the installed environment, measured (median of {max(runs, 3)})",
-          ("what", "ms", "share of installed discover's median"), rows)
+    for label, pre in (("import topology._model alone, dataclasses included", ""),
+                       ("import topology._model alone, dataclasses imported before", "import dataclasses; ")):
+        samples[label] = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)],
+                                               capture_output=True, text=True, check=True).stdout) for _ in range(n)]
+    rows = [(label, f"{statistics.median(ms):.1f}",
+             f"{statistics.median(ms) / discover_ms:.0%}" if discover_ms else "") for label, ms in samples.items()]
+    table(f"installed discover --format json -o FILE phase by phase after the interpreter's start, and the model's "
+          f"import alone, measured (median of {n})", ("phase", "ms", "share of installed discover's median"), rows)
 
 
 def pynvml_row() -> None:
@@ -330,7 +357,7 @@ def main() -> int:
             print(f"\ntopolink installed from its wheel into {venv.python.parent.parent} (a temporary virtual "
                   "environment; its dependencies read from this interpreter's), bytecode compiled by pip and "
                   "compileall")
-            model_share(args.runs, venv, budget(args.runs, venv, Path(tmp)))
+            model_share(args.runs, venv, Path(tmp), budget(args.runs, venv, Path(tmp)))
         if args.only in (None, "lstopo"):
             vs_lstopo(args.runs, trees)
             pynvml_row()
