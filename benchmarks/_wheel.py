@@ -44,7 +44,11 @@ def install_wheel(repo: Path, python: str, dest: Path) -> Installed:
     """Build the wheel of ``repo`` with ``python`` (its environment has setuptools) and install it into a
     new virtual environment under ``dest``, bytecode compiled."""
     wheels, venv = dest / "wheels", dest / "venv"
-    _quiet([python, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(repo)])
+    build = [python, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(repo)]
+    try:  # with this environment's setuptools where it has one recent enough, else pip's own build environment
+        _quiet([*build, "--no-build-isolation"])
+    except SystemExit:
+        _quiet(build)
     _quiet([python, "-m", "venv", "--without-pip", str(venv)])
     new_python = venv / "bin" / "python"
     (wheel,) = wheels.glob("topolink-*.whl")
