@@ -174,7 +174,7 @@ def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
 
 
 _PHASES = """
-import json, sys, time
+import sys, time
 marks = [("start", time.perf_counter())]
 import argparse
 marks.append(("argparse (with re, enum, gettext)", time.perf_counter()))
@@ -190,7 +190,29 @@ try:
 except SystemExit:
     pass
 marks.append(("the rest: parser, discovery, codec and JSON, -o", time.perf_counter()))
+import json
 print(json.dumps([(b[0], (b[1] - a[1]) * 1e3) for a, b in zip(marks, marks[1:])]))
+"""
+
+
+# dataclass() on every class discover builds, timed by wrapping dataclasses' private _process_class
+_CLASSES = """
+import dataclasses, json, sys, time
+built, wrapped = {}, dataclasses._process_class
+def timed(cls, *args):
+    t = time.perf_counter()
+    try:
+        return wrapped(cls, *args)
+    finally:
+        n, ms = built.get(cls.__module__.split(".")[0], (0, 0.0))
+        built[cls.__module__.split(".")[0]] = (n + 1, ms + (time.perf_counter() - t) * 1e3)
+dataclasses._process_class = timed
+from agent.cli import main
+try:
+    main(["discover", "--format", "json", "-o", sys.argv[1]])
+except SystemExit:
+    pass
+print(json.dumps(built))
 """
 
 
@@ -210,7 +232,15 @@ def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None
                        ("import topology._model alone, dataclasses imported before", "import dataclasses; ")):
         samples[label] = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)],
                                                capture_output=True, text=True, check=True).stdout) for _ in range(n)]
-    rows = [(label, f"{statistics.median(ms):.1f}",
+    counts: dict[str, int] = {}
+    for _ in range(n):
+        out = subprocess.run([str(venv.python), "-I", "-c", _CLASSES, str(tmp / "classes.json")], capture_output=True,
+                             text=True, check=True).stdout
+        for package, (count, ms) in json.loads(out).items():
+            label = f"dataclass() building {package}'s classes during discover"
+            counts[label] = count
+            samples.setdefault(label, []).append(ms)
+    rows = [(label + (f" ({counts[label]} classes)" if label in counts else ""), f"{statistics.median(ms):.1f}",
              f"{statistics.median(ms) / discover_ms:.0%}" if discover_ms else "") for label, ms in samples.items()]
     table(f"installed discover --format json -o FILE phase by phase after the interpreter's start, and the model's "
           f"import alone, measured (median of {n})", ("phase", "ms", "share of installed discover's median"), rows)
