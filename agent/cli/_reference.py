@@ -37,7 +37,7 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     from . import build_parser
 
     with _clean_environment():
-        parser = build_parser()
+        parser = build_parser(name)  # only this command's parser is built
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             choices: dict[str, argparse.ArgumentParser] = action.choices
@@ -140,14 +140,9 @@ def commands_markdown() -> str:
 
 
 def _help_of(name: str) -> str:
-    from . import build_parser
+    from . import _COMMANDS
 
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for choice in action._choices_actions:
-                if choice.dest == name:
-                    return choice.help or ""
-    return ""
+    return next((line for command, _, line in _COMMANDS if command == name), "")
 
 
 __all__ = ["COMMANDS", "command_parser", "commands_markdown", "exit_statuses"]

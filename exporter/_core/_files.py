@@ -152,9 +152,7 @@ class Target:
         real = self._real
         assert real is not None
         parent, name = os.path.split(real)
-        import tempfile  # with random: ~8 ms that writing to standard output need not pay
-
-        fd, tmp = tempfile.mkstemp(dir=parent or ".", prefix=f".{name}.", suffix=".tmp")
+        fd, tmp = _new_private_file(parent or ".", name)
         try:
             with os.fdopen(fd, "wb") as f:
                 self._same_mode(f.fileno())
@@ -205,3 +203,15 @@ def write_file(path: str, data: bytes) -> None:
         target.write(data)
     finally:
         target.close()
+
+
+def _new_private_file(parent: str, name: str) -> tuple[int, str]:
+    """A new file beside ``name``, mode 0600, made with O_EXCL under a random name: what
+    ``tempfile.mkstemp`` does, without importing tempfile and random (milliseconds of start-up)."""
+    for _ in range(100):
+        tmp = os.path.join(parent, f".{name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", os.path.join(parent, f".{name}.*.tmp"))
