@@ -38,12 +38,25 @@ def test_the_readme_is_a_front_door() -> None:
     assert len((REPO / "README.md").read_text().splitlines()) <= 250
 
 
-_LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)#\s]+)(#[^)]*)?\)")
+_LINK = re.compile(r"\]\((?!https?://|mailto:)([^)#\s]*)(?:#([^)\s]*))?\)")
 
 
-def test_every_relative_link_leads_to_a_file() -> None:
-    broken = [f"{p.relative_to(REPO)}: {m.group(1)}" for p in documents() if p.exists()
-              for m in _LINK.finditer(p.read_text()) if not (p.parent / m.group(1)).exists()]
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors for the headings of a Markdown file: lower case, punctuation dropped, spaces as -."""
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    heads = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+def test_every_relative_link_leads_to_a_file_and_a_heading() -> None:
+    broken = []
+    for path in (p for p in documents() if p.exists()):
+        for m in _LINK.finditer(path.read_text()):
+            target = (path.parent / m.group(1)) if m.group(1) else path
+            if not target.exists():
+                broken.append(f"{path.relative_to(REPO)}: {m.group(1)}")
+            elif m.group(2) and target.suffix == ".md" and m.group(2) not in _anchors(target):
+                broken.append(f"{path.relative_to(REPO)}: {m.group(1)}#{m.group(2)}")
     assert broken == []
 
 
