@@ -212,7 +212,7 @@ def test_probes_off_overlay(rendered: dict[str, list[dict[str, Any]]]) -> None:
 def test_prune_job_runs_prune_for_the_whole_cluster(rendered: dict[str, list[dict[str, Any]]]) -> None:
     job = one(rendered["prune"], "Job")
     (c,) = job["spec"]["template"]["spec"]["containers"]
-    assert c["args"] == ["prune"]
+    assert c["args"] == ["prune", "--all-nodes"]
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "topolink-prune"
     assert not list(objects(rendered["prune"], "DaemonSet"))
 

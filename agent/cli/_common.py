@@ -69,6 +69,20 @@ def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
     return discover(_context(args), enabled)
 
 
+def fixture_reason(args: argparse.Namespace) -> str | None:
+    """Why nothing may be measured with these discovery flags, or None when discovery reads this machine.
+    Probes time this machine: a tree from another one (``--sysfs-root`` other than /, a machine profile's
+    test NVML) would put this machine's numbers on that tree's NUMA nodes and GPUs. ``probe``, ``selftest``
+    and ``serve`` all ask this one question."""
+    root = getattr(args, "sysfs_root", "/")
+    library = getattr(args, "nvml_library", None)
+    if os.path.realpath(root) != "/" or library:
+        return (f"discovery reads a tree from elsewhere (--sysfs-root {root}"
+                f"{', --nvml-library ' + library if library else ''}), and the numbers would be this machine's "
+                "put on that tree's devices. Run with the live root (/) and the system NVML.")
+    return None
+
+
 def exit_for(snap: topology.Snapshot) -> int:
     import topology
 

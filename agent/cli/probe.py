@@ -9,9 +9,10 @@ Exit status of ``selftest``: 0 no test failed and at least one passed; 1 a test 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
+
+from ._common import fixture_reason
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 
@@ -87,17 +88,6 @@ def _snapshot(args: argparse.Namespace) -> topology.Snapshot:
     return load_snapshot(args.from_file) if getattr(args, "from_file", None) else discover_from_args(args)
 
 
-def _refuse_fixture(args: argparse.Namespace) -> str | None:
-    """Probes measure this machine: a tree from another one (``--sysfs-root``, a machine profile's test
-    NVML) would put this machine's numbers on that machine's NUMA nodes and GPUs."""
-    root = getattr(args, "sysfs_root", "/")
-    if os.path.realpath(root) != "/" or getattr(args, "nvml_library", None):
-        return (f"refusing to measure: discovery reads a tree from elsewhere (--sysfs-root {root}"
-                f"{', --nvml-library ' + args.nvml_library if args.nvml_library else ''}), and the numbers "
-                "would be this machine's put on that tree's devices. Run probe with the live root (/).")
-    return None
-
-
 def _cmd_probe(args: argparse.Namespace) -> int:
     from ._output import check_output
 
@@ -110,8 +100,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             for spec in probes.specs_for(backend):
                 print(f"{backend:<5} {spec.name:<48} {'quick' if spec.name in quick else '':<5} {spec.description}")
         return EXIT_OK
-    if (why := _refuse_fixture(args)) is not None:
-        print(f"topolink probe: {why}", file=sys.stderr)
+    if (why := fixture_reason(args)) is not None:
+        print(f"topolink probe: refusing to measure: {why}", file=sys.stderr)
         return EXIT_USAGE
     snap = _snapshot(args)
     if args.from_file and (why := _refuse_foreign(args, snap)) is not None:
@@ -162,8 +152,8 @@ def _numa_text(nodes: dict[int, tuple[int, ...]]) -> str:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    if (why := _refuse_fixture(args)) is not None:
-        print(f"topolink selftest: {why}", file=sys.stderr)
+    if (why := fixture_reason(args)) is not None:
+        print(f"topolink selftest: refusing to measure: {why}", file=sys.stderr)
         return EXIT_USAGE
     snap = _snapshot(args)
     return run_selftest(args, snap)
