@@ -88,8 +88,8 @@ def exit_for(snap: topology.Snapshot) -> int:
 
     if snap.complete:
         return EXIT_OK
-    bad = [f"{o.name} {o.status.value}" for o in snap.sources if o.status is not topology.SourceStatus.OK
-           and o.status is not topology.SourceStatus.ABSENT]
+    bad = [f"{topology.shown(o.name)} {o.status.value}" for o in snap.sources
+           if o.status is not topology.SourceStatus.OK and o.status is not topology.SourceStatus.ABSENT]
     print("topolink: incomplete snapshot" + (f" ({', '.join(bad)})" if bad else "") + "; unknown:", file=sys.stderr)
     for line in topology.describe_unknown(snap.unknown):
         print(f"  {line}", file=sys.stderr)
