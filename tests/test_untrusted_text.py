@@ -12,6 +12,7 @@ import re
 import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -221,3 +222,10 @@ def test_discover_through_the_test_nvml(form: str, hostile_machine: dict[str, st
         assert shown.replace("\\", "\\\\") in out
     else:
         assert shown in out and "H100\\x1b[31m\\u202eevil\\x07<b>" in out
+
+
+def test_an_input_error_is_one_escaped_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An unreadable --from file: the one line quoting its name (or a snapshot's words) stays one line."""
+    code, out, err = _run(["topo", "--from", str(tmp_path / "no\x1b[2J\nsuch\u202e")], capsys)
+    assert code == 3 and not out and err.count("\n") == 1 and not _BAD.findall(err) and not _BIDI.findall(err)
+    assert "no\\x1b[2J\\nsuch\\u202e" in err

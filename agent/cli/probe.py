@@ -141,7 +141,7 @@ def machine_differences(saved: topology.Snapshot, here: topology.Snapshot) -> li
     for bus in sorted(set(gpus) & set(gpus_here)):
         a, b = gpus[bus], gpus_here[bus]
         if a.index != b.index or (a.uuid and b.uuid and a.uuid != b.uuid):
-            out.append(f"GPU {bus} is index {a.index} ({a.uuid}), here index {b.index} ({b.uuid})")
+            out.append(f"GPU {bus!r} is index {a.index} ({a.uuid!r}), here index {b.index} ({b.uuid!r})")
     return out
 
 
