@@ -40,6 +40,8 @@ def test_prune_names_its_nodes_or_prunes_nothing(cli: Any, monkeypatch: pytest.M
     with pytest.raises(SystemExit) as exc:
         cli.main(["prune", "--node-name", "gpu-1", "--all-nodes"])
     assert exc.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    assert cli.main(["prune", "--node-name", ""]) == 2  # "$NODE" unset in a shell
+    assert "--node-name is empty" in capsys.readouterr().err
     assert seen == []
     with pytest.raises(SystemExit):
         cli.main(["prune", "--help"])

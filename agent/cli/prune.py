@@ -53,6 +53,9 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         print("topolink prune: say which nodes: --node-name NODE for one, --all-nodes for every node of the "
               "cluster", file=sys.stderr)
         return EXIT_USAGE
+    if target is not None and not target.strip():  # `--node-name "$NODE"` with $NODE unset: not "every node"
+        print("topolink prune: --node-name is empty: name a node, or say --all-nodes", file=sys.stderr)
+        return EXIT_USAGE
     try:
         done = prune(cfg, target)
     except BadConfig as exc:
