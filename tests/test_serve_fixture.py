@@ -8,11 +8,13 @@ import json
 import os
 import subprocess
 import sys
+from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
 from agent.cli import main
+from agent.cli._common import fixture_reason
 from tests.fakenvml import materialize
 from tests.test_serve import REPO, free_port, get, start_serve
 
@@ -23,8 +25,26 @@ def test_probe_and_selftest_refuse_a_fixture_root(command: str, tmp_path: Path,
     tree = materialize("hgx-h100", tmp_path / "machine").root
     assert main([command, "--sysfs-root", str(tree)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"topolink {command}: refusing to measure: discovery reads a tree from elsewhere "
-                           f"(--sysfs-root {tree})")
+    assert line.startswith(f"topolink {command}: refusing to measure: discovery reads a machine from elsewhere: "
+                           f"--sysfs-root {tree} is a gathered tree")
+
+
+def test_this_machine_is_the_live_root_or_its_mounts_and_the_system_nvml(tmp_path: Path) -> None:
+    """The DaemonSet's /host (this kernel's sysfs and procfs mounted below a root) and the NVML soname are this
+    machine; a tree of plain directories (even one holding a copy of /proc) and a library path are not."""
+    here = tmp_path / "host"
+    here.mkdir()
+    (here / "sys").symlink_to("/sys")
+    (here / "proc").symlink_to("/proc")
+    assert fixture_reason(Namespace(sysfs_root="/", nvml_library=None)) is None
+    assert fixture_reason(Namespace(sysfs_root=str(here), nvml_library="libnvidia-ml.so.1")) is None
+    copy = tmp_path / "copy"
+    (copy / "sys").mkdir(parents=True)
+    (copy / "proc").symlink_to("/proc")
+    why = fixture_reason(Namespace(sysfs_root=str(copy), nvml_library=None))
+    assert why is not None and f"--sysfs-root {copy} is a gathered tree" in why and "--nvml-library" not in why
+    why = fixture_reason(Namespace(sysfs_root="/", nvml_library=str(tmp_path / "libnvidia-ml.so.1")))
+    assert why is not None and "is a file, not the system's NVML" in why and "--sysfs-root" not in why
 
 
 @pytest.mark.slow
@@ -35,7 +55,7 @@ def test_serve_on_a_profile_serves_it_and_runs_no_probe(tmp_path: Path) -> None:
         assert "topolink_gpu_info{" in metrics and 'source="measured"' not in metrics
         events = [json.loads(line) for line in s.log_text().splitlines() if line.startswith("{")]
         (off,) = [e for e in events if e["event"] == "probes off"]
-        assert off["reason"].startswith("discovery reads a tree from elsewhere (--sysfs-root ")
+        assert off["reason"].startswith("discovery reads a machine from elsewhere: --sysfs-root ")
         assert "--nvml-library " in off["reason"]
         assert not any(e["event"].startswith("probe pass") for e in events)
         assert get(s.url + "/v1/probe")[0] != 200
@@ -55,4 +75,5 @@ def test_serve_refuses_the_probe_door_on_a_profile(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     line = proc.stderr.strip()
-    assert line.startswith("topolink serve: --http-probe-token-file: refusing to measure: discovery reads a tree")
+    assert line.startswith("topolink serve: --http-probe-token-file: refusing to measure: discovery reads a machine "
+                           "from elsewhere: --sysfs-root ")

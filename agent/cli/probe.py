@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
 _PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
-                 "its reason); 2 usage (also: a --sysfs-root or --nvml-library other than the live machine's, or "
+                 "its reason); 2 usage (also: a --sysfs-root that is a gathered tree, not this kernel's sysfs and "
+                 "procfs mounted there, or an --nvml-library given as a file path, a test NVML; or "
                  "a --from snapshot that does not describe this machine: its node name, NUMA nodes and CPUs or "
                  "GPUs differ from what discovery sees here, whose devices this machine's numbers must not be "
                  "put on); 3 unreadable or incoherent --from file or unwritable -o (checked before any "

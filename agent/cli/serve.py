@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
     from exporter import Sink
 
-_EPILOG = ("Probes measure this machine only: with a --sysfs-root other than / or an --nvml-library (a gathered "
-           "tree, a machine profile) the agent serves that tree and runs no probe, as topolink probe refuses "
-           "there, and --http-probe-token-file is a usage error. Signals: SIGHUP rediscovers now; SIGTERM or "
+_EPILOG = ("Probes measure this machine only: with a --sysfs-root that is a gathered tree (not this kernel's "
+           "sysfs and procfs mounted there, as the DaemonSet's /host is) or an --nvml-library given as a file path "
+           "(a machine profile's test NVML) the agent serves that tree and runs no probe, as topolink probe "
+           "refuses there, and --http-probe-token-file is a usage error. Signals: SIGHUP rediscovers now; SIGTERM or "
            "SIGINT stops probes (their process groups are killed) and "
            "exits 0. Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage or no readable "
            "kubeconfig.")
