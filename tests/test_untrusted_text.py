@@ -26,7 +26,7 @@ from exporter.kube import LabelConfig, desired_labels
 from exporter.kube._names import is_label_value
 from tests.fakenvml import materialize, profile_path
 from tests.fakenvml._profile import build_machine
-from tests.serve_machines import discover_profile
+from tests.serve_machines import discover_profile, full_measurements
 
 HOSTILE = (
     "\x1b[2J\x1b[31mmlx5_9\x1b[0m",  # clears the screen, paints red
@@ -229,3 +229,20 @@ def test_an_input_error_is_one_escaped_line(tmp_path: Path, capsys: pytest.Captu
     code, out, err = _run(["topo", "--from", str(tmp_path / "no\x1b[2J\nsuch\u202e")], capsys)
     assert code == 3 and not out and err.count("\n") == 1 and not _BAD.findall(err) and not _BIDI.findall(err)
     assert "no\\x1b[2J\\nsuch\\u202e" in err
+
+
+def test_topo_bandwidth_from_a_snapshot(pair: tuple[t.Snapshot, t.Snapshot], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The measured matrices name NICs and the snapshot's own test, direction and method words."""
+    measured = full_measurements(pair[0])
+    hostile = dataclasses.replace(measured, nics=pair[1].nics, measurements=tuple(
+        dataclasses.replace(m, test=m.test + HOSTILE[i % len(HOSTILE)][:40], method=HOSTILE[(i + 1) % len(HOSTILE)])
+        for i, m in enumerate(measured.measurements)))
+    outputs = []
+    for i, snap in enumerate((measured, hostile)):
+        path = tmp_path / f"{i}.json"
+        path.write_text(t.dumps(snap))
+        code, out, _ = _run(["topo", "--bandwidth", "--from", str(path)], capsys)
+        assert code == 0
+        outputs.append(out)
+    _safe(outputs[1], outputs[0])
