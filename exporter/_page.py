@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from topology import Snapshot, matrix, shown, shown_text
+from topology import TEXT_LIMIT, Snapshot, matrix, shown, shown_text
 
 from ._derive import degraded
 from ._heatmap import pair_heatmap
@@ -21,6 +21,7 @@ from ._layout import node_picture
 from ._placement_text import best_groups_table
 from ._view import View
 
+_CELL = 4 * TEXT_LIMIT
 INLINE_TREE_GPUS = 16  # the Graphviz tree of a 72-GPU NVLink domain is a megabyte of edges: linked, not inlined
 _CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;
 border-bottom:1px solid #ccc;margin-top:1.6em}table{border-collapse:collapse;font-size:.9em}
@@ -37,8 +38,9 @@ def _when(ts: float | None, now: float) -> str:
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    # A cell may quote sysfs, NVML or a snapshot: escaped for display (``topology.shown``), then for HTML.
-    body = "".join("<tr>" + "".join(f"<td>{escape(shown_text(c))}</td>" for c in row) + "</tr>" for row in rows)
+    # A cell may quote sysfs, NVML or a snapshot: escaped for display (``topology.shown``), then for HTML. Cells
+    # wrap, so the bound is wider than a terminal line's: a long list of unknown facts stays whole.
+    body = "".join("<tr>" + "".join(f"<td>{escape(shown(c, _CELL))}</td>" for c in row) + "</tr>" for row in rows)
     if not body:
         return "<p>none</p>"
     return "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>" + body + "</table>"
