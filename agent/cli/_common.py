@@ -1,18 +1,19 @@
 """What the commands share: the discovery flags, discovery from them, reading a saved snapshot, exit status.
 
-Imported while the parser is built, so it loads nothing beyond argparse at import: the model, discovery and
-output load inside the functions that need them.
+Imported before the parser is built, so it loads nothing at import, not even argparse (``--help`` may be
+printed without it, see ``_help``): the model, discovery and output load inside the functions that need them.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import re  # loaded by argparse already
 import sys
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
+    import argparse
+
     import topology
 
     from ..discovery import DiscoveryContext
@@ -37,6 +38,8 @@ def version() -> str:
 
 
 def add_discovery_args(p: argparse.ArgumentParser) -> None:
+    import argparse
+
     from ..discovery import SOURCE_FLAGS  # names, defaults and help without importing the sources
 
     p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
@@ -52,12 +55,10 @@ def add_discovery_args(p: argparse.ArgumentParser) -> None:
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:
-    from pathlib import Path
-
     from ..discovery import DiscoveryContext, FsRoot
 
-    root = Path(args.sysfs_root)
-    if not root.is_dir():
+    root = os.path.normpath(args.sysfs_root)  # a string: pathlib costs start-up
+    if not os.path.isdir(root):
         raise InputError(f"--sysfs-root {root}: not a directory")
     return DiscoveryContext(root=FsRoot(root), nvml_library=args.nvml_library, node_name=args.node_name)
 

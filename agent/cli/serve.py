@@ -30,9 +30,9 @@ _EPILOG = ("Probes measure this machine only: with a --sysfs-root that is a gath
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None],
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
-    from exporter._http_flags import add_http_args
+    from exporter._core._http_flags import add_http_args
     from exporter.kube import add_kube_args
-    from exporter.kube._flags import path_arg
+    from exporter.kube._config._flags import path_arg
 
     env = os.environ if environ is None else environ
 

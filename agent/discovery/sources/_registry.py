@@ -30,6 +30,7 @@ class SubsystemAbsent(SourceError):
 
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
+    """A source in the table: its reader, default state, flag help and what it covers."""
     name: str
     read: Callable[[DiscoveryContext], Any]
     enabled_by_default: bool
