@@ -23,7 +23,7 @@ from agent.cli import main
 from agent.serve._log import _Json, _Text
 from exporter import HttpConfig, MetricsCache, View, create_app, picture_dot
 from exporter.kube import LabelConfig, desired_labels
-from exporter.kube._names import is_label_value
+from exporter.kube._desired._names import is_label_value
 from tests.fakenvml import materialize, profile_path
 from tests.fakenvml._profile import build_machine
 from tests.serve_machines import discover_profile, full_measurements

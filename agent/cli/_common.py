@@ -7,7 +7,6 @@ printed without it, see ``_help``): the model, discovery and output load inside 
 from __future__ import annotations
 
 import os
-import re  # loaded by argparse already
 import sys
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
@@ -96,14 +95,14 @@ def fixture_reason(args: argparse.Namespace) -> str | None:
             "below the root, and the system NVML.")
 
 
-_OCTAL = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
-
-
 def _this_machine(root: str) -> bool:
     """``root`` shows this machine's kernel: ``/``, or ``root/sys`` a sysfs and ``root/proc`` a procfs mount
     (``/proc/self/mountinfo``, the process's own mount table); a gathered tree is plain directories."""
     if os.path.realpath(root) == "/":
         return True
+    import re  # only for a root other than /: start-up loads nothing it does not need
+
+    octal = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
     want = {os.path.realpath(os.path.join(root, "sys")): "sysfs", os.path.realpath(os.path.join(root, "proc")): "proc"}
     try:
         with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as table:
@@ -111,7 +110,7 @@ def _this_machine(root: str) -> bool:
                 head, _, tail = line.partition(" - ")
                 fields, kind = head.split(), tail.split()[:1]
                 if len(fields) >= 5 and kind:
-                    point = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+                    point = octal.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
                     if want.get(point) == kind[0]:
                         del want[point]
     except OSError:
