@@ -131,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.handler(args)
         return result
     except (InputError, OutputError) as exc:
-        print(f"topolink: {exc}", file=sys.stderr)
+        from topology import shown_text  # the line may quote a snapshot's ids: one line, nothing a terminal acts on
+
+        print(f"topolink: {shown_text(exc)}", file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:  # `topolink discover | head`
         sys.stderr.close()

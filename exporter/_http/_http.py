@@ -26,7 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from topology import dumps, matrix
+from topology import dumps, matrix, shown_text
 
 from .._core._view import View
 from .._metrics._exposition import MetricsCache
@@ -124,8 +124,8 @@ def readiness(view: View | None) -> tuple[int, str]:
     if view is None:
         return 503, "not ready: the first discovery pass is running\n"
     if view.not_ready:  # NVML not answering while GPUs are on the bus: the node's facts are not whole yet
-        return 503, f"not ready: {view.not_ready}\n"
-    lines = [f"degraded: {why}" for why in view.degradations]
+        return 503, f"not ready: {shown_text(view.not_ready)}\n"  # NVML's words, one line
+    lines = [f"degraded: {shown_text(why)}" for why in view.degradations]
     return 200, "\n".join(["ready" + (" (degraded)" if lines else ""), *lines]) + "\n"
 
 

@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from topology import shown, shown_text
+
 from ._placement import human_size
 
 _BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]")
@@ -27,11 +29,11 @@ def duration(s: float | None) -> str:
 
 
 def namer(doc: Mapping[str, Any]) -> Any:
-    """A function that writes GPU bus ids in a text as ``GPU<index>``."""
+    """A function that writes GPU bus ids in a text as ``GPU<index>``, the rest escaped (``topology.shown``)."""
     index = {gid: i for gid, i in (doc.get("gpu_indices") or {}).items() if i is not None}
 
     def name(text: str) -> str:
-        return _BDF.sub(lambda m: f"GPU{index[m.group(0)]}" if m.group(0) in index else m.group(0), text)
+        return shown(_BDF.sub(lambda m: f"GPU{index[m.group(0)]}" if m.group(0) in index else m.group(0), text))
 
     return name
 
@@ -62,28 +64,28 @@ def inputs(estimate: Mapping[str, Any]) -> str:
 def left_out(doc: Mapping[str, Any]) -> list[str]:
     out = []
     for x in doc.get("left_out") or ():
-        who = f"GPU{x['index']}" if x.get("index") is not None else x["gpu"]
-        out.append(f"{who} {x['reason']}" + (f" ({x['detail']})" if x.get("detail") else ""))
+        who = f"GPU{x['index']}" if x.get("index") is not None else shown(x["gpu"])
+        out.append(f"{who} {shown(x['reason'])}" + (f" ({shown_text(x['detail'])})" if x.get("detail") else ""))
     return out
 
 
 def busy_line(doc: Mapping[str, Any]) -> str:
     busy = doc.get("busy") or {}
     if not busy.get("known"):
-        return f"busy GPUs: unknown: {busy.get('detail') or 'not asked'}; none left out for being busy"
+        return f"busy GPUs: unknown: {shown_text(busy.get('detail') or 'not asked')}; none left out for being busy"
     name = namer(doc)
     gpus = busy.get("gpus") or {}
     if not gpus:
-        return f"busy GPUs: none ({busy.get('detail') or 'asked NVML'})"
+        return f"busy GPUs: none ({shown_text(busy.get('detail') or 'asked NVML')})"
     listed = ", ".join(name(g) for g in gpus)
-    return f"busy GPUs ({busy.get('detail') or 'asked NVML'}): {listed}" + \
+    return f"busy GPUs ({shown_text(busy.get('detail') or 'asked NVML')}): {listed}" + \
         (" (left out)" if busy.get("left_out", True) else " (included, as asked)")
 
 
 def placement_table(doc: Mapping[str, Any]) -> str:
     name = namer(doc)
     gpus_word = "GPU" if doc["gpus"] == 1 else "GPUs"
-    lines = [f"Best groups of {doc['gpus']} {gpus_word} on {doc['node']} for {doc['collective']} of "
+    lines = [f"Best groups of {doc['gpus']} {gpus_word} on {shown(doc['node'])} for {doc['collective']} of "
              f"{human_size(int(doc['size_bytes']))}: estimates of the cost model, not measurements", ""]
     rows = [("rank", "GPUs", "est. time", "est. busbw", "algorithm", "bottleneck", "inputs by source")]
     for g in doc["groups"]:
@@ -95,7 +97,7 @@ def placement_table(doc: Mapping[str, Any]) -> str:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     else:
-        lines.append(f"No group of {doc['gpus']} GPUs: {doc.get('note') or 'none available'}.")
+        lines.append(f"No group of {doc['gpus']} GPUs: {shown_text(doc.get('note') or 'none available')}.")
     if any(_above_bottleneck(g["estimate"]) for g in doc["groups"]):
         lines.append("est. busbw above the bottleneck's rate: through NVSwitches each GPU's traffic is split over its "
                      "links to every switch; the bottleneck is the one of those links that fills first")
@@ -112,7 +114,7 @@ def placement_table(doc: Mapping[str, Any]) -> str:
         "proven best by a bound" if doc["optimal"] else "best found, not proven"
     groups_word = "group" if doc["evaluated"] == 1 else "groups"
     lines.append(f"search: {doc['evaluated']} {groups_word} evaluated, {search}" +
-                 (f"; {doc['note']}" if doc.get("note") and doc["groups"] else ""))
+                 (f"; {shown_text(doc['note'])}" if doc.get("note") and doc["groups"] else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -124,7 +126,7 @@ def best_groups_table(docs: list[Mapping[str, Any]] | tuple[Mapping[str, Any], .
     for doc in docs:
         name = namer(doc)
         if not doc["groups"]:
-            rows.append((str(doc["gpus"]), "none", "-", "-", "-", escape(doc.get("note") or "")))
+            rows.append((str(doc["gpus"]), "none", "-", "-", "-", escape(shown_text(doc.get("note") or ""))))
             continue
         g, e = doc["groups"][0], doc["groups"][0]["estimate"]
         gpus = ", ".join(f"GPU{i}" if i is not None else name(x) for x, i in zip(g["gpus"], g["indices"], strict=True))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from html import escape
 
-from topology import CostModel, LinkCapability, Snapshot, Source, ordered_gpus
+from topology import CostModel, LinkCapability, Snapshot, Source, ordered_gpus, shown_text
 
 TEXT_UP_TO = 16
 _SHADES = ("#f4f6f8", "#dde6ee", "#c5d5e4", "#a9c1d8", "#8aaccb", "#6b96bd", "#4f80ad")
@@ -94,7 +94,7 @@ def pair_heatmap(snap: Snapshot) -> str:
                 title = f"{names[a.id]} to {names[b.id]}: not measured; theoretical " + \
                         (f"{peak / 1e9:.1f} GB/s" if peak else "unknown")
                 text = f"<i>{peak / 1e9:.0f}</i>" if peak else "?"
-            cells.append(f'<td class="{klass}{line}" title="{escape(title)}">{"" if big else text}</td>')
+            cells.append(f'<td class="{klass}{line}" title="{escape(shown_text(title))}">{"" if big else text}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     rows.append("</table>")
     key = ('<div class="heatkey">measured / theoretical:' + "".join(

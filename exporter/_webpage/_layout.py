@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 
-from topology import CostModel, Gpu, Snapshot, nvlink_islands, ordered_gpus, pcie_switch
+from topology import CostModel, Gpu, Snapshot, nvlink_islands, ordered_gpus, pcie_switch, shown
 
 from .._core._derive import degraded, nvlinks_per_gpu
 
@@ -63,9 +63,9 @@ def _gpu_tile(g: Gpu, island: int | None, nvlinks: int, bad: str) -> str:
     nv = "no NVLink" if not nvlinks else f"NV{nvlinks}" + \
         (f" &middot; {chr(65 + island % 26)}" if island is not None else "")
     state = "LOST" if g.lost else "MIG" if g.mig_enabled else escape(bad)
-    title = escape(f"GPU{g.index} {g.id} {g.name or ''} {g.uuid or ''}".strip())
+    title = escape(f"GPU{g.index} {shown(g.id)} {shown(g.name or '')} {shown(g.uuid or '')}".strip())
     return (f'<div class="{cls}" style="border-left-color:{colour}" title="{title}"><b>GPU{g.index}</b>'
-            f"{escape(g.id)}<br>{link} &middot; {nv}" + (f"<br>{state}" if state else "") + "</div>")
+            f"{escape(shown(g.id))}<br>{link} &middot; {nv}" + (f"<br>{state}" if state else "") + "</div>")
 
 
 def node_picture(snap: Snapshot) -> str:
@@ -87,9 +87,10 @@ def node_picture(snap: Snapshot) -> str:
         groups[socket][pcie_switch(snap, g.id) or root or "unknown"].append(_gpu_tile(g, island.get(g.id),
                                                                                      links[g.id], bad[g.id]))
     root_of = {f.id: f.parent for f in snap.pci}
-    others = [(n.pci_bus_id, f'<div class="nic" title="{escape(n.id)}">{escape(n.name)}<br>NIC</div>')
+    others = [(n.pci_bus_id,
+               f'<div class="nic" title="{escape(shown(n.id))}">{escape(shown(n.name))}<br>NIC</div>')
               for n in snap.nics if n.rdma and n.pci_bus_id]
-    others += [(s.id, f'<div class="nvs" title="{escape(s.id)}">NVSwitch<br>{escape(s.id[5:])}</div>')
+    others += [(s.id, f'<div class="nvs" title="{escape(shown(s.id))}">NVSwitch<br>{escape(shown(s.id[5:]))}</div>')
                for s in snap.nvswitches if s.visible_on_pci and s.id in root_of]
     numa_socket = {g.numa_node: model.locality_key(g.id)[0] for g in gpus if g.numa_node is not None}
     bridge_numa = {h.id: h.numa_node for h in snap.host_bridges}
@@ -122,7 +123,7 @@ def node_picture(snap: Snapshot) -> str:
         for switch, tiles in by_switch.items():
             head = switch if switch.startswith("each") else \
                 f"root complex {switch}" if switch.startswith("pci") else f"PCIe switch {switch}"
-            parts.append(f'<div class="sw"><div class="h">{escape(head)}</div><div class="tiles">'
+            parts.append(f'<div class="sw"><div class="h">{escape(shown(head))}</div><div class="tiles">'
                          + "".join(tiles) + "</div></div>")
         parts.append("</div></div>")
     parts.append("</div>")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from topology import Snapshot, matrix
+from topology import TEXT_LIMIT, Snapshot, matrix, shown, shown_text
 
 from .._core._derive import degraded
 from .._core._view import View
@@ -21,6 +21,7 @@ from .._placement._placement_text import best_groups_table
 from ._heatmap import pair_heatmap
 from ._layout import node_picture
 
+_CELL = 4 * TEXT_LIMIT
 INLINE_TREE_GPUS = 16  # the Graphviz tree of a 72-GPU NVLink domain is a megabyte of edges: linked, not inlined
 _CSS = """body{font-family:sans-serif;margin:1.5em;color:#222}h1{font-size:1.4em}h2{font-size:1.1em;
 border-bottom:1px solid #ccc;margin-top:1.6em}table{border-collapse:collapse;font-size:.9em}
@@ -37,7 +38,9 @@ def _when(ts: float | None, now: float) -> str:
 
 
 def _table(head: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    # A cell may quote sysfs, NVML or a snapshot: escaped for display (``topology.shown``), then for HTML. Cells
+    # wrap, so the bound is wider than a terminal line's: a long list of unknown facts stays whole.
+    body = "".join("<tr>" + "".join(f"<td>{escape(shown(c, _CELL))}</td>" for c in row) + "</tr>" for row in rows)
     if not body:
         return "<p>none</p>"
     return "<table><tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>" + body + "</table>"
@@ -64,8 +67,8 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         '<span class="bad">incomplete: some facts are served from earlier passes</span>'
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
-        f"<title>topolink: {escape(snap.node)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>topolink: node {escape(snap.node)}</h1>",
+        f"<title>topolink: {escape(shown(snap.node))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>topolink: node {escape(shown(snap.node))}</h1>",
         f"<p>Snapshot {status}; discovered {_when(snap.taken_at, now)}; structure hash "
         f"<code>{escape(view.structure_hash[:16])}</code>; {len(snap.gpus)} GPUs, {len(snap.nics)} NICs, "
         f"{len(snap.numa_nodes)} NUMA nodes; topolink {escape(view.version)}.</p>",
@@ -75,7 +78,7 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         "<details><summary>PCIe tree (Graphviz)</summary>",
         f'<p><a href="/v1/topology.svg">/v1/topology.svg</a> (not inlined above {INLINE_TREE_GPUS} GPUs)</p>'
         if len(snap.gpus) > INLINE_TREE_GPUS else f'<div class="picture">{_inline(svg)}</div>' if svg is not None
-        else f'<p class="bad">No picture: {escape(svg_reason)}</p>', "</details>",
+        else f'<p class="bad">No picture: {escape(shown_text(svg_reason))}</p>', "</details>",
         "<h2>GPU and NIC matrix (nvidia-smi topo -m)</h2>",
         f"<pre>{escape(matrix(snap) or 'No GPU or RDMA NIC on this node.')}</pre>",
         "<h2>Measured bandwidth beside theoretical</h2>",

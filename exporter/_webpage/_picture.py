@@ -12,13 +12,19 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from topology import LinkKind, Snapshot, Source, gpu_labels, ordered_gpus, pcie_bytes_per_second
+from topology import LinkKind, Snapshot, Source, gpu_labels, ordered_gpus, pcie_bytes_per_second, shown
 
 from .._core._derive import degraded
 
 
 def _q(text: str) -> str:
+    """A DOT string of text already safe to show (names and ids through ``topology.shown``)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _id(text: str) -> str:
+    """A node's DOT name: escaped for display but never cut, so that two ids stay two nodes."""
+    return _q(shown(text, None))
 
 
 def _pen(rate: float | None) -> str:
@@ -45,7 +51,7 @@ def picture_dot(snap: Snapshot) -> str:
     nic_by_pci = {n.pci_bus_id: n for n in snap.nics if n.pci_bus_id}
     switches = {s.id for s in snap.nvswitches}
     pci = {f.id: f for f in snap.pci}
-    bad = {subject: f"{kind}: {why}" for subject, kind, why in degraded(snap)}
+    bad = {subject: shown(f"{kind}: {why}", None) for subject, kind, why in degraded(snap)}
     measured = _measured(snap)
     keep: set[str] = set()
     for bdf in set(gpu_names) | set(nic_by_pci) | switches:
@@ -53,31 +59,31 @@ def picture_dot(snap: Snapshot) -> str:
         while node is not None and node.id not in keep:
             keep.add(node.id)
             node = pci.get(node.parent)
-    out = [f"graph {_q(snap.node)} {{", "  graph [rankdir=TB, fontname=Helvetica, bgcolor=white];",
+    out = [f"graph {_q(shown(snap.node))} {{", "  graph [rankdir=TB, fontname=Helvetica, bgcolor=white];",
            "  node [fontname=Helvetica, shape=box, style=filled, fillcolor=white];",
            "  edge [fontname=Helvetica, fontsize=10];"]
     for numa in snap.numa_nodes:
-        out.append(f"  {_q(numa.id)} [shape=ellipse, fillcolor=lightyellow, "
+        out.append(f"  {_id(numa.id)} [shape=ellipse, fillcolor=lightyellow, "
                    f"label={_q(f'NUMA {numa.os_index}' + chr(10) + f'{len(numa.cpus)} CPUs')}];")
     roots = {pci[b].parent for b in keep if b in pci and pci[b].parent.startswith("pci")}
     for hb in snap.host_bridges:
         if hb.id in roots:
-            out.append(f"  {_q(hb.id)} [style=\"rounded,filled\", fillcolor=gray90, "
-                       f"label={_q('HostBridge ' + hb.id)}];")
+            out.append(f"  {_id(hb.id)} [style=\"rounded,filled\", fillcolor=gray90, "
+                       f"label={_q('HostBridge ' + shown(hb.id))}];")
             if hb.numa_node is not None:
-                out.append(f"  {_q(f'numa{hb.numa_node}')} -- {_q(hb.id)} [penwidth=2];")
+                out.append(f"  {_id(f'numa{hb.numa_node}')} -- {_id(hb.id)} [penwidth=2];")
     for bdf in sorted(keep):
         f = pci[bdf]
         if bdf in gpu_names:
-            label, fill = f"{gpu_names[bdf]}\n{bdf}", "palegreen"
+            label, fill = f"{shown(gpu_names[bdf])}\n{shown(bdf)}", "palegreen"
         elif bdf in nic_by_pci:
-            label, fill = f"{nic_by_pci[bdf].name}\n{bdf}", "lightblue"
+            label, fill = f"{shown(nic_by_pci[bdf].name)}\n{shown(bdf)}", "lightblue"
         elif bdf in switches:
-            label, fill = f"NVSwitch\n{bdf}", "khaki"
+            label, fill = f"NVSwitch\n{shown(bdf)}", "khaki"
         else:
-            label, fill = f"PCIe bridge\n{bdf}", "gray95"
+            label, fill = f"PCIe bridge\n{shown(bdf)}", "gray95"
         color = ", color=red, penwidth=3" if bdf in bad else ""
-        out.append(f"  {_q(bdf)} [label={_q(label + (chr(10) + bad[bdf] if bdf in bad else ''))}, "
+        out.append(f"  {_id(bdf)} [label={_q(label + (chr(10) + bad[bdf] if bdf in bad else ''))}, "
                    f"fillcolor={fill}{color}];")
         s = f.link
         attrs = []
@@ -86,18 +92,18 @@ def picture_dot(snap: Snapshot) -> str:
             attrs.append(f"penwidth={_pen(pcie_bytes_per_second(s.current_gen, s.current_width))}")
         if s and s.max_width and s.current_width and s.current_width < s.max_width:
             attrs.append("color=red, style=bold")
-        out.append(f"  {_q(f.parent)} -- {_q(bdf)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
+        out.append(f"  {_id(f.parent)} -- {_id(bdf)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
     for sw in snap.nvswitches:
         if sw.id not in pci:
-            out.append(f"  {_q(sw.id)} [label={_q('NVSwitch fabric')}, fillcolor=khaki];")
+            out.append(f"  {_id(sw.id)} [label={_q('NVSwitch fabric')}, fillcolor=khaki];")
     for link in snap.links:
         if link.kind is LinkKind.NVLINK:
             rate = measured.get(frozenset((link.a, link.b)), link.bytes_per_second)
             red = ", color=red" if link.a in bad or link.b in bad else ", color=darkgreen"
-            out.append(f"  {_q(link.a)} -- {_q(link.b)} [label={_q(f'NV{link.count}')}, "
+            out.append(f"  {_id(link.a)} -- {_id(link.b)} [label={_q(f'NV{link.count}')}, "
                        f"penwidth={_pen(rate)}{red}];")
         elif link.kind is LinkKind.NUMA and link.a < link.b:
-            out.append(f"  {_q(link.a)} -- {_q(link.b)} [style=dashed, label={_q(str(link.numa_distance))}];")
+            out.append(f"  {_id(link.a)} -- {_id(link.b)} [style=dashed, label={_q(str(link.numa_distance))}];")
     out.append("}")
     return "\n".join(out) + "\n"
 
