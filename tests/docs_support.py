@@ -78,9 +78,38 @@ def _alerts() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def _sizes(sizes: tuple[int, ...]) -> str:
+    if len(sizes) > 3:
+        return f"{_size(sizes[0])} to {_size(sizes[-1])} (x{sizes[1] // sizes[0]})"
+    return ", ".join(_size(s) for s in sizes)
+
+
+def _profiles() -> str:
+    """What each probe profile runs and at what size, from ``probes.PROFILES``."""
+    import probes
+
+    rows = ["| profile | tests | copies | latency | GPU collectives | cpu collectives (gloo) |", "|---|---|---|---|---|---|"]
+    for p in probes.PROFILES.values():
+        tests = "every test" if p.tests is None else ", ".join(f"`{t}`" for t in p.tests)
+        samples = f"median of {p.samples}" if p.samples > 1 else "one sample"
+        copies = f"{_size(p.copy_bytes)}, {p.copy_warmup} warm-up + {p.copy_iters} timed, {samples}"
+        latency = f"{p.latency_accesses:,} accesses over {_size(p.latency_bytes)}, {p.latency_stride} B stride"
+        collectives = f"{_sizes(p.collective_sizes)}, {p.collective_iters} iterations"
+        host = f"{_sizes(p.host_collective_sizes)}, {p.host_ranks} ranks"
+        rows.append(f"| `{p.name}` | {tests} | {copies} | {latency} | {collectives} | {host} |")
+    return "\n".join(rows) + "\n"
+
+
 # Each generated section: its name and the function of the code that writes it.
 GENERATED: dict[str, Callable[[], str]] = {"alerts": _alerts, "cli-reference": _commands, "kube-reference": _kube,
-                                           "metrics": _metrics}
+                                           "metrics": _metrics, "probe-profiles": _profiles}
 
 
 def write_generated() -> list[Path]:
