@@ -95,7 +95,8 @@ def _profiles() -> str:
     """What each probe profile runs and at what size, from ``probes.PROFILES``."""
     import probes
 
-    rows = ["| profile | tests | copies | latency | GPU collectives | cpu collectives (gloo) |", "|---|---|---|---|---|---|"]
+    rows = ["| profile | tests | copies | latency | GPU collectives | cpu collectives (gloo) |",
+            "|---|---|---|---|---|---|"]
     for p in probes.PROFILES.values():
         tests = "every test" if p.tests is None else ", ".join(f"`{t}`" for t in p.tests)
         samples = f"median of {p.samples}" if p.samples > 1 else "one sample"
