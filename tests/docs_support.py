@@ -233,6 +233,36 @@ def words(command: str) -> list[str]:
         raise AssertionError(f"{command!r}: {exc}") from exc
 
 
+SCREENSHOT = REPO / "docs" / "page-hgx-h100.png"
+
+
+def write_screenshot(path: Path = SCREENSHOT) -> Path:
+    """The README's picture of the agent's page: the hgx-h100 profile with GPU0's copies measured (one pair
+    slow), as headless Chromium draws the top 1400 x 1000 pixels of it."""
+    import subprocess
+    import tempfile
+
+    import topology as t
+    from exporter import View
+    from tests.serve_machines import discover_profile
+    from tests.test_placement_page import client, copy
+
+    with tempfile.TemporaryDirectory(prefix="topolink-page-") as tmp:
+        snap = discover_profile("hgx-h100", Path(tmp))[0]
+        g = [x.id for x in snap.gpus]
+        snap = t.with_measurements(snap, [copy(g[0], g[k], 150.0 if k == 3 else 390.0) for k in range(1, 8)])
+        page = Path(tmp) / "page.html"
+        page.write_text(client(View(snapshot=snap, generation=1)).get("/").text)
+        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        f"--user-data-dir={tmp}/profile", "--window-size=1400,1000", "--hide-scrollbars",
+                        f"--screenshot={path}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    return path
+
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["screenshot"]:
+        print(write_screenshot().relative_to(REPO))
     for changed in write_generated():
         print(changed.relative_to(REPO))
