@@ -34,8 +34,13 @@ def test_each_generated_table_equals_the_code(name: str) -> None:
     assert section == GENERATED[name](), f"{path.relative_to(REPO)}: run python -m tests.docs_support"
 
 
-def test_the_readme_is_a_front_door() -> None:
-    assert len((REPO / "README.md").read_text().splitlines()) <= 250
+def test_the_readme_is_a_front_door_with_an_example_of_every_command() -> None:
+    from agent.cli._reference import COMMANDS
+
+    readme = REPO / "README.md"
+    assert len(readme.read_text().splitlines()) <= 250
+    shown = {words(c.text)[1] for e in examples(readme) for c in e.commands if words(c.text)[:1] == ["topolink"]}
+    assert set(COMMANDS) | {"--version"} <= shown
 
 
 _LINK = re.compile(r"\]\((?!https?://|mailto:)([^)#\s]*)(?:#([^)\s]*))?\)")
