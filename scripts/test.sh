@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # System tools the tests run for real: lstopo (hwloc) to compare discovery with on this machine,
 # promtool/prometheus for the exporter, gcc for the test NVML library. The apiserver tier runs when
-# $KUBEBUILDER_ASSETS names a folder with envtest's etcd and kube-apiserver (README: Development).
+# $KUBEBUILDER_ASSETS names a folder with envtest's etcd and kube-apiserver (CONTRIBUTING.md: Tests).
 need=()
 command -v lstopo-no-graphics >/dev/null 2>&1 || command -v lstopo >/dev/null 2>&1 || need+=(hwloc)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
