@@ -35,6 +35,7 @@ if _TYPE_CHECKING:
         LeftOut,
         Placement,
     )
+    from ._decode import SNAPSHOT_LIMITS
     from ._dot import to_dot
     from ._errors import SchemaError, TopolinkError
     from ._estimate import AllReduceEstimate, all_reduce_estimate
@@ -96,6 +97,7 @@ __all__ = [
     "PLACEMENT_SIZE_BYTES",
     "SCHEMA",
     "SCHEMA_V1",
+    "SNAPSHOT_LIMITS",
     "Algorithm",
     "AllReduceEstimate",
     "Aspect",
@@ -204,6 +206,7 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
         "Algorithm Bottleneck Collective CollectiveEstimate EstimateInput GroupChoice LeftOut "
         "Placement"
     ),
+    '_decode': "SNAPSHOT_LIMITS",
     '_dot': "to_dot",
     '_errors': "SchemaError TopolinkError",
     '_estimate': "AllReduceEstimate all_reduce_estimate",

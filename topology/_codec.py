@@ -3,7 +3,7 @@
 Generic over the model's dataclasses (driven by their type hints), so a new field needs no codec change.
 Enums are written by value, ``MatrixKind`` flags as a sorted list of names, tuples as lists. Unknown
 keys are rejected: a document from a newer schema must not half-load as if whole; so is an object that
-repeats a key, and a list longer than a snapshot may hold (``_decode.LIMITS``). Decoding is compiled once
+repeats a key, and a list longer than a snapshot may hold (``SNAPSHOT_LIMITS``). Decoding is built once
 per type (``_decode``); ``_validate`` then checks what one field cannot say alone (ids unique, every id
 referred to present).
 

@@ -6,7 +6,7 @@ of a snapshot) is checked in one pass over it and kept as a tuple, never value b
 general path. A failure is raised with no path built; each enclosing record and list adds its key or
 index on the way out, so the success path pays nothing for the error message's ``snapshot.gpus[3].index``.
 
-The lists a snapshot holds are bounded (:data:`LIMITS`): a document listing more GPUs, NICs, PCI
+The lists a snapshot holds are bounded (:data:`SNAPSHOT_LIMITS`): a document listing more GPUs, NICs, PCI
 functions or links than any machine has is refused before a single entry of that list is decoded, so a
 document cannot make the commands that read it do work without bound. The limits are far above real
 machines (an NVL72 rack is 72 GPUs; a large host has a few hundred PCI functions).
@@ -42,7 +42,7 @@ MAX_GPUS = 1024
 MAX_NICS = 4096
 MAX_PCI_FUNCTIONS = 65536
 MAX_LINKS = 65536
-LIMITS: dict[str, int] = {
+SNAPSHOT_LIMITS: dict[str, int] = {
     "gpus": MAX_GPUS, "nics": MAX_NICS, "pci": MAX_PCI_FUNCTIONS, "links": MAX_LINKS,
     "nvswitches": MAX_GPUS, "host_bridges": MAX_PCI_FUNCTIONS, "numa_nodes": 4096,
 }
@@ -192,7 +192,7 @@ def _flags(tp: type[enum.Flag]) -> Decoder:
 
 def _record(cls: type) -> Decoder:
     hints = typing.get_type_hints(cls)
-    limits = LIMITS if cls.__name__ == "Snapshot" else {}
+    limits = SNAPSHOT_LIMITS if cls.__name__ == "Snapshot" else {}
     fields: dict[str, Decoder] = {}
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
