@@ -9,7 +9,7 @@ index on the way out, so the success path pays nothing for the error message's `
 The lists a snapshot holds are bounded (:data:`SNAPSHOT_LIMITS`): a document listing more GPUs, NICs, PCI
 functions or links than any machine has is refused before a single entry of that list is decoded, so a
 document cannot make the commands that read it do work without bound. The limits are far above real
-machines (an NVL72 rack is 72 GPUs; a large host has a few hundred PCI functions).
+machines (see the table below).
 
 The model's types stay standard-library dataclasses (house rule 2). ``msgspec`` (a topolink dependency)
 was measured for them (``benchmarks/codec.py``): its ``Struct`` classes are created in microseconds,
@@ -35,16 +35,17 @@ from ._errors import SchemaError
 MAX_INT = 1 << 63
 MAX_STRING = 4096
 
-# How many entries a snapshot may list, per list: far above any machine (NVL72: 72 GPUs, 18 NVSwitch
-# chips; a large host: a few hundred PCI functions and a few thousand links), low enough that every
-# command on a snapshot at these limits runs in about a second (benchmarks/limits.py).
-MAX_GPUS = 1024
-MAX_NICS = 4096
-MAX_PCI_FUNCTIONS = 65536
-MAX_LINKS = 65536
+# How many entries a snapshot may list, per list. The largest nodes of today have 16 GPUs, a few dozen RDMA
+# devices (more with SR-IOV functions), 18 NVSwitch chips, a few thousand PCI functions and links and 64
+# NUMA nodes; each limit is well above that, and low enough that every command reading a snapshot at the
+# limit ends in about a second (``topo``'s matrix has a cell per pair of GPUs and NICs: benchmarks/limits.py).
+MAX_GPUS = 256
+MAX_NICS = 256
+MAX_PCI_FUNCTIONS = 32768
+MAX_LINKS = 32768
 SNAPSHOT_LIMITS: dict[str, int] = {
     "gpus": MAX_GPUS, "nics": MAX_NICS, "pci": MAX_PCI_FUNCTIONS, "links": MAX_LINKS,
-    "nvswitches": MAX_GPUS, "host_bridges": MAX_PCI_FUNCTIONS, "numa_nodes": 4096,
+    "nvswitches": 1024, "host_bridges": 4096, "numa_nodes": 1024,
 }
 
 Decoder = Callable[[Any], Any]
@@ -160,6 +161,10 @@ def _fixed(args: tuple[Any, ...]) -> Decoder:
 
 
 def _optional(inner: Decoder) -> Decoder:
+    if inner is _int:  # the commonest optional fields, in one call rather than two
+        return lambda v: v if v is None or (type(v) is int and -MAX_INT < v < MAX_INT) else _int(v)
+    if inner is _str:
+        return lambda v: v if v is None or (type(v) is str and len(v) <= MAX_STRING) else _str(v)
     return lambda v: None if v is None else inner(v)
 
 
@@ -204,13 +209,16 @@ def _record(cls: type) -> Decoder:
             raise Bad("expected an object")
         if not names.issuperset(value):
             raise Bad(f"unknown keys {sorted(set(value) - names)}")
-        kwargs = {}
-        for k, v in value.items():
-            try:
-                kwargs[k] = fields[k](v)
-            except Bad as bad:
-                bad.path.append(f".{k}")
-                raise
+        try:
+            kwargs = {k: fields[k](v) for k, v in value.items()}
+        except Bad as bad:
+            for k, v in value.items():  # again one by one, to say which
+                try:
+                    fields[k](v)
+                except Bad:
+                    bad.path.append(f".{k}")
+                    break
+            raise
         try:
             return cls(**kwargs)
         except TypeError as exc:

@@ -67,9 +67,10 @@ def topo_table(snap: Snapshot) -> TopoTable:
     index = PathIndex(snap)
     local_cpus = {f.id: f.local_cpus for f in snap.pci}
     rows = []
+    by_id = {g.id: g for g in gpus}
     for label, dev in zip(labels, ids, strict=True):
-        cells = tuple(str(index.path(dev, other)) for other in ids)
-        gpu = next((g for g in gpus if g.id == dev), None)
+        cells = tuple(map(index.cell, [dev] * len(ids), ids))
+        gpu = by_id.get(dev)
         if gpu is None:
             rows.append(TopoRow(label, cells))
             continue
