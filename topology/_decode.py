@@ -40,7 +40,7 @@ MAX_STRING = 4096
 # NUMA nodes; each limit is well above that, and low enough that every command reading a snapshot at the
 # limit ends in about a second (``topo``'s matrix has a cell per pair of GPUs and NICs: benchmarks/limits.py).
 MAX_GPUS = 256
-MAX_NICS = 256
+MAX_NICS = 1024
 MAX_PCI_FUNCTIONS = 32768
 MAX_LINKS = 32768
 SNAPSHOT_LIMITS: dict[str, int] = {
