@@ -35,7 +35,6 @@ if _TYPE_CHECKING:
         LeftOut,
         Placement,
     )
-    from ._decode import SNAPSHOT_LIMITS
     from ._dot import to_dot
     from ._errors import SchemaError, TopolinkError
     from ._estimate import AllReduceEstimate, all_reduce_estimate
@@ -51,6 +50,7 @@ if _TYPE_CHECKING:
         parse_cpulist,
         parse_cpumask,
     )
+    from ._limits import SNAPSHOT_LIMITS
     from ._measure import measurement_key, with_measurements
     from ._model import (
         FabricInfo,
@@ -206,7 +206,6 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
         "Algorithm Bottleneck Collective CollectiveEstimate EstimateInput GroupChoice LeftOut "
         "Placement"
     ),
-    '_decode': "SNAPSHOT_LIMITS",
     '_dot': "to_dot",
     '_errors': "SchemaError TopolinkError",
     '_estimate': "AllReduceEstimate all_reduce_estimate",
@@ -216,6 +215,7 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
         "BadPciAddress canonical_bdf format_cpulist host_bridge_id is_bdf numa_id parse_cpulist "
         "parse_cpumask"
     ),
+    '_limits': "SNAPSHOT_LIMITS",
     '_measure': "measurement_key with_measurements",
     '_model': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "

@@ -6,10 +6,9 @@ of a snapshot) is checked in one pass over it and kept as a tuple, never value b
 general path. A failure is raised with no path built; each enclosing record and list adds its key or
 index on the way out, so the success path pays nothing for the error message's ``snapshot.gpus[3].index``.
 
-The lists a snapshot holds are bounded (:data:`SNAPSHOT_LIMITS`): a document listing more GPUs, NICs, PCI
-functions or links than any machine has is refused before a single entry of that list is decoded, so a
-document cannot make the commands that read it do work without bound. The limits are far above real
-machines (see the table below).
+The lists a snapshot holds are bounded (``_limits.SNAPSHOT_LIMITS``): a document listing more GPUs, NICs,
+PCI functions or links than any machine has is refused before a single entry of that list is decoded, so
+a document cannot make the commands that read it do work without bound.
 
 The model's types stay standard-library dataclasses (house rule 2). ``msgspec`` (a topolink dependency)
 was measured for them (``benchmarks/codec.py``): its ``Struct`` classes are created in microseconds,
@@ -31,22 +30,10 @@ from functools import cache
 from typing import Any
 
 from ._errors import SchemaError
+from ._limits import SNAPSHOT_LIMITS
 
 MAX_INT = 1 << 63
 MAX_STRING = 4096
-
-# How many entries a snapshot may list, per list. The largest nodes of today have 16 GPUs, a few dozen RDMA
-# devices (more with SR-IOV functions), 18 NVSwitch chips, a few thousand PCI functions and links and 64
-# NUMA nodes; each limit is well above that, and low enough that every command reading a snapshot at the
-# limit ends in about a second (``topo``'s matrix has a cell per pair of GPUs and NICs: benchmarks/limits.py).
-MAX_GPUS = 256
-MAX_NICS = 1024
-MAX_PCI_FUNCTIONS = 32768
-MAX_LINKS = 32768
-SNAPSHOT_LIMITS: dict[str, int] = {
-    "gpus": MAX_GPUS, "nics": MAX_NICS, "pci": MAX_PCI_FUNCTIONS, "links": MAX_LINKS,
-    "nvswitches": 1024, "host_bridges": 4096, "numa_nodes": 1024,
-}
 
 Decoder = Callable[[Any], Any]
 
