@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from topology import Aspect, Fact, Problem
+from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
 from ..doors import FsRoot
 from ._registry import SourceError, SubsystemAbsent, too_many
@@ -218,7 +218,7 @@ _SYS_DEVICES = "/sys/devices/"
 
 
 def class_entries(root: FsRoot, source: str, class_dir: str, *, absent: str,
-                  most: int | None = None) -> tuple[list[tuple[str, str, str | None]], list[Problem]]:
+                  most: str | None = None) -> tuple[list[tuple[str, str, str | None]], list[Problem]]:
     """``(name, entry, device path)`` of each entry of a class directory (``/sys/class/net``), and a problem
     for each entry that leads nowhere real (unreadable, not a directory, dangling, outside ``/sys/devices``):
     such an entry hides a device, so the node's NIC inventory is unknown. The directory's absence is
@@ -244,16 +244,17 @@ def class_entries(root: FsRoot, source: str, class_dir: str, *, absent: str,
 
 
 def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None,
-                   most: int | None = None) -> list[str]:
+                   most: str | None = None) -> list[str]:
     """The entries of a subsystem's directory. Raises :class:`SubsystemAbsent` (with ``absent``) when
     ``marker`` (default ``path``) does not exist, :class:`SourceError` when it cannot be listed or holds
-    more than ``most`` entries (a snapshot may hold no more: ``topology.SNAPSHOT_LIMITS``)."""
+    more entries than a snapshot may hold of ``most`` (a key of ``topology.SNAPSHOT_LIMITS``)."""
     try:
         if not root.exists(marker or path):
             raise SubsystemAbsent(absent)
         names = root.listdir(path)
     except OSError as exc:
         raise SourceError(f"{path}: {describe_os_error(exc)}") from exc
-    too_many(f"{path}: entries", len(names), most)
+    if most is not None:
+        too_many(f"{path}: entries", len(names), SNAPSHOT_LIMITS[most])
     return names
 

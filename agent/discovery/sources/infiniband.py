@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topology import SNAPSHOT_LIMITS, Aspect, Problem, node_fact
+from topology import Aspect, Problem, node_fact
 
 from ..doors import DiscoveryContext, FsRoot
 from ._parse import decimal
@@ -51,7 +51,7 @@ class InfinibandFacts:
 def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
     root = ctx.root
     entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)",
-                                      most=SNAPSHOT_LIMITS["nics"])
+                                      most="nics")
     devices = []
     for name, entry, path in entries:
         bdf = pci_function_in(path)  # the entry's link, read once by class_entries
