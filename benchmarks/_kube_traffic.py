@@ -117,9 +117,9 @@ def measure(passes: int, watch_s: int, nodes: int) -> dict[str, float]:
 def _one_watch(api: Any, node: str, tally: Tally, seconds: int) -> tuple[int, int]:
     """One watch the server ends after ``seconds`` (it sends a bookmark shortly before, from about 10 s): the
     bytes of its whole response, and of one bookmark."""
-    from exporter.kube._api import MANAGED_BY, slice_kind
-    from exporter.kube._slice_watch import slice_fields
-    from exporter.kube._watch_stream import path_of, selector
+    from exporter.kube._api._api import MANAGED_BY, slice_kind
+    from exporter.kube._client._watch_stream import path_of, selector
+    from exporter.kube._sinks._slice_watch import slice_fields
 
     _, rv = api.list_versioned(slice_kind("v1"), MANAGED_BY, slice_fields(node, "gpu.topology"))
     params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(seconds), "resourceVersion": rv,

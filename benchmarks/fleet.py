@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import topology as t  # noqa: E402
+from exporter._core._health import EDGES, BwKind, classify  # noqa: E402
 from exporter.kube import LabelConfig, NodeLabelSink, NodeView  # noqa: E402
-from exporter.kube._health import EDGES, BwKind, classify  # noqa: E402
 
 PROFILES = ("hgx-h100", "dgx-a100", "a30-4x-nvlink-pairs", "rtx4090-8x")
 KINDS = tuple(BwKind)

@@ -3,6 +3,16 @@
 
 ``create_app`` (the HTTP API) is loaded on first use only: it needs Starlette, which nothing but
 ``topolink serve`` may import.
+
+Rooms, each importing only those below it, private behind the names here: ``_http`` (the Starlette app, the
+bounded server, header rules) above ``_metrics`` (the families, collectors and ``/metrics`` bytes),
+``_webpage`` (the page and the pictures) and ``kube`` (everything Kubernetes; it imports none of ``_http``,
+``_metrics``, ``_webpage``, ``_placement``), above ``_placement`` (which N GPUs for a job: document, table,
+HTTP answer), above ``_core`` (the sink protocol, the served view, the file door, the derived rows and the
+health rule, the HTTP limits and flags). import-linter checks the order (pyproject.toml).
+
+Imports: ``topology``; never ``agent`` or ``probes``. Imported by: ``agent``, through the names below (and
+``_core._http_flags`` for ``topolink --help``).
 """
 
 from topology._lazy import lazy_names as _lazy_names
@@ -10,20 +20,27 @@ from topology._lazy import lazy_names as _lazy_names
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 
 if _TYPE_CHECKING:
-    from ._exposition import Exposition, MetricsCache
-    from ._families import FAMILIES, Family, metrics_markdown, series_bound
-    from ._files import Target, UnsafeFile, read_regular, write_file
-    from ._http import HttpConfig, ProbeControl, create_app, readiness
-    from ._http_flags import add_http_args
-    from ._http_limits import HttpLimits, HttpStats, limits_from_args
-    from ._metrics import SnapshotCollector, families
-    from ._page import page
-    from ._picture import Svg, picture_dot, render_svg
-    from ._placement import BusyInfo, PlacementQuery, QueryError, parse_size, placement_answer, query_from_params
-    from ._placement_text import placement_table
-    from ._server import connection_cap, http_server, listen
-    from ._sink import PublishResult, Sink, WatchingSink
-    from ._view import ProbeStats, SinkStats, View, sink_stats
+    from ._core._files import Target, UnsafeFile, read_regular, write_file
+    from ._core._http_flags import add_http_args
+    from ._core._http_limits import HttpLimits, HttpStats, limits_from_args
+    from ._core._sink import PublishResult, Sink, WatchingSink
+    from ._core._view import ProbeStats, SinkStats, View, sink_stats
+    from ._http._http import HttpConfig, ProbeControl, create_app, readiness
+    from ._http._server import connection_cap, http_server, listen
+    from ._metrics._exposition import Exposition, MetricsCache
+    from ._metrics._families import FAMILIES, Family, metrics_markdown, series_bound
+    from ._metrics._metrics import SnapshotCollector, families
+    from ._placement._placement import (
+        BusyInfo,
+        PlacementQuery,
+        QueryError,
+        parse_size,
+        placement_answer,
+        query_from_params,
+    )
+    from ._placement._placement_text import placement_table
+    from ._webpage._page import page
+    from ._webpage._picture import Svg, picture_dot, render_svg
 
 __all__ = [
     "FAMILIES",
@@ -72,47 +89,47 @@ __all__ = [
 # Names load on first use: the CLI imports ``exporter.kube`` flags and ``topolink --help`` must not pay for
 # prometheus_client, Starlette or a Kubernetes client (only ``topolink serve`` needs them).
 _WHERE = {
-    'BusyInfo': '_placement',
-    'PlacementQuery': '_placement',
-    'QueryError': '_placement',
-    'parse_size': '_placement',
-    'placement_answer': '_placement',
-    'placement_table': '_placement_text',
-    'query_from_params': '_placement',
-    'Exposition': '_exposition',
-    'FAMILIES': '_families',
-    'Family': '_families',
-    'HttpConfig': '_http',
-    'HttpLimits': '_http_limits',
-    'HttpStats': '_http_limits',
-    'MetricsCache': '_exposition',
-    'ProbeControl': '_http',
-    'ProbeStats': '_view',
-    'PublishResult': '_sink',
-    'Sink': '_sink',
-    'SinkStats': '_view',
-    'SnapshotCollector': '_metrics',
-    'Svg': '_picture',
-    'Target': '_files',
-    'UnsafeFile': '_files',
-    'View': '_view',
-    'WatchingSink': '_sink',
-    'add_http_args': '_http_flags',
-    'connection_cap': '_server',
-    'create_app': '_http',
-    'families': '_metrics',
-    'http_server': '_server',
-    'limits_from_args': '_http_limits',
-    'listen': '_server',
-    'metrics_markdown': '_families',
-    'page': '_page',
-    'picture_dot': '_picture',
-    'read_regular': '_files',
-    'readiness': '_http',
-    'render_svg': '_picture',
-    'series_bound': '_families',
-    'sink_stats': '_view',
-    'write_file': '_files',
+    'BusyInfo': '_placement._placement',
+    'PlacementQuery': '_placement._placement',
+    'QueryError': '_placement._placement',
+    'parse_size': '_placement._placement',
+    'placement_answer': '_placement._placement',
+    'placement_table': '_placement._placement_text',
+    'query_from_params': '_placement._placement',
+    'Exposition': '_metrics._exposition',
+    'FAMILIES': '_metrics._families',
+    'Family': '_metrics._families',
+    'HttpConfig': '_http._http',
+    'HttpLimits': '_core._http_limits',
+    'HttpStats': '_core._http_limits',
+    'MetricsCache': '_metrics._exposition',
+    'ProbeControl': '_http._http',
+    'ProbeStats': '_core._view',
+    'PublishResult': '_core._sink',
+    'Sink': '_core._sink',
+    'SinkStats': '_core._view',
+    'SnapshotCollector': '_metrics._metrics',
+    'Svg': '_webpage._picture',
+    'Target': '_core._files',
+    'UnsafeFile': '_core._files',
+    'View': '_core._view',
+    'WatchingSink': '_core._sink',
+    'add_http_args': '_core._http_flags',
+    'connection_cap': '_http._server',
+    'create_app': '_http._http',
+    'families': '_metrics._metrics',
+    'http_server': '_http._server',
+    'limits_from_args': '_core._http_limits',
+    'listen': '_http._server',
+    'metrics_markdown': '_metrics._families',
+    'page': '_webpage._page',
+    'picture_dot': '_webpage._picture',
+    'read_regular': '_core._files',
+    'readiness': '_http._http',
+    'render_svg': '_webpage._picture',
+    'series_bound': '_metrics._families',
+    'sink_stats': '_core._view',
+    'write_file': '_core._files',
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import topology as t
-from exporter.kube._health import BwKind, ratios
+from exporter._core._health import BwKind, ratios
 from probes.harness._report import versus_theoretical
 from tests.probe_snapshots import G0, G1, G2, NIC, four_gpu_box
 

@@ -184,6 +184,9 @@ def test_daemonset_promises(rendered: dict[str, list[dict[str, Any]]]) -> None:
     env = {e["name"]: e for e in agent["env"]}
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert env["TOPOLINK_SYSFS_ROOT"]["value"] == "/host" and env["TOPOLINK_NVML_LIBRARY"]["value"]
+    # The host's sysfs and procfs below /host and NVML by soname: this machine, so the agent may probe
+    # (agent.cli._common.fixture_reason; a library path would be taken for a test NVML).
+    assert "/" not in env["TOPOLINK_NVML_LIBRARY"]["value"]
     assert agent["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert agent["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert agent["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
@@ -212,7 +215,7 @@ def test_probes_off_overlay(rendered: dict[str, list[dict[str, Any]]]) -> None:
 def test_prune_job_runs_prune_for_the_whole_cluster(rendered: dict[str, list[dict[str, Any]]]) -> None:
     job = one(rendered["prune"], "Job")
     (c,) = job["spec"]["template"]["spec"]["containers"]
-    assert c["args"] == ["prune"]
+    assert c["args"] == ["prune", "--all-nodes"]
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "topolink-prune"
     assert not list(objects(rendered["prune"], "DaemonSet"))
 

@@ -15,16 +15,38 @@ def cli() -> Any:
     return agent.cli
 
 
-def test_prune_whole_cluster_by_default(cli: Any, monkeypatch: pytest.MonkeyPatch,
+def test_prune_whole_cluster_when_asked(cli: Any, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[Any] = []
     monkeypatch.setenv("NODE_NAME", "from-the-shell")
     monkeypatch.setattr("exporter.kube.prune",
                         lambda cfg, node: seen.append((cfg, node)) or PruneResult(labels=3, slices=2))
-    assert cli.main(["prune", "--dra-driver-name", "gpu.example", "--labels-via", "nodefeature"]) == 0
+    assert cli.main(["prune", "--all-nodes", "--dra-driver-name", "gpu.example", "--labels-via", "nodefeature"]) == 0
     ((cfg, node),) = seen
     assert node is None and cfg.driver == "gpu.example" and cfg.labels_via == "nodefeature"
     assert "every node: labels cleared on 3 node(s)" in capsys.readouterr().out
+
+
+def test_prune_names_its_nodes_or_prunes_nothing(cli: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Neither --node-name nor --all-nodes is a usage error before any request, whatever $NODE_NAME says; both
+    at once too. The help says so and claims no $NODE_NAME default."""
+    seen: list[Any] = []
+    monkeypatch.setenv("NODE_NAME", "from-the-shell")
+    monkeypatch.setattr("exporter.kube.prune", lambda cfg, node: seen.append(node) or PruneResult())
+    assert cli.main(["prune"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--node-name NODE" in err and "--all-nodes" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["prune", "--node-name", "gpu-1", "--all-nodes"])
+    assert exc.value.code == 2 and "not allowed with" in capsys.readouterr().err
+    assert cli.main(["prune", "--node-name", ""]) == 2  # "$NODE" unset in a shell
+    assert "--node-name is empty" in capsys.readouterr().err
+    assert seen == []
+    with pytest.raises(SystemExit):
+        cli.main(["prune", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: $NODE_NAME" not in text and "$NODE_NAME is never read" in text and "--all-nodes" in text
 
 
 def test_prune_one_node_and_failures(cli: Any, monkeypatch: pytest.MonkeyPatch,

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 import topology as t
 from exporter import HttpConfig, MetricsCache, View, create_app
-from exporter._negotiate import accepts_gzip, etag_matches
+from exporter._http._negotiate import accepts_gzip, etag_matches
 from tests.serve_machines import discover_profile
 
 

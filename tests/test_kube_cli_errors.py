@@ -24,7 +24,7 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG", "KUBERNETES_"))}
 
 
-@pytest.mark.parametrize("command", [["serve", "--node-name", "n1", "--port", "0"], ["prune"]])
+@pytest.mark.parametrize("command", [["serve", "--node-name", "n1", "--port", "0"], ["prune", "--all-nodes"]])
 def test_a_missing_kubeconfig_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
     missing = tmp_path / "nope" / "kubeconfig"
     proc = subprocess.run([str(TOPOLINK), *command, "--kubeconfig", str(missing)], capture_output=True, text=True,
@@ -38,8 +38,8 @@ def test_a_missing_kubeconfig_is_a_usage_error(command: list[str], tmp_path: Pat
 def test_an_unreadable_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
     bad = tmp_path / "kubeconfig"
     bad.write_text("clusters: [this is not: a kubeconfig\n")
-    proc = subprocess.run([str(TOPOLINK), "prune", "--kubeconfig", str(bad)], capture_output=True, text=True,
-                          timeout=60, env=clean_env(), check=False)
+    proc = subprocess.run([str(TOPOLINK), "prune", "--all-nodes", "--kubeconfig", str(bad)], capture_output=True,
+                          text=True, timeout=60, env=clean_env(), check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
 
 

@@ -20,8 +20,8 @@ from exporter.kube import (
     desired_labels,
     desired_rules,
 )
-from exporter.kube._label_sinks import node_feature, render_feature_file
-from exporter.kube._names import is_attribute_name, is_dns_label, is_label_key, is_label_value
+from exporter.kube._desired._names import is_attribute_name, is_dns_label, is_label_key, is_label_value
+from exporter.kube._sinks._label_sinks import node_feature, render_feature_file
 from tests.kube_support import K8S, PROFILES, TAINT_RULE_VERSION, discover_profile, validate
 from tests.strategies import snapshots
 

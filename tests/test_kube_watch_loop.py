@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from exporter.kube import Backoff, Expired, Forbidden, Unavailable
-from exporter.kube._api import Kind, slice_kind
-from exporter.kube._slice_cache import SliceCache
-from exporter.kube._slice_watch import RESTART_REASONS, slice_fields, watch_slices
-from exporter.kube._watch_stream import decode_event
+from exporter.kube._api._api import Kind, slice_kind
+from exporter.kube._client._watch_stream import decode_event
+from exporter.kube._sinks._slice_cache import SliceCache
+from exporter.kube._sinks._slice_watch import RESTART_REASONS, slice_fields, watch_slices
 
 KIND = slice_kind("v1")
 FIELDS = slice_fields("n1", "gpu.topology")

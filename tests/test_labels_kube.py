@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import topology as t
+from exporter._core._health import CLASSES, EDGES, classify, degradation
 from exporter.kube import (
     FeatureFileSink,
     LabelConfig,
@@ -20,9 +21,8 @@ from exporter.kube import (
     plan_node_labels,
     reference_markdown,
 )
-from exporter.kube._health import CLASSES, EDGES, classify, degradation
-from exporter.kube._labels import LabelConflict, Labeler
-from exporter.kube._labels import desired_labels as _desired
+from exporter.kube._desired._labels import LabelConflict, Labeler
+from exporter.kube._desired._labels import desired_labels as _desired
 from tests.probe_snapshots import G0, G1, G2, G3, four_gpu_box
 
 P = "gpu.topology"
@@ -100,7 +100,7 @@ def test_conflicting_labelers_raise() -> None:
         return {"x": "2"}
 
     two = (Labeler(name="a", fn=a, needs=(), keys=(("x", ""),)), Labeler(name="b", fn=b, needs=(), keys=(("x", ""),)))
-    import exporter.kube._labels as mod
+    import exporter.kube._desired._labels as mod
 
     saved = mod.LABELERS
     mod.LABELERS = two

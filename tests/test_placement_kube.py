@@ -16,8 +16,8 @@ import yaml
 
 import topology as t
 from exporter.kube import LabelConfig, SliceConfig, build_slices, desired_devices, desired_labels
-from exporter.kube._busbw import SIZES, best_busbw, busbw_class
-from exporter.kube._slices import ATTRIBUTES
+from exporter.kube._desired._busbw import SIZES, best_busbw, busbw_class
+from exporter.kube._desired._slices import ATTRIBUTES
 from tests.kube_support import K8S, PROFILES, discover_profile, validate
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 import topology as t
 from exporter import HttpConfig, MetricsCache, PlacementQuery, View, create_app, placement_answer
-from exporter import _placement_api as api
+from exporter._placement import _placement_api as api
 from tests.placement_support import nvl72
 from tests.serve_machines import discover_profile
 from tests.test_serve import png_is_blank

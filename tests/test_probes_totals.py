@@ -12,7 +12,7 @@ import pytest
 
 import probes
 import topology as t
-from exporter.kube._health import kind_of
+from exporter._core._health import kind_of
 from probes import FULL, QUICK, Capabilities, Device, Status, Target, make_plan
 from probes.cuda._legs import TOTAL_TESTS, legs, peer_pairs
 from probes.harness._report import versus_theoretical

@@ -85,7 +85,9 @@ class Served:
         return self.proc.returncode
 
 
-def start_serve(workdir: Path, *args: str, profile: str = "hgx-h100") -> Served:
+def start_serve(workdir: Path, *args: str, profile: str = "hgx-h100", measure: bool = False) -> Served:
+    """``serve`` on a machine profile; ``measure`` lifts its fixture guard (``tests.serve_measuring``) for the
+    tests of the probe machinery, which would otherwise run no probe on a profile."""
     node = materialize(profile, workdir / "machine")
     state = workdir / "state"
     state.mkdir(exist_ok=True)
@@ -93,7 +95,8 @@ def start_serve(workdir: Path, *args: str, profile: str = "hgx-h100") -> Served:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")} | node.env()
     log = workdir / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.serve", "--host", "127.0.0.1", "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "tests.serve_measuring" if measure else "agent.cli.serve",
+                                 "--host", "127.0.0.1", "--port", str(port),
                                  "--state-dir", str(state), "--probe-backend", "cpu", "--probe-profile", "selftest",
                                  *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
     served = Served(proc, f"http://127.0.0.1:{port}", node, state, log)
@@ -110,7 +113,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     work = tmp_path_factory.mktemp("serve")
     (work / "state").mkdir()
     (work / "state" / "snapshot.json").write_text('{"schema": "topolink.topology/v2", "node": [')  # corrupt
-    s = start_serve(work, "--probe-tests", "host_memcpy", "--discovery-interval", "600", "--log-format", "json")
+    s = start_serve(work, "--probe-tests", "host_memcpy", "--discovery-interval", "600", "--log-format", "json",
+                    measure=True)
     wait_for("a measured host copy", lambda: 'source="measured"' in s.metrics(), timeout=40)
     yield s
     assert s.stop() == 0
@@ -262,7 +266,7 @@ def test_hung_probe_is_killed_and_sighup_and_sigterm_during_a_probe(tmp_path: Pa
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     s = start_serve(tmp_path, "--probe-tests", "all_reduce", "--probe-item-timeout", "6", "--discovery-interval",
-                    "600", "--http-probe-token-file", str(token))
+                    "600", "--http-probe-token-file", str(token), measure=True)
     try:
         wait_for("a probe child", lambda: bool(probe_children(s.proc.pid)), timeout=30, every=0.05)
         s.proc.send_signal(signal.SIGHUP)

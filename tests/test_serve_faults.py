@@ -82,7 +82,8 @@ def test_an_unwritable_state_directory_is_a_metric_and_a_readiness_reason(tmp_pa
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_mid_probe_stops_it_and_says_so(tmp_path: Path, sig: signal.Signals) -> None:
     # On this profile's NUMA node 1 (CPUs this machine lacks) the gloo ranks never meet: the item hangs.
-    s = start_serve(tmp_path, "--probe-tests", "all_reduce", "--probe-item-timeout", "60", "--log-format", "json")
+    s = start_serve(tmp_path, "--probe-tests", "all_reduce", "--probe-item-timeout", "60", "--log-format", "json",
+                    measure=True)
     wait_for("an item running", lambda: bool(ranks_of(s.proc.pid)), timeout=30, every=0.05)
     children = probe_children(s.proc.pid) + ranks_of(s.proc.pid)
     t0 = time.monotonic()
@@ -104,7 +105,7 @@ def test_scrapes_all_through_discovery_and_probe_passes(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     s = start_serve(tmp_path, "--probe-tests", "host_memcpy", "--probe-interval", "0", "--log-format", "json",
-                    "--discovery-interval", "1", "--http-probe-token-file", str(token))
+                    "--discovery-interval", "1", "--http-probe-token-file", str(token), measure=True)
     done = threading.Event()
     seen: list[frozenset[tuple[str, tuple[tuple[str, str], ...]]]] = []
     failures: list[str] = []

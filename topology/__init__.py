@@ -87,17 +87,20 @@ if _TYPE_CHECKING:
     )
     from ._summary import no_gpu_reason, summary
     from ._switch import pcie_switch
+    from ._text import NAME_LIMIT, TEXT_LIMIT, shown, shown_text
     from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
 __all__ = [
     "LEGEND",
     "MAX_DOCUMENT_BYTES",
+    "NAME_LIMIT",
     "NODE",
     "NVML_TOPOLOGY_LEVEL",
     "PLACEMENT_SIZE_BYTES",
     "SCHEMA",
     "SCHEMA_V1",
     "SNAPSHOT_LIMITS",
+    "TEXT_LIMIT",
     "Algorithm",
     "AllReduceEstimate",
     "Aspect",
@@ -189,6 +192,8 @@ __all__ = [
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
     "pcie_switch",
+    "shown",
+    "shown_text",
     "structure_hash",
     "summary",
     "to_dict",
@@ -229,6 +234,7 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
     '_render': "LEGEND TopoRow TopoTable gpu_labels matrix ordered_gpus ordered_rdma_nics topo_table",
     '_summary': "no_gpu_reason summary",
     '_switch': "pcie_switch",
+    '_text': "NAME_LIMIT TEXT_LIMIT shown shown_text",
     '_views': "GdrReadiness GdrVerdict Island gdr_readiness nearest_nics numa_affinity nvlink_islands",
 }.items() for name in names.split()}
 

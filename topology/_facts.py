@@ -39,6 +39,8 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._text import shown
+
 NODE = "node"
 
 
@@ -136,10 +138,10 @@ def describe_unknown(unknown: Iterable[Fact]) -> list[str]:
     """One line per aspect: ``nvlinks: 0000:18:00.0, 0000:2a:00.0``, node-wide ones first."""
     by_aspect: dict[Aspect, list[str]] = {}
     for f in sorted(set(unknown)):
-        by_aspect.setdefault(f.aspect, []).append(f.subject)
+        by_aspect.setdefault(f.aspect, []).append(shown(f.subject))  # a subject may come from a snapshot
     lines = []
     for aspect in sorted(by_aspect, key=lambda a: (NODE not in by_aspect[a], a.value)):
         subjects = by_aspect[aspect]
-        shown = ", ".join(subjects[:8]) + (f" and {len(subjects) - 8} more" if len(subjects) > 8 else "")
-        lines.append(f"{aspect.value}: {shown}")
+        listed = ", ".join(subjects[:8]) + (f" and {len(subjects) - 8} more" if len(subjects) > 8 else "")
+        lines.append(f"{aspect.value}: {listed}")
     return lines

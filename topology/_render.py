@@ -9,6 +9,7 @@ from ._facts import Aspect
 from ._ids import format_cpulist
 from ._model import Gpu, Nic, Snapshot
 from ._paths import PathIndex
+from ._text import shown
 
 LEGEND = """Legend:
 
@@ -109,10 +110,11 @@ def matrix(snap: Snapshot, *, legend: bool = True) -> str:
     table = topo_table(snap)
     if not table.rows:
         return ""
-    header = "\t" + "\t".join((*table.columns, "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"))
+    # Row names and the NIC legend may hold text from sysfs or a snapshot: escaped, bounded (``_text``).
+    header = "\t" + "\t".join((*(shown(c) for c in table.columns), "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"))
     lines = [header]
     for row in table.rows:
-        cells = [row.label, *(_cell(c) for c in row.cells)]
+        cells = [shown(row.label), *(_cell(c) for c in row.cells)]
         if row.cpu_affinity is not None:
             cells += [row.cpu_affinity, row.numa_affinity or "N/A", "", row.gpu_numa_id or "N/A"]
         lines.append("\t".join(cells))
@@ -120,5 +122,5 @@ def matrix(snap: Snapshot, *, legend: bool = True) -> str:
     if legend:
         text += "\n" + LEGEND + "\n"
         if table.nic_legend:
-            text += "\nNIC Legend:\n\n" + "".join(f"  {k}: {v}\n" for k, v in table.nic_legend)
+            text += "\nNIC Legend:\n\n" + "".join(f"  {k}: {shown(v)}\n" for k, v in table.nic_legend)
     return text

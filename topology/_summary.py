@@ -6,6 +6,7 @@ from ._facts import describe_unknown
 from ._ids import format_cpulist
 from ._model import PcieLinkState, Snapshot
 from ._provenance import SourceStatus
+from ._text import shown, shown_text
 
 NVIDIA = 0x10DE
 
@@ -36,7 +37,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def no_gpu_reason(snap: Snapshot) -> str | None:
-    """One line saying why no NVIDIA GPU is in the snapshot, or None when there is one."""
+    """One line saying why no NVIDIA GPU is in the snapshot, or None when there is one (NVML's words escaped)."""
     if snap.gpus:
         return None
     nvml = next((o for o in snap.sources if o.name == "nvml"), None)
@@ -53,7 +54,7 @@ def no_gpu_reason(snap: Snapshot) -> str | None:
     elif nvml.status is SourceStatus.OK:
         why.append("NVML reports 0 devices")
     else:
-        why.append(f"NVML {nvml.status.value}: {nvml.detail or 'no reason given'}")
+        why.append(f"NVML {nvml.status.value}: {shown_text(nvml.detail or 'no reason given')}")
     return "No NVIDIA GPU found: " + "; ".join(why) + "."
 
 
@@ -61,12 +62,13 @@ def summary(snap: Snapshot) -> str:
     from ._render import gpu_labels, matrix, ordered_gpus  # loaded here: ``no_gpu_reason`` needs neither
     from ._views import nvlink_islands
 
-    out = [f"Node {snap.node}"]
+    # Names, ids and messages come from sysfs, NVML or a saved snapshot: each is shown escaped and bounded.
+    out = [f"Node {shown(snap.node)}"]
     out.append("")
     out.append(f"NUMA nodes: {len(snap.numa_nodes)}")
     dist = snap.matrix("numa_distance")
     out += _table(("node", "cpus", "memory", "distances"), [
-        (n.id, format_cpulist(n.cpus) or "-", _bytes(n.memory_bytes),
+        (shown(n.id), format_cpulist(n.cpus) or "-", _bytes(n.memory_bytes),
          " ".join(f"{v:g}" for v in dist.values[dist.ids.index(n.id)]) if dist and n.id in dist.ids else "?")
         for n in snap.numa_nodes
     ])
@@ -78,8 +80,8 @@ def summary(snap: Snapshot) -> str:
     if gpus:
         out.append(f"GPUs: {len(gpus)}")
         out += _table(("gpu", "bus id", "name", "numa", "pcie", "memory", "state"), [
-            (label, g.id, g.name or "?", "-" if g.numa_node is None else str(g.numa_node), _pcie(g.pcie),
-             _bytes(g.memory_bytes), "LOST" if g.lost else ("MIG" if g.mig_enabled else "ok"))
+            (shown(label), shown(g.id), shown(g.name or "?"), "-" if g.numa_node is None else str(g.numa_node),
+             _pcie(g.pcie), _bytes(g.memory_bytes), "LOST" if g.lost else ("MIG" if g.mig_enabled else "ok"))
             for label, g in zip(gpu_labels(gpus), gpus, strict=True)
         ])
         if snap.nvswitches:
@@ -96,21 +98,22 @@ def summary(snap: Snapshot) -> str:
     out.append(f"NICs: {len(snap.nics)}")
     if snap.nics:
         out += _table(("nic", "pci", "rdma", "numa", "ports", "netdevs"), [
-            (n.name, n.pci_bus_id or "-", "yes" if n.rdma else "no", "-" if n.numa_node is None else str(n.numa_node),
-             ", ".join(f"{p.number}:{p.state or '?'} {p.rate_gbps or '?'}Gb/s {p.link_layer or ''}".strip()
-                       for p in n.ports) or "-",
-             ",".join(n.netdevs) or "-")
+            (shown(n.name), shown(n.pci_bus_id or "-"), "yes" if n.rdma else "no",
+             "-" if n.numa_node is None else str(n.numa_node),
+             ", ".join(f"{p.number}:{shown(p.state or '?')} {p.rate_gbps or '?'}Gb/s {shown(p.link_layer or '')}"
+                       .strip() for p in n.ports) or "-",
+             ",".join(shown(d) for d in n.netdevs) or "-")
             for n in snap.nics
         ])
     topo = matrix(snap, legend=False)
     if topo:
         out += ["", "Topology (nvidia-smi topo -m):", topo.rstrip("\n")]
     out.append("")
-    out.append("Sources: " + ", ".join(f"{o.name}={o.status.value}" for o in snap.sources))
+    out.append("Sources: " + ", ".join(f"{shown(o.name)}={o.status.value}" for o in snap.sources))
     if not snap.complete:
         out.append("INCOMPLETE: these facts are unknown (N/A in the matrix, never guessed):")
         out += [f"  {line}" for line in describe_unknown(snap.unknown)]
     if snap.problems:
         out.append(f"Problems: {len(snap.problems)}")
-        out += [f"  [{p.source}] {p.subject}: {p.message}" for p in snap.problems]
+        out += [f"  [{shown(p.source)}] {shown(p.subject)}: {shown_text(p.message)}" for p in snap.problems]
     return "\n".join(out) + "\n"

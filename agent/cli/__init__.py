@@ -18,29 +18,72 @@ Exit status:
 
 from __future__ import annotations
 
-import argparse
+import importlib
 import sys
-from collections.abc import Sequence
 
-from . import cluster, discover, place, probe, prune, serve, topo
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
+from ._help import columns, stored_help
 
-# One module per command, in the order ``--help`` lists them. Each has ``add_parsers(subparsers,
-# add_discovery_args)`` and sets a ``handler`` default; heavy dependencies load only inside the handlers.
-_COMMANDS = (discover, topo, place, probe, serve, prune, cluster)
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import Any
+
+# Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
+# Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
+# ``handler`` default; heavy dependencies load only inside the handlers. A run builds the parser of its own
+# command alone: the others are listed by name and line, their modules not imported (tests/test_cli_startup.py
+# holds these lines to the modules' own).
+_COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("discover", "discover", "discover the node's topology and print it"),
+    ("topo", "topo", "print the GPU/NIC matrix as nvidia-smi topo -m does"),
+    ("place", "place", "the best groups of N GPUs on this node for a collective (estimates)"),
+    ("probe", "probe", "measure bandwidth and latency (copies, all-reduce, GPUDirect RDMA)"),
+    ("selftest", "probe", "run every probe at tiny sizes and say pass/fail per test"),
+    ("serve", "serve", "run the node agent: discovery, probes, metrics and the HTTP API"),
+    ("prune", "prune", "remove every label, NodeFeature, ResourceSlice and taint rule topolink made"),
+    ("cluster", "cluster", "the fleet from its labels and slices: classes, outliers, where N GPUs fit"),
+)
+_MODULE_OF = {name: module for name, module, _ in _COMMANDS}
 
 
-class _VersionAction(argparse.Action):
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+def _version_action() -> type[argparse.Action]:
+    import argparse
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        print(f"topolink {version()}")
-        parser.exit()
+    class VersionAction(argparse.Action):
+        def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+            super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+        def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+            print(f"topolink {version()}")
+            parser.exit()
+
+    return VersionAction
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """ArgumentParser formatting for the width ``shutil.get_terminal_size`` gives, found without importing
+    shutil (with the compression modules it loads: about 2 ms); its subparsers are of the same class."""
+    import argparse
+
+    class Formatter(argparse.HelpFormatter):
+        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                     width: int | None = None) -> None:
+            super().__init__(prog, indent_increment, max_help_position, columns() - 2 if width is None else width)
+
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("formatter_class", Formatter)
+            super().__init__(*args, **kwargs)
+
+    return Parser
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
+    name and help line and parsed by nothing (an unknown ``command`` builds none)."""
+    parser = _parser_class()(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
         epilog="Exit status: 0 complete; 1 some facts unknown (listed on standard error: a source failed, NVML "
@@ -50,16 +93,34 @@ def build_parser() -> argparse.ArgumentParser:
                "written through). Optional facts (ACS on bridges, which needs root to read PCI config space) are "
                "left empty when not readable and never make a snapshot incomplete.",
     )
-    parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument("--version", action=_version_action())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    for command in _COMMANDS:
-        command.add_parsers(sub, add_discovery_args)
+    built: set[str] = set()
+    for name, module, help_text in _COMMANDS:
+        if module in built:
+            continue
+        if command is None or _MODULE_OF.get(command) == module:
+            importlib.import_module(f".{module}", __name__).add_parsers(sub, add_discovery_args)
+            built.add(module)
+        else:
+            sub.add_parser(name, help=help_text)
     return parser
 
 
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command a command line runs: its first word that is not an option (the top level's options,
+    ``-h`` and ``--version``, take no value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    text = stored_help(argv)  # help asked for alone: printed without importing argparse
+    if text is not None:
+        sys.stdout.write(text)
+        raise SystemExit(0)  # as argparse's --help ends
+    parser = build_parser(_command_of(argv) or "")
     args = parser.parse_args(argv)
     from ._output import OutputError
 
@@ -70,7 +131,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: int = args.handler(args)
         return result
     except (InputError, OutputError) as exc:
-        print(f"topolink: {exc}", file=sys.stderr)
+        from topology import shown_text  # the line may quote a snapshot's ids: one line, nothing a terminal acts on
+
+        print(f"topolink: {shown_text(exc)}", file=sys.stderr)
         return EXIT_INPUT
     except BrokenPipeError:  # `topolink discover | head`
         sys.stderr.close()

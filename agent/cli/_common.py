@@ -1,17 +1,18 @@
 """What the commands share: the discovery flags, discovery from them, reading a saved snapshot, exit status.
 
-Imported while the parser is built, so it loads nothing beyond argparse at import: the model, discovery and
-output load inside the functions that need them.
+Imported before the parser is built, so it loads nothing at import, not even argparse (``--help`` may be
+printed without it, see ``_help``): the model, discovery and output load inside the functions that need them.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
+    import argparse
+
     import topology
 
     from ..discovery import DiscoveryContext
@@ -36,6 +37,8 @@ def version() -> str:
 
 
 def add_discovery_args(p: argparse.ArgumentParser) -> None:
+    import argparse
+
     from ..discovery import SOURCE_FLAGS  # names, defaults and help without importing the sources
 
     p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
@@ -51,12 +54,10 @@ def add_discovery_args(p: argparse.ArgumentParser) -> None:
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:
-    from pathlib import Path
-
     from ..discovery import DiscoveryContext, FsRoot
 
-    root = Path(args.sysfs_root)
-    if not root.is_dir():
+    root = os.path.normpath(args.sysfs_root)  # a string: pathlib costs start-up
+    if not os.path.isdir(root):
         raise InputError(f"--sysfs-root {root}: not a directory")
     return DiscoveryContext(root=FsRoot(root), nvml_library=args.nvml_library, node_name=args.node_name)
 
@@ -69,13 +70,61 @@ def discover_from_args(args: argparse.Namespace) -> topology.Snapshot:
     return discover(_context(args), enabled)
 
 
+def fixture_reason(args: argparse.Namespace) -> str | None:
+    """Why nothing may be measured with these discovery flags, or None when discovery reads this machine.
+    Probes time this machine: a tree from another one (a gathered ``--sysfs-root``, a machine profile's test
+    NVML) would put this machine's numbers on that tree's NUMA nodes and GPUs. ``probe``, ``selftest`` and
+    ``serve`` all ask this one question.
+
+    This machine is ``/``, or a root whose ``sys`` and ``proc`` are this kernel's sysfs and procfs mounted
+    there (the DaemonSet's ``/host``); NVML is the system's when named as the dynamic linker finds it (the
+    soname ``libnvidia-ml.so.1``), not a file path."""
+    root = getattr(args, "sysfs_root", "/")
+    library = getattr(args, "nvml_library", None)
+    why = []
+    if not _this_machine(root):
+        why.append(f"--sysfs-root {root} is a gathered tree (its sys and proc are not this kernel's sysfs and "
+                   "procfs mounted there)")
+    if library and "/" in library:
+        why.append(f"--nvml-library {library} is a file, not the system's NVML (libnvidia-ml.so.1, as the "
+                   "dynamic linker finds it)")
+    if not why:
+        return None
+    return ("discovery reads a machine from elsewhere: " + "; ".join(why) + ". The numbers would be this "
+            "machine's put on its devices. Run with the live root (/) or this host's /sys and /proc mounted "
+            "below the root, and the system NVML.")
+
+
+def _this_machine(root: str) -> bool:
+    """``root`` shows this machine's kernel: ``/``, or ``root/sys`` a sysfs and ``root/proc`` a procfs mount
+    (``/proc/self/mountinfo``, the process's own mount table); a gathered tree is plain directories."""
+    if os.path.realpath(root) == "/":
+        return True
+    import re  # only for a root other than /: start-up loads nothing it does not need
+
+    octal = re.compile(r"\\([0-7]{3})")  # mountinfo writes a space in a path as \040
+    want = {os.path.realpath(os.path.join(root, "sys")): "sysfs", os.path.realpath(os.path.join(root, "proc")): "proc"}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as table:
+            for line in table:
+                head, _, tail = line.partition(" - ")
+                fields, kind = head.split(), tail.split()[:1]
+                if len(fields) >= 5 and kind:
+                    point = octal.sub(lambda m: chr(int(m.group(1), 8)), fields[4])
+                    if want.get(point) == kind[0]:
+                        del want[point]
+    except OSError:
+        return False
+    return not want
+
+
 def exit_for(snap: topology.Snapshot) -> int:
     import topology
 
     if snap.complete:
         return EXIT_OK
-    bad = [f"{o.name} {o.status.value}" for o in snap.sources if o.status is not topology.SourceStatus.OK
-           and o.status is not topology.SourceStatus.ABSENT]
+    bad = [f"{topology.shown(o.name)} {o.status.value}" for o in snap.sources
+           if o.status is not topology.SourceStatus.OK and o.status is not topology.SourceStatus.ABSENT]
     print("topolink: incomplete snapshot" + (f" ({', '.join(bad)})" if bad else "") + "; unknown:", file=sys.stderr)
     for line in topology.describe_unknown(snap.unknown):
         print(f"  {line}", file=sys.stderr)

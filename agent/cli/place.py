@@ -106,6 +106,8 @@ def _cmd_place(args: argparse.Namespace) -> int:
     sys.stdout.write(json.dumps(doc, indent=2) + "\n" if args.format == "json" else placement_table(doc))
     status = exit_for(snap)
     if not doc["groups"]:
-        print(f"topolink place: no group of {args.gpus} GPUs: {doc['note']}", file=sys.stderr)
+        from topology import shown_text
+
+        print(f"topolink place: no group of {args.gpus} GPUs: {shown_text(doc['note'])}", file=sys.stderr)
         return EXIT_NONE_FITS
     return status

@@ -9,9 +9,10 @@ Exit status of ``selftest``: 0 no test failed and at least one passed; 1 a test 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
+
+from ._common import fixture_reason
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 
@@ -22,7 +23,8 @@ if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
 _PROBE_EPILOG = ("Exit status: 0 at least one test produced a number; 4 none could run (each is listed with "
-                 "its reason); 2 usage (also: a --sysfs-root or --nvml-library other than the live machine's, or "
+                 "its reason); 2 usage (also: a --sysfs-root that is a gathered tree, not this kernel's sysfs and "
+                 "procfs mounted there, or an --nvml-library given as a file path, a test NVML; or "
                  "a --from snapshot that does not describe this machine: its node name, NUMA nodes and CPUs or "
                  "GPUs differ from what discovery sees here, whose devices this machine's numbers must not be "
                  "put on); 3 unreadable or incoherent --from file or unwritable -o (checked before any "
@@ -87,17 +89,6 @@ def _snapshot(args: argparse.Namespace) -> topology.Snapshot:
     return load_snapshot(args.from_file) if getattr(args, "from_file", None) else discover_from_args(args)
 
 
-def _refuse_fixture(args: argparse.Namespace) -> str | None:
-    """Probes measure this machine: a tree from another one (``--sysfs-root``, a machine profile's test
-    NVML) would put this machine's numbers on that machine's NUMA nodes and GPUs."""
-    root = getattr(args, "sysfs_root", "/")
-    if os.path.realpath(root) != "/" or getattr(args, "nvml_library", None):
-        return (f"refusing to measure: discovery reads a tree from elsewhere (--sysfs-root {root}"
-                f"{', --nvml-library ' + args.nvml_library if args.nvml_library else ''}), and the numbers "
-                "would be this machine's put on that tree's devices. Run probe with the live root (/).")
-    return None
-
-
 def _cmd_probe(args: argparse.Namespace) -> int:
     from ._output import check_output
 
@@ -110,8 +101,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
             for spec in probes.specs_for(backend):
                 print(f"{backend:<5} {spec.name:<48} {'quick' if spec.name in quick else '':<5} {spec.description}")
         return EXIT_OK
-    if (why := _refuse_fixture(args)) is not None:
-        print(f"topolink probe: {why}", file=sys.stderr)
+    if (why := fixture_reason(args)) is not None:
+        print(f"topolink probe: refusing to measure: {why}", file=sys.stderr)
         return EXIT_USAGE
     snap = _snapshot(args)
     if args.from_file and (why := _refuse_foreign(args, snap)) is not None:
@@ -151,7 +142,7 @@ def machine_differences(saved: topology.Snapshot, here: topology.Snapshot) -> li
     for bus in sorted(set(gpus) & set(gpus_here)):
         a, b = gpus[bus], gpus_here[bus]
         if a.index != b.index or (a.uuid and b.uuid and a.uuid != b.uuid):
-            out.append(f"GPU {bus} is index {a.index} ({a.uuid}), here index {b.index} ({b.uuid})")
+            out.append(f"GPU {bus!r} is index {a.index} ({a.uuid!r}), here index {b.index} ({b.uuid!r})")
     return out
 
 
@@ -162,8 +153,8 @@ def _numa_text(nodes: dict[int, tuple[int, ...]]) -> str:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
-    if (why := _refuse_fixture(args)) is not None:
-        print(f"topolink selftest: {why}", file=sys.stderr)
+    if (why := fixture_reason(args)) is not None:
+        print(f"topolink selftest: refusing to measure: {why}", file=sys.stderr)
         return EXIT_USAGE
     snap = _snapshot(args)
     return run_selftest(args, snap)

@@ -2,7 +2,7 @@
 
 Exit status: 0 pruned (also when there was nothing to remove, or the server does not serve a kind at all);
 1 the API server refused or failed a request (what was removed before it stays removed; run it again);
-2 usage, or no readable kubeconfig.
+2 usage (neither --node-name nor --all-nodes), or no readable kubeconfig.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-_EPILOG = ("Without --node-name every node is pruned. Stop the agents first (delete the DaemonSet), or they "
+_EPILOG = ("Say which nodes: --node-name NODE prunes that node, --all-nodes every node of the cluster (what the "
+           "uninstall Job does); with neither, nothing is pruned and the exit status is 2. $NODE_NAME is never "
+           "read: a variable left in a shell must not narrow an uninstall. Stop the agents first (delete the "
+           "DaemonSet), or they "
            "publish again on their next pass. Exit status: 0 pruned; 1 an API request failed; 2 usage or no "
            "readable kubeconfig.")
 
@@ -30,7 +33,10 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                        description="The uninstall path: clears our labels (an empty server-side apply, so only "
                                    "keys our field manager owns go), and deletes our NodeFeatures, ResourceSlices "
                                    "and DeviceTaintRules, on one node or on every node.", epilog=_EPILOG)
-    add_kube_args(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--node-name", metavar="NODE", help="prune this node only (no default; $NODE_NAME is not read)")
+    which.add_argument("--all-nodes", action="store_true", help="prune every node of the cluster")
+    add_kube_args(p, node_name=False)
     p.set_defaults(handler=_cmd_prune)
 
 
@@ -43,6 +49,13 @@ def _cmd_prune(args: argparse.Namespace) -> int:
         print(f"topolink prune: {exc}", file=sys.stderr)
         return EXIT_USAGE
     target = args.node_name  # only the flag: $NODE_NAME in a shell must not narrow an uninstall
+    if target is None and not args.all_nodes:
+        print("topolink prune: say which nodes: --node-name NODE for one, --all-nodes for every node of the "
+              "cluster", file=sys.stderr)
+        return EXIT_USAGE
+    if target is not None and not target.strip():  # `--node-name "$NODE"` with $NODE unset: not "every node"
+        print("topolink prune: --node-name is empty: name a node, or say --all-nodes", file=sys.stderr)
+        return EXIT_USAGE
     try:
         done = prune(cfg, target)
     except BadConfig as exc:

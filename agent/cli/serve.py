@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 
     from exporter import Sink
 
-_EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM or SIGINT stops probes (their process groups are killed) and "
+_EPILOG = ("Probes measure this machine only: with a --sysfs-root that is a gathered tree (not this kernel's "
+           "sysfs and procfs mounted there, as the DaemonSet's /host is) or an --nvml-library given as a file path "
+           "(a machine profile's test NVML) the agent serves that tree and runs no probe, as topolink probe "
+           "refuses there, and --http-probe-token-file is a usage error. Signals: SIGHUP rediscovers now; SIGTERM or "
+           "SIGINT stops probes (their process groups are killed) and "
            "exits 0. Exit status: 0 stopped by a signal; 1 the HTTP server could not start; 2 usage or no readable "
            "kubeconfig.")
 
@@ -26,9 +30,9 @@ _EPILOG = ("Signals: SIGHUP rediscovers now; SIGTERM or SIGINT stops probes (the
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None],
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
-    from exporter._http_flags import add_http_args
+    from exporter._core._http_flags import add_http_args
     from exporter.kube import add_kube_args
-    from exporter.kube._flags import path_arg
+    from exporter.kube._config._flags import path_arg
 
     env = os.environ if environ is None else environ
 
@@ -127,18 +131,23 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"topolink serve: {exc}", file=sys.stderr)
         return 2
+    from ._common import discover_from_args, fixture_reason, version
+
+    probes_off = fixture_reason(args)  # probe's own decision: a fixture is served, never measured
+    if probes_off is not None and token is not None:
+        print(f"topolink serve: --http-probe-token-file: refusing to measure: {probes_off}", file=sys.stderr)
+        return 2
     from probes import render_bandwidth_matrix
 
     from ..serve import ServeConfig, nvml_busy, run
-    from ._common import discover_from_args, version
 
     config = ServeConfig(host=args.host, port=args.port, discovery_interval_s=args.discovery_interval,
-                         probe_interval_s=args.probe_interval, duty_cycle=args.probe_duty_cycle,
+                         probe_interval_s=0 if probes_off else args.probe_interval, duty_cycle=args.probe_duty_cycle,
                          probe_profile=args.probe_profile, probe_backend=args.probe_backend,
                          probe_tests=tuple(args.probe_tests) if args.probe_tests else None,
                          probe_item_timeout_s=args.probe_item_timeout, state_dir=args.state_dir,
                          log_format=args.log_format, probe_token=token, dot_timeout_s=args.dot_timeout,
-                         version=version(), http=http)
+                         version=version(), http=http, probes_off=probes_off)
     from exporter.kube import BadConfig
 
     try:

@@ -41,6 +41,7 @@ class ServeConfig:
     state_dir: Path = Path("/var/lib/topolink")
     log_format: str = "text"
     probe_token: str | None = None
+    probes_off: str | None = None  # why no probe may run here (discovery reads a tree from elsewhere)
     dot_timeout_s: float = 10.0
     version: str = "0+unknown"
     http: HttpLimits = dataclasses.field(default_factory=HttpLimits)

@@ -20,10 +20,15 @@ class _Json(logging.Formatter):
 
 
 class _Text(logging.Formatter):
+    """One line per event: the message and every field value escaped (``topology.shown``), since they may quote
+    a name or an error from NVML, sysfs or a state file; JSON lines need nothing (``json.dumps`` escapes)."""
+
     def format(self, record: logging.LogRecord) -> str:
+        from topology import shown_text
+
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        extra = " ".join(f"{k}={v}" for k, v in getattr(record, "fields", {}).items())
-        return f"{stamp} {record.levelname.lower()} {record.getMessage()}" + (f" {extra}" if extra else "")
+        extra = " ".join(f"{k}={shown_text(v)}" for k, v in getattr(record, "fields", {}).items())
+        return f"{stamp} {record.levelname.lower()} {shown_text(record.getMessage())}" + (f" {extra}" if extra else "")
 
 
 def setup(fmt: str) -> logging.Logger:

@@ -68,6 +68,8 @@ def probe_loop(agent: Agent) -> None:
 
 def _probe_loop(agent: Agent) -> None:
     cfg = agent.config
+    if cfg.probes_off is not None:
+        return
     scheduled = cfg.probe_interval_s > 0
     next_at = time.monotonic()  # the first pass: as soon as there is a snapshot and the GPUs are idle
     while not agent.stopping.is_set():
@@ -184,6 +186,8 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     event(log, "agent starting", version=config.version, address=address, max_connections=cap,
           discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
           state_dir=str(config.state_dir))
+    if config.probes_off is not None:
+        event(log, "probes off", reason=config.probes_off)
     for t in threads + watchers:
         t.start()
     code = 0

@@ -2,6 +2,16 @@
 
 Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port; the fleet
 is read back for ``topolink cluster`` (``read_cluster``) in pages.
+
+Rooms, each importing only those below it, private behind the names here: ``_config`` (flags, configuration
+and the sink factory, prune, the RBAC and reference tables) above ``_sinks`` (label, slice and taint appliers,
+the slice watch and cache), ``_client`` (lightkube and the watch stream) and ``_fleet`` (the fleet read and
+its text), which never import each other, above ``_desired`` (labels, slices, taints and naming rules, pure),
+above ``_api`` (the ``KubeApi`` port, its errors, the retry rule). import-linter checks the order
+(pyproject.toml).
+
+Imports: ``exporter._core`` (the sink protocol, the file door, the health rule), ``topology``.
+Imported by: ``agent`` (``serve``, ``prune``, ``cluster``), through the names below.
 """
 
 from topology._lazy import lazy_names as _lazy_names
@@ -9,23 +19,23 @@ from topology._lazy import lazy_names as _lazy_names
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 
 if _TYPE_CHECKING:
-    from ._api import Kind, KubeApi, NodeView
-    from ._client import LightkubeApi
-    from ._cluster import ClusterRead, read_cluster
-    from ._cluster_text import cluster_document, cluster_table
-    from ._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
-    from ._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
-    from ._flags import POLICY_SETTINGS, add_kube_args
-    from ._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
-    from ._labels import LabelConfig, catalogue, desired_labels
-    from ._prune import PruneResult, prune
-    from ._rbac import PERMISSIONS, Permission, policy_rules
-    from ._reference import reference_markdown
-    from ._retry import Backoff
-    from ._slice_sink import ResourceSliceSink, plan_slices
-    from ._slices import SliceConfig, build_slices, desired_devices
-    from ._taint_sink import DeviceTaintRuleSink
-    from ._taints import desired_rules
+    from ._api._api import Kind, KubeApi, NodeView
+    from ._api._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
+    from ._api._retry import Backoff
+    from ._client._client import LightkubeApi
+    from ._config._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
+    from ._config._flags import POLICY_SETTINGS, add_kube_args
+    from ._config._prune import PruneResult, prune
+    from ._config._rbac import PERMISSIONS, Permission, policy_rules
+    from ._config._reference import reference_markdown
+    from ._desired._labels import LabelConfig, catalogue, desired_labels
+    from ._desired._slices import SliceConfig, build_slices, desired_devices
+    from ._desired._taints import desired_rules
+    from ._fleet._cluster import ClusterRead, read_cluster
+    from ._fleet._cluster_text import cluster_document, cluster_table
+    from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
+    from ._sinks._slice_sink import ResourceSliceSink, plan_slices
+    from ._sinks._taint_sink import DeviceTaintRuleSink
 
 __all__ = [
     "PERMISSIONS",
@@ -74,48 +84,48 @@ __all__ = [
 
 # Names load on first use, so the serve command's flags cost nothing until serve runs.
 _WHERE = {
-    'Backoff': '_retry',
-    'BadConfig': '_errors',
-    'ClusterRead': '_cluster',
-    'cluster_document': '_cluster_text',
-    'cluster_table': '_cluster_text',
-    'read_cluster': '_cluster',
-    'Conflict': '_errors',
-    'DeviceTaintRuleSink': '_taint_sink',
-    'Expired': '_errors',
-    'FeatureFileSink': '_label_sinks',
-    'Forbidden': '_errors',
-    'InvalidObject': '_errors',
-    'Kind': '_api',
-    'KubeApi': '_api',
-    'KubePublishConfig': '_config',
-    'LabelConfig': '_labels',
-    'LightkubeApi': '_client',
-    'NodeFeatureSink': '_label_sinks',
-    'NodeLabelSink': '_label_sinks',
-    'NodeView': '_api',
-    'PERMISSIONS': '_rbac',
-    'POLICY_SETTINGS': '_flags',
-    'Permission': '_rbac',
-    'PruneResult': '_prune',
-    'PublishError': '_errors',
-    'ResourceSliceSink': '_slice_sink',
-    'SliceConfig': '_slices',
-    'Unavailable': '_errors',
-    'add_kube_args': '_flags',
-    'build_slices': '_slices',
-    'catalogue': '_labels',
-    'config_from_args': '_config',
-    'desired_devices': '_slices',
-    'desired_labels': '_labels',
-    'desired_rules': '_taints',
-    'plan_node_labels': '_label_sinks',
-    'plan_slices': '_slice_sink',
-    'policy_params': '_config',
-    'policy_rules': '_rbac',
-    'prune': '_prune',
-    'reference_markdown': '_reference',
-    'sinks_from_config': '_config',
+    'Backoff': '_api._retry',
+    'BadConfig': '_api._errors',
+    'ClusterRead': '_fleet._cluster',
+    'cluster_document': '_fleet._cluster_text',
+    'cluster_table': '_fleet._cluster_text',
+    'read_cluster': '_fleet._cluster',
+    'Conflict': '_api._errors',
+    'DeviceTaintRuleSink': '_sinks._taint_sink',
+    'Expired': '_api._errors',
+    'FeatureFileSink': '_sinks._label_sinks',
+    'Forbidden': '_api._errors',
+    'InvalidObject': '_api._errors',
+    'Kind': '_api._api',
+    'KubeApi': '_api._api',
+    'KubePublishConfig': '_config._config',
+    'LabelConfig': '_desired._labels',
+    'LightkubeApi': '_client._client',
+    'NodeFeatureSink': '_sinks._label_sinks',
+    'NodeLabelSink': '_sinks._label_sinks',
+    'NodeView': '_api._api',
+    'PERMISSIONS': '_config._rbac',
+    'POLICY_SETTINGS': '_config._flags',
+    'Permission': '_config._rbac',
+    'PruneResult': '_config._prune',
+    'PublishError': '_api._errors',
+    'ResourceSliceSink': '_sinks._slice_sink',
+    'SliceConfig': '_desired._slices',
+    'Unavailable': '_api._errors',
+    'add_kube_args': '_config._flags',
+    'build_slices': '_desired._slices',
+    'catalogue': '_desired._labels',
+    'config_from_args': '_config._config',
+    'desired_devices': '_desired._slices',
+    'desired_labels': '_desired._labels',
+    'desired_rules': '_desired._taints',
+    'plan_node_labels': '_sinks._label_sinks',
+    'plan_slices': '_sinks._slice_sink',
+    'policy_params': '_config._config',
+    'policy_rules': '_config._rbac',
+    'prune': '_config._prune',
+    'reference_markdown': '_config._reference',
+    'sinks_from_config': '_config._config',
 }
 
 

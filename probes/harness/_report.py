@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from topology import LinkCapability, Measurement, Snapshot, Source
+from topology import LinkCapability, Measurement, Snapshot, Source, shown
 
 from ..core import Kind, ProbeReport, Status, specs_for
 
@@ -14,13 +14,14 @@ _W = 10  # nvbandwidth's column width
 
 
 def label(snap: Snapshot, subject: str) -> str:
+    """A subject as people read it; a name or id from sysfs or a snapshot is escaped and bounded."""
     gpu = next((g for g in snap.gpus if g.id == subject), None)
     if gpu is not None:
-        return f"GPU{gpu.index}" if gpu.index is not None else subject
+        return f"GPU{gpu.index}" if gpu.index is not None else shown(subject)
     if subject.startswith("numa") and subject[4:].isdigit():
-        return f"NUMA{subject[4:]}"
+        return f"NUMA{shown(subject[4:])}"
     nic = next((n for n in snap.nics if n.id == subject), None)
-    return nic.name if nic is not None else subject
+    return shown(nic.name if nic is not None else subject)
 
 
 def _value(m: Measurement) -> str:
@@ -56,8 +57,8 @@ def versus_theoretical(snap: Snapshot, measurements: Sequence[Measurement]) -> s
         peak = cap.of(m)
         if peak:
             subjects = " ".join(label(snap, s) for s in m.subjects)
-            rows.append(f"{m.test:<48} {subjects:<24} {m.direction:>6} {m.value / 1e9:>10.2f} {peak / 1e9:>11.2f} "
-                        f"{m.value / peak:>6.2f}")
+            rows.append(f"{shown(m.test):<48} {subjects:<24} {shown(m.direction):>6} {m.value / 1e9:>10.2f} "
+                        f"{peak / 1e9:>11.2f} {m.value / peak:>6.2f}")
     if not rows:
         return ""
     head = f"{'test':<48} {'between':<24} {'dir':>6} {'measured':>10} {'theoretical':>11} {'ratio':>6}"
@@ -141,14 +142,15 @@ def render_bandwidth_matrix(snap: Snapshot) -> str:
         ms = [m for m in measured if m.test == test]
         for direction in dict.fromkeys(m.direction for m in ms):
             cells = [m for m in ms if m.direction == direction]
+            name, way = shown(test), shown(direction)  # a saved snapshot's words, shown safely
             unit = "ns" if cells[0].unit == "seconds" else "GB/s"
             if direction in ("busbw", "algbw", "avg_busbw"):  # a collective over a group: one line per group
                 for m in cells:
                     who = " ".join(label(snap, s) for s in m.subjects)
                     at = f"at {m.size_bytes} B ({_mode(m)})" if m.size_bytes else "mean over the sweep (nccl-tests)"
-                    out.append(f"{test} {direction} over {who}: {_value(m)} {unit} {at}")
+                    out.append(f"{name} {way} over {who}: {_value(m)} {unit} {at}")
                 continue
-            out.append(matrix(snap, f"{test} {direction} ({unit}, {cells[0].method})", cells))
+            out.append(matrix(snap, f"{name} {way} ({unit}, {shown(cells[0].method)})", cells))
             out.append("")
     versus = versus_theoretical(snap, measured)
     return "\n".join(out + ([versus] if versus else [])).rstrip() + "\n"

@@ -12,7 +12,6 @@ import errno
 import os
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ._jail import (
     ABSENT,
@@ -25,10 +24,15 @@ from ._jail import (
     read_regular,
 )
 
+TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from pathlib import Path  # paths are strings here: pathlib (and urllib, which it loads) cost start-up
+
 
 @dataclass(frozen=True, slots=True)
 class FsRoot:
-    base: Path = Path("/")
+    """A directory tree standing for ``/``: the live machine's root or a gathered tree."""
+    base: str | os.PathLike[str] = "/"
     _prefix: str = field(init=False, repr=False, compare=False)
     _live: bool = field(init=False, repr=False, compare=False)
     # Resolved directories below the root, keyed by "<resolved parent>/<name>": a discovery pass reads
@@ -45,11 +49,13 @@ class FsRoot:
 
     def path(self, *parts: str) -> Path:
         # Path("/fx") / "/sys" would drop the fixture root: strip leading slashes, as hwloc does.
-        return self.base.joinpath(*(p.lstrip("/") for p in parts))
+        from pathlib import Path
+
+        return Path(self.base).joinpath(*(p.lstrip("/") for p in parts))
 
     def _join(self, parts: tuple[str, ...]) -> str:
         # The string twin of path(): discovery reads thousands of attributes and pathlib is slow.
-        return os.path.join(str(self.base), *(p.lstrip("/") for p in parts))
+        return os.path.join(os.fspath(self.base), *(p.lstrip("/") for p in parts))
 
     @property
     def is_live(self) -> bool:

@@ -47,6 +47,7 @@ class RawFabric:
 
 @dataclass(frozen=True, slots=True)
 class RawField:
+    """One field value as ``nvmlDeviceGetFieldValues`` returned it."""
     field_id: int
     code: int  # the per-field nvmlReturn_t
     value: int

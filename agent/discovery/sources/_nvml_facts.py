@@ -21,6 +21,7 @@ FIELD_NVSWITCH_CONNECTED_LINK_COUNT = 147
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NvLinkFact:
+    """One NVLink of a GPU as NVML reports it."""
     link: int
     active: bool
     version: int | None = None  # nvmlNvlinkVersion_t as returned (4.0 = 6), not a generation
@@ -31,6 +32,7 @@ class NvLinkFact:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NvmlGpuFacts:
+    """What NVML says of one GPU."""
     index: int
     bus_id: str | None = None
     uuid: str | None = None
@@ -65,6 +67,7 @@ class NvmlPairFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NvmlFacts:
+    """What the NVML source read: its GPUs, their pairs and the driver."""
     gpus: tuple[NvmlGpuFacts, ...] = ()
     pairs: tuple[NvmlPairFacts, ...] = ()
     driver_version: str | None = None

@@ -38,6 +38,7 @@ def too_many(where: str, found: int, most: int | None) -> None:
 
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
+    """A source in the table: its reader, default state, flag help and what it covers."""
     name: str
     read: Callable[[DiscoveryContext], Any]
     enabled_by_default: bool

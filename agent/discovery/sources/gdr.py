@@ -26,6 +26,7 @@ _RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GdrHostFacts:
+    """The host's GPUDirect RDMA facts: kernel modules and memory peers."""
     peermem_loaded: bool | None = None
     memory_peers: tuple[str, ...] = ()
     nvidia_loaded: bool | None = None

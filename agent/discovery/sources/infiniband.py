@@ -26,6 +26,7 @@ _PORTS = (Aspect.PORTS,)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IbPortFacts:
+    """One port of an RDMA device."""
     number: int
     state: str | None = None  # ACTIVE, DOWN, INIT, ARMED (the kernel's "4: ACTIVE" without the number)
     rate_gbps: float | None = None
@@ -34,6 +35,7 @@ class IbPortFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IbDeviceFacts:
+    """One RDMA device: its PCI function, network interfaces and ports."""
     name: str  # mlx5_0
     pci_bus_id: str
     netdevs: tuple[str, ...] = ()
@@ -43,6 +45,7 @@ class IbDeviceFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InfinibandFacts:
+    """What the infiniband source read."""
     devices: tuple[IbDeviceFacts, ...] = ()
     problems: tuple[Problem, ...] = ()
 

@@ -18,6 +18,7 @@ _VIRTUAL = "/sys/devices/virtual/"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NetIfFacts:
+    """One network interface."""
     name: str
     pci_bus_id: str | None = None  # the nearest PCI function below it; None for virtual or non-PCI ones
     virtual: bool = False  # lo, bridges, bonds, VLANs, veth: no device of their own
@@ -29,6 +30,7 @@ class NetIfFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NetFacts:
+    """What the net source read."""
     interfaces: tuple[NetIfFacts, ...] = ()
     problems: tuple[Problem, ...] = ()
 

@@ -29,6 +29,7 @@ _NUMA = (Aspect.NUMA,)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NumaNodeFacts:
+    """One NUMA node: its CPUs, memory and distances."""
     os_index: int
     cpus: tuple[int, ...] = ()  # as the node lists them (online and offline)
     memory_bytes: int | None = None
@@ -38,6 +39,7 @@ class NumaNodeFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NumaFacts:
+    """What the numa source read."""
     nodes: tuple[NumaNodeFacts, ...] = ()
     online_cpus: tuple[int, ...] | None = None
     driver_gpus: tuple[DriverGpuFacts, ...] = ()

@@ -69,6 +69,7 @@ class PciDeviceFacts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PciFacts:
+    """What the pci source read."""
     devices: tuple[PciDeviceFacts, ...] = ()
     problems: tuple[Problem, ...] = ()
 

@@ -1,0 +1,227 @@
+"""The HTTP API (Starlette): metrics, health, the snapshot as JSON/DOT/SVG/text, the page, and probes on demand.
+
+Imported only by ``topolink serve``. Every response is built from the current :class:`View`; what is
+costly to build (JSON, DOT, SVG, matrices, the exposition and its gzip) is built once per view generation.
+A bad request gets a 4xx (the server answers an oversized head with 431 before the app sees it). Every GET
+route answers HEAD with the same headers and no body.
+
+Starlette itself, not FastAPI on top of it: the routes take no request bodies to validate and publish no
+OpenAPI schema, and FastAPI's pydantic added about 15 MiB to the agent's resident memory on every node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from topology import dumps, matrix, shown_text
+
+from .._core._view import View
+from .._metrics._exposition import MetricsCache
+from .._placement._placement_api import PlacementCache, placement_endpoint
+from .._webpage._page import INLINE_TREE_GPUS, page
+from .._webpage._picture import Svg, picture_dot, render_svg
+from ._negotiate import OPENMETRICS, TEXT, accepts_gzip, etag_matches, negotiate_metrics
+
+
+class ProbeControl(Protocol):
+    def start(self) -> str | None:
+        """Start a probe pass now; its id, or None while one runs."""
+
+    def status(self, run_id: str) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpConfig:
+    probe_token: str | None = None  # None: POST /v1/probe is off
+    dot_timeout_s: float = 10.0
+    measured_matrix: Callable[[Any], str] = lambda snap: ""  # the measured matrices of a snapshot, as text
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    found = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name]
+    return ", ".join(found) if found else None  # repeated fields are one comma-separated list (RFC 9110 5.3)
+
+
+class MetricsEndpoint:
+    """Raw ASGI: Starlette's ``Route`` passes an object through as an app, so ``/metrics`` is exact.
+    Text or OpenMetrics by ``Accept``; gzip when ``Accept-Encoding`` asks (Prometheus does)."""
+
+    def __init__(self, cache: MetricsCache) -> None:
+        self._cache = cache
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        ctype = negotiate_metrics(_header(scope, b"accept"))
+        headers = [(b"vary", b"Accept, Accept-Encoding")]
+        if ctype is None:
+            body, status, ctype = b"not acceptable: text/plain or application/openmetrics-text\n", 406, TEXT
+        else:
+            gzipped = accepts_gzip(_header(scope, b"accept-encoding"))
+            body, status = self._cache.body(openmetrics=ctype == OPENMETRICS, gzipped=gzipped), 200
+            if gzipped:
+                headers.append((b"content-encoding", b"gzip"))
+        headers += [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
+
+
+class _Renders:
+    """What is built once per view generation."""
+
+    def __init__(self, config: HttpConfig) -> None:
+        self._config = config
+        self._lock = threading.Lock()
+        self._gen = -1
+        self._made: dict[str, Any] = {}
+
+    def get(self, view: View, what: str) -> Any:
+        with self._lock:
+            if view.generation != self._gen:
+                self._gen, self._made = view.generation, {}
+            if what in self._made:
+                return self._made[what]
+        value = self._make(view, what)
+        with self._lock:
+            if view.generation == self._gen:
+                self._made[what] = value
+        return value
+
+    def _make(self, view: View, what: str) -> Any:
+        snap = view.snapshot
+        if what == "json":
+            body = dumps(snap).encode()
+            return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+        if what == "dot":
+            return picture_dot(snap)
+        if what == "svg":
+            return render_svg(self.get(view, "dot"), timeout_s=self._config.dot_timeout_s)
+        if what == "matrix":
+            measured = self._config.measured_matrix(snap)
+            text = (matrix(snap) or "No GPU or RDMA NIC on this node.\n") + ("\n" + measured if measured else "")
+            return text if text.endswith("\n") else text + "\n"
+        if what == "measured":
+            return self._config.measured_matrix(snap)
+        raise KeyError(what)  # pragma: no cover - a programming error
+
+
+def readiness(view: View | None) -> tuple[int, str]:
+    """``/readyz``: 503 until the first snapshot and while NVML does not answer on a node with NVIDIA GPUs
+    (saying why); then 200, with every degradation named on its own line.
+    An unwritable state directory degrades but does not unready: the agent still serves true facts, and an
+    unready pod would leave its Service and stall a DaemonSet rollout on exactly the node to look at."""
+    if view is None:
+        return 503, "not ready: the first discovery pass is running\n"
+    if view.not_ready:  # NVML not answering while GPUs are on the bus: the node's facts are not whole yet
+        return 503, f"not ready: {shown_text(view.not_ready)}\n"  # NVML's words, one line
+    lines = [f"degraded: {shown_text(why)}" for why in view.degradations]
+    return 200, "\n".join(["ready" + (" (degraded)" if lines else ""), *lines]) + "\n"
+
+
+def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
+               probes: ProbeControl | None = None) -> Starlette:
+    renders = _Renders(config)
+    placements = PlacementCache()
+
+    def view_or_503() -> View | Response:
+        view = current()
+        if view is None:
+            return PlainTextResponse("no snapshot yet: the first discovery pass is running\n", status_code=503)
+        return view
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def readyz(request: Request) -> Response:
+        status, text = readiness(current())
+        return PlainTextResponse(text, status_code=status)
+
+    async def topology_json(request: Request) -> Response:
+        got = view_or_503()
+        if isinstance(got, Response):
+            return got
+        body, etag = await run_in_threadpool(renders.get, got, "json")
+        if etag_matches(request.headers.get("if-none-match"), etag):
+            return Response(status_code=304, headers={"ETag": etag})
+        return Response(body, media_type="application/json", headers={"ETag": etag})
+
+    async def topology_matrix(request: Request) -> Response:
+        got = view_or_503()
+        if isinstance(got, Response):
+            return got
+        return PlainTextResponse(await run_in_threadpool(renders.get, got, "matrix"))
+
+    async def topology_dot(request: Request) -> Response:
+        got = view_or_503()
+        if isinstance(got, Response):
+            return got
+        text = await run_in_threadpool(renders.get, got, "dot")
+        return Response(text, media_type="text/vnd.graphviz; charset=utf-8")
+
+    async def topology_svg(request: Request) -> Response:
+        got = view_or_503()
+        if isinstance(got, Response):
+            return got
+        svg: Svg = await run_in_threadpool(renders.get, got, "svg")
+        if svg.svg is None:
+            return PlainTextResponse(f"no picture: {svg.reason}\n", status_code=503)
+        return Response(svg.svg, media_type="image/svg+xml")
+
+    async def index(request: Request) -> Response:
+        got = view_or_503()
+        if isinstance(got, Response):
+            return got
+        view = got
+
+        def build() -> str:
+            big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
+            svg: Svg = Svg(None, "linked") if big else renders.get(view, "svg")
+            return page(view, now=time.time(), svg=svg.svg, svg_reason=svg.reason,
+                        measured_matrix=renders.get(view, "measured"), placements=placements.page_groups(view))
+
+        return HTMLResponse(await run_in_threadpool(build))
+
+    def start_probe(request: Request) -> Response:
+        if probes is None or config.probe_token is None:
+            return JSONResponse({"detail": "probes over HTTP are off (serve --http-probe-token-file)"}, 403)
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.probe_token.encode()):
+            return JSONResponse({"detail": "a valid bearer token is needed"}, 401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        run_id = probes.start()
+        if run_id is None:
+            return JSONResponse({"detail": "a probe pass is running; try again when it ends"}, 409)
+        url = f"/v1/probe/{run_id}"
+        return JSONResponse({"id": run_id, "status_url": url}, 202, headers={"Location": url})
+
+    def probe_status(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        found = probes.status(run_id) if probes is not None else None
+        if found is None:
+            return JSONResponse({"detail": f"no probe run {run_id!r}"}, 404)
+        return JSONResponse(found)
+
+    # Plain functions run in the thread pool (they take the agent's lock), coroutines on the loop; every GET
+    # route answers HEAD too.
+    routes = [Route("/metrics", MetricsEndpoint(cache), methods=["GET"]),
+              Route("/healthz", healthz), Route("/readyz", readyz),
+              Route("/v1/topology", topology_json), Route("/v1/topology/matrix", topology_matrix),
+              Route("/v1/topology.dot", topology_dot), Route("/v1/topology.svg", topology_svg),
+              Route("/v1/placement", placement_endpoint(view_or_503, placements)),
+              Route("/", index), Route("/v1/probe", start_probe, methods=["POST"]),
+              Route("/v1/probe/{run_id}", probe_status)]
+    app = Starlette(routes=routes)
+    app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
+    return app

@@ -1,0 +1,120 @@
+"""The ``/metrics`` bytes: rendered once per view, with the server's few live counters appended per scrape.
+
+A view changes only when the agent swaps it, so its families are rendered once (text and OpenMetrics, about
+25 ms for an 8-GPU node with every probe result) and every scrape in between copies bytes. The HTTP
+counters move between views; they are rendered on their own (microseconds) and appended: families are
+independent blocks in both formats, and OpenMetrics' ``# EOF`` goes last. For gzip, each view's part is
+compressed once and its compressor state kept: a scrape copies that state, feeds it the live part and
+finishes it, which yields one ordinary gzip stream of the whole body without compressing the view again.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+from .._core._http_limits import HttpStats
+from .._core._view import View
+from ._metrics import HttpCollector, families
+
+_EOF = b"# EOF\n"
+_GZIP = 16 + zlib.MAX_WBITS  # a gzip header and trailer around the deflate stream
+
+
+def _render(registry: CollectorRegistry, openmetrics: bool) -> bytes:
+    """The registry's families; OpenMetrics without its closing ``# EOF`` (the caller appends it last)."""
+    if openmetrics:
+        return bytes(generate_openmetrics(registry)).removesuffix(_EOF)  # type: ignore[no-untyped-call]
+    return generate_latest(registry)
+
+
+class Exposition:
+    """The bodies of one scrape, in both formats (a test's and a benchmark's view of the cache)."""
+
+    __slots__ = ("openmetrics", "text")
+
+    def __init__(self, text: bytes, openmetrics: bytes) -> None:
+        self.text, self.openmetrics = text, openmetrics
+
+
+class _Part:
+    """One view's families in one format, and its gzip compressor with all of them fed and flushed."""
+
+    __slots__ = ("_zipped", "_zipper", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._zipper: zlib._Compress | None = None
+        self._zipped = b""
+
+    def gzipped(self, tail: bytes) -> bytes:
+        if self._zipper is None:
+            zipper = zlib.compressobj(6, zlib.DEFLATED, _GZIP)
+            self._zipped = zipper.compress(self.raw) + zipper.flush(zlib.Z_SYNC_FLUSH)
+            self._zipper = zipper
+        finish = self._zipper.copy()
+        return self._zipped + finish.compress(tail) + finish.flush()
+
+
+class _Built:
+    """The families of the view being rendered, built once for both formats."""
+
+    def __init__(self) -> None:
+        self.metrics: list[Metric] = []
+
+    def collect(self) -> Iterable[Metric]:
+        return self.metrics
+
+
+class MetricsCache:
+    """The agent's own registries: the view's families (rendered once per view) and, when given, the HTTP
+    server's counters (rendered per scrape)."""
+
+    def __init__(self, current: Callable[[], View | None], http: HttpStats | None = None) -> None:
+        self._current = current
+        self._built = _Built()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self._built)
+        self._live: CollectorRegistry | None = None
+        if http is not None:
+            self._live = CollectorRegistry(auto_describe=False)
+            self._live.register(HttpCollector(http))
+        self._lock = threading.Lock()
+        self._cached: tuple[int, _Part, _Part] | None = None
+
+    def _parts(self) -> tuple[_Part, _Part]:
+        """(text, OpenMetrics without its ``# EOF``) of the current view, rendered on its first request."""
+        view = self._current()
+        key = -1 if view is None else view.generation
+        cached = self._cached
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        with self._lock:
+            if self._cached is not None and self._cached[0] == key:
+                return self._cached[1], self._cached[2]
+            self._built.metrics = [] if view is None else list(families(view))
+            parts = (_Part(_render(self.registry, False)), _Part(_render(self.registry, True)))
+            self._built.metrics = []
+            self._cached = (key, *parts)
+            return parts
+
+    def prime(self) -> None:
+        """Render the current view now (the agent calls this when it swaps views: no scrape waits for it)."""
+        self._parts()
+
+    def body(self, *, openmetrics: bool, gzipped: bool) -> bytes:
+        text, om = self._parts()
+        part = om if openmetrics else text
+        tail = b"" if self._live is None else _render(self._live, openmetrics)
+        if openmetrics:
+            tail += _EOF
+        return part.gzipped(tail) if gzipped else part.raw + tail
+
+    def exposition(self) -> Exposition:
+        return Exposition(self.body(openmetrics=False, gzipped=False), self.body(openmetrics=True, gzipped=False))

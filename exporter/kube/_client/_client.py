@@ -1,0 +1,266 @@
+"""The real :class:`~._api.KubeApi`: lightkube (sync), in-cluster config or kubeconfig.
+
+lightkube brings typed models up to 1.37, server-side apply and generic resources; ResourceSlices and
+DeviceTaintRules go through generic resources because their version is chosen at run time by discovery and
+our objects are already validated JSON. Every lightkube/httpx error is mapped here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cache
+from typing import Any, TypeVar
+
+from .._api._api import MANAGER, Kind, NodeView, Obj, Objs
+from .._api._errors import BadConfig, Forbidden, NotFound, PublishError, Unavailable
+from .._api._retry import RETRYABLE, Backoff, Retryable, retry_after
+from ._watch_stream import error_for, path_of, selector, stream_events
+
+T = TypeVar("T")
+
+
+def user_agent() -> str:
+    """``topolink/<version>``: the API server's audit log and its request metrics name us by it."""
+    from importlib import metadata
+
+    try:
+        return f"topolink/{metadata.version('topolink')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+        return "topolink/0+unknown"
+
+
+def _error(what: str, code: int, message: str = "") -> PublishError:
+    return error_for(what, code, message)
+
+
+@contextmanager
+def _mapped(what: str) -> Iterator[None]:
+    import httpx2
+    from lightkube import ApiError
+
+    try:
+        yield
+    except httpx2.HTTPStatusError as exc:  # lightkube's ApiError, or a body it could not read as a Status
+        code = exc.response.status_code
+        status = exc.status if isinstance(exc, ApiError) else None
+        err = _error(what, code, (status.message or "") if status else "")
+        if code in RETRYABLE:
+            raise Retryable(err, retry_after(exc.response.headers.get("Retry-After"))) from exc
+        raise err from exc
+    except httpx2.TransportError as exc:
+        err = Unavailable(f"{what}: {type(exc).__name__}: {exc}")
+        raise Retryable(err) from exc
+
+
+@cache
+def _resource(kind: Kind) -> Any:
+    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+    make = create_namespaced_resource if kind.namespaced else create_global_resource
+    return make(kind.group, kind.version, kind.kind, kind.plural)
+
+
+def _node_view(node: Any) -> NodeView:
+    meta = node.metadata
+    owned: set[str] = set()
+    others: set[str] = set()
+    for entry in meta.managedFields or []:
+        keys = {k.removeprefix("f:") for k in ((entry.fieldsV1 or {}).get("f:metadata", {}).get("f:labels") or {})}
+        (owned if entry.manager == MANAGER else others).update(keys)
+    return NodeView(name=meta.name, uid=meta.uid or "", labels=dict(meta.labels or {}), owned=frozenset(owned),
+                    others=frozenset(others))
+
+
+class LightkubeApi:
+    def __init__(self, client: Any, backoff: Backoff | None = None) -> None:
+        self._client = client
+        self._backoff = backoff or Backoff()
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, server: str | None = None, timeout: float = 10.0,
+                backoff: Backoff | None = None, transport: Any = None) -> LightkubeApi:
+        """In-cluster service account, ``$KUBECONFIG`` or ``~/.kube/config``, or an explicit file or URL.
+        :class:`~._errors.BadConfig` when none can be read. ``transport``: an httpx transport (tests and
+        benchmarks count the bytes of the responses through one)."""
+        import httpx2
+        import yaml
+        from lightkube import Client, ConfigError, KubeConfig
+
+        try:
+            if server:  # a bare URL, no credentials: test servers
+                config = KubeConfig.from_dict({
+                    "clusters": [{"name": "c", "cluster": {"server": server}}], "users": [{"name": "u", "user": {}}],
+                    "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}], "current-context": "x"})
+            else:
+                config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
+            client = Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout),
+                            transport=transport)
+        except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+            where = f"--kubeconfig {kubeconfig}" if kubeconfig else "Kubernetes configuration"
+            raise BadConfig(f"{where}: {exc}") from exc
+        client._client._client.headers["User-Agent"] = user_agent()
+        return cls(client, backoff)
+
+    @property
+    def _http(self) -> Any:
+        """lightkube's httpx client: auth, TLS, base URL and our User-Agent set."""
+        return self._client._client._client
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        def once() -> T:
+            with _mapped(what):
+                return fn()
+        return self._backoff.run(once)
+
+    def _raw_get(self, path: str) -> Any:
+        """Discovery and /version: lightkube has no call for them, so its configured httpx client is used."""
+        http = self._http
+
+        def once() -> Any:
+            with _mapped(f"GET {path}"):
+                resp = http.get(path)
+            if resp.status_code in RETRYABLE:
+                raise Retryable(Unavailable(f"GET {path}: {resp.status_code}"),
+                                retry_after(resp.headers.get("Retry-After")))
+            if resp.status_code in (401, 403):
+                raise Forbidden(f"GET {path}: {resp.status_code}")
+            return resp.json() if resp.status_code == 200 else {}
+        return self._backoff.run(once)
+
+    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
+        """One page of a list, its JSON body undecoded (``limit``/``continue`` in ``params``), retried as every
+        call is; 410 Gone (an expired continue token) raises :class:`~._errors.Expired`."""
+        http = self._http
+        headers = {"Accept": accept} if accept else {}
+
+        def once() -> bytes:
+            with _mapped(f"GET {path}"):
+                resp = http.get(path, params=dict(params), headers=headers)
+            if resp.status_code != 200:
+                err = _error(f"GET {path}", resp.status_code, resp.text[:200])
+                if resp.status_code in RETRYABLE:
+                    raise Retryable(err, retry_after(resp.headers.get("Retry-After")))
+                raise err
+            return bytes(resp.content)
+        return self._backoff.run(once)
+
+    def served_versions(self, group: str) -> Sequence[str]:
+        return [str(v["version"]) for v in self._raw_get(f"/apis/{group}").get("versions", [])]
+
+    def served_resources(self, group: str, version: str) -> frozenset[str]:
+        base = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        return frozenset(str(r.get("name", "")) for r in self._raw_get(base).get("resources", []))
+
+    def server_minor(self) -> int:
+        return int("".join(c for c in str(self._raw_get("/version").get("minor", "0")) if c.isdigit()) or 0)
+
+    def get_node(self, name: str) -> NodeView:
+        from lightkube.resources.core_v1 import Node
+
+        return _node_view(self._call(f"get node {name}", lambda: self._client.get(Node, name)))
+
+    def list_nodes(self) -> Sequence[NodeView]:
+        from lightkube.resources.core_v1 import Node
+
+        return [_node_view(n) for n in self._call("list nodes", lambda: list(self._client.list(Node)))]
+
+    def apply_node_labels(self, name: str, labels: Mapping[str, str]) -> None:
+        from lightkube.resources.core_v1 import Node
+        from lightkube.types import PatchType
+
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels)}}
+        self._call(f"apply labels to node {name}", lambda: self._client.patch(
+            Node, name, body, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True))
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> Obj | None:
+        res = _resource(kind)
+        kw = {"namespace": namespace} if kind.namespaced else {}
+        try:
+            return dict(self._call(f"get {kind.kind} {name}", lambda: self._client.get(res, name, **kw)).to_dict())
+        except NotFound:
+            return None
+
+    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None,
+             fields: Mapping[str, str] | None = None) -> list[Obj]:
+        if kind.namespaced and namespace is None:
+            namespace = "*"
+        return self._list(kind, labels, fields or {}, namespace)[0]
+
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
+                       fields: Mapping[str, str]) -> tuple[Objs, str]:
+        return self._list(kind, labels, fields, None)
+
+    def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              namespace: str | None) -> tuple[Objs, str]:
+        res = _resource(kind)
+        kw: dict[str, Any] = {"labels": dict(labels)} if labels else {}
+        if fields:
+            kw["fields"] = dict(fields)
+        if kind.namespaced:
+            kw["namespace"] = namespace
+
+        def fetch() -> tuple[list[Any], str]:
+            from lightkube import NotReadyError
+
+            found = self._client.list(res, **kw)
+            items = list(found)
+            try:
+                return items, str(found.resourceVersion)
+            except NotReadyError:  # a list response without a resourceVersion
+                return items, ""
+        found, rv = self._call(f"list {kind.plural}", fetch)
+        items = [dict(o.to_dict()) for o in found]
+        # the server filtered already; a server that ignores a selector (an emulator) is filtered here
+        return [o for o in items if _matches(o, labels, fields)], rv
+    def create(self, kind: Kind, obj: Obj) -> Obj:
+        res = _resource(kind)
+        return dict(self._call(f"create {kind.kind} {obj['metadata']['name']}",
+                               lambda: self._client.create(res.from_dict(obj))).to_dict())
+
+    def apply(self, kind: Kind, obj: Obj) -> Obj:
+        from lightkube.types import PatchType
+
+        res, meta = _resource(kind), obj["metadata"]
+        kw = {"namespace": meta.get("namespace")} if kind.namespaced else {}
+        return dict(self._call(f"apply {kind.kind} {meta['name']}", lambda: self._client.patch(
+            res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True, **kw)).to_dict())
+
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              resource_version: str | None = None) -> Iterator[tuple[str, Obj]]:
+        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(_watch_timeout_s())}
+        if labels:
+            params["labelSelector"] = selector(labels)
+        if fields:
+            params["fieldSelector"] = selector(fields)
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        yield from stream_events(self._http, path_of(kind), params, f"watch {kind.plural}")
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
+        res = _resource(kind)
+        if kind.namespaced:
+            self._call(f"delete {kind.kind} {name}", lambda: self._client.delete(res, name, namespace=namespace))
+        else:
+            self._call(f"delete {kind.kind} {name}", lambda: self._client.delete(res, name))
+
+
+def _watch_timeout_s() -> int:
+    """The server ends each watch after this (then it is opened again from where it stopped); spread over
+    5 to 10 minutes as client-go's reflectors do, so that a fleet's agents do not reconnect together."""
+    import random
+
+    return random.randint(300, 600)
+
+
+def _matches(obj: Obj, labels: Mapping[str, str], fields: Mapping[str, str] | None) -> bool:
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    if any(have.get(k) != v for k, v in labels.items()):
+        return False
+    for path, want in (fields or {}).items():
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value != want:
+            return False
+    return True

@@ -1,0 +1,77 @@
+"""A watch over HTTP, read line by line: our own loop rather than lightkube's, because every way a watch ends
+has to reach the caller as a value it can act on.
+
+A watch ends in one of four ways: the server closes it at ``timeoutSeconds`` (the generator returns: open it
+again from the last resourceVersion); an HTTP error status before the stream starts; an ``ERROR`` event inside
+an HTTP 200 stream (a Status object, most often 410 Gone when the resourceVersion asked for is older than
+the server keeps, as after the API server restarts); a broken connection. The last three raise a
+:class:`~._errors.PublishError` subclass, 410 as :class:`~._errors.Expired`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .._api._api import Kind, Obj
+from .._api._errors import Conflict, Expired, Forbidden, InvalidObject, NotFound, PublishError, Unavailable
+from .._api._retry import RETRYABLE
+
+# Read timeout of a watch stream: the server's own timeout is at most 600 s, and bookmarks come more often.
+_READ_TIMEOUT_S = 660.0
+
+
+def error_for(what: str, code: int, message: str = "") -> PublishError:
+    """The error for an HTTP status, or a Status object's code."""
+    cls: type[PublishError] = (
+        Forbidden if code in (401, 403) else NotFound if code == 404 else Conflict if code == 409 else
+        Expired if code == 410 else Unavailable if code in RETRYABLE else InvalidObject)
+    return cls(f"{what}: {code} {message}".rstrip())
+
+
+def path_of(kind: Kind, namespace: str | None = None) -> str:
+    base = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    return f"{base}/namespaces/{namespace}/{kind.plural}" if namespace else f"{base}/{kind.plural}"
+
+
+def selector(pairs: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))
+
+
+def decode_event(line: bytes | str, what: str) -> tuple[str, Obj]:
+    """One line of the stream: ``(type, object)``; an ``ERROR`` event raises its Status as an error."""
+    try:
+        event = json.loads(line)
+        typ, obj = str(event["type"]), event["object"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Unavailable(f"{what}: unreadable event: {str(line)[:200]}") from exc
+    if typ == "ERROR":
+        status: dict[str, Any] = obj if isinstance(obj, dict) else {}
+        raise error_for(what, int(status.get("code") or 500), str(status.get("message") or ""))
+    return typ, dict(obj)
+
+
+OPEN = "OPEN"  # the type of the first item: the server accepted the watch (no object)
+
+
+def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) -> Iterator[tuple[str, Obj]]:
+    """``(OPEN, {})`` once the server accepted the watch, then its events until the server ends the stream."""
+    import httpx2
+
+    timeout = httpx2.Timeout(10.0, read=_READ_TIMEOUT_S)
+    try:
+        with http.stream("GET", path, params=dict(params), timeout=timeout) as resp:
+            if resp.status_code != 200:
+                body = resp.read()
+                try:
+                    message = str(json.loads(body).get("message") or "")
+                except (ValueError, AttributeError):
+                    message = body[:200].decode(errors="replace")
+                raise error_for(what, resp.status_code, message)
+            yield OPEN, {}
+            for line in resp.iter_lines():
+                if line.strip():
+                    yield decode_event(line, what)
+    except httpx2.TransportError as exc:
+        raise Unavailable(f"{what}: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,83 @@
+"""``prune``: the uninstall path. Removes every label, NodeFeature, slice and taint rule we made, on one node
+or the whole cluster. Labels go through server-side apply with an empty set, so only keys our field manager
+owns are removed; objects are found by the ``app.kubernetes.io/managed-by=topolink`` label."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._api._api import (
+    MANAGED_BY,
+    NODE_FEATURE,
+    RESOURCE_GROUP,
+    SLICE_VERSIONS,
+    TAINT_RULE_VERSIONS,
+    KubeApi,
+    slice_kind,
+    taint_rule_kind,
+)
+from .._desired._labels import catalogue
+from .._sinks._label_sinks import NODE_NAME_LABEL
+from .._sinks._slice_sink import NotServed, pick_version
+from ._config import KubePublishConfig
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneResult:
+    labels: int = 0  # nodes whose labels were cleared
+    node_features: int = 0
+    slices: int = 0
+    taint_rules: int = 0
+    files: int = 0
+    not_served: tuple[str, ...] = ()  # kinds the server does not serve: nothing of them to prune
+
+
+def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) -> PruneResult:
+    """Errors propagate (:class:`~._errors.PublishError`): an uninstall that half-failed must say so. A kind
+    the server does not serve (DeviceTaintRules behind a feature gate, NodeFeatures without NFD) has nothing
+    to prune: it is named in ``not_served``, not an error."""
+    files = 0
+    if cfg.labels_via == "file" and cfg.features_file.exists():
+        cfg.features_file.unlink()
+        files = 1
+    if api is None:
+        from ._config import connect
+
+        api = connect(cfg)
+    nodes = [api.get_node(node)] if node else list(api.list_nodes())
+    ours = catalogue(cfg.labels)
+    cleared = 0
+    for view in nodes:
+        if view.owned & (ours | {k for k in view.owned if k.startswith(cfg.prefix + "/")}):
+            api.apply_node_labels(view.name, {})
+            cleared += 1
+    missing: list[str] = []
+    features = 0
+    if api.served_versions(NODE_FEATURE.group):
+        for obj in api.list(NODE_FEATURE, MANAGED_BY, namespace=None):
+            meta = obj.get("metadata", {})
+            if node is None or meta.get("labels", {}).get(NODE_NAME_LABEL) == node:
+                api.delete(NODE_FEATURE, meta["name"], meta.get("namespace"))
+                features += 1
+    else:
+        missing.append("NodeFeatures")
+    slices = rules = 0
+    try:
+        kind = slice_kind(pick_version(api, RESOURCE_GROUP, SLICE_VERSIONS, "resourceslices"))
+        fields = {"spec.driver": cfg.driver} | ({"spec.nodeName": node} if node else {})
+        for obj in api.list(kind, MANAGED_BY, fields=fields):
+            api.delete(kind, obj["metadata"]["name"])
+            slices += 1
+    except NotServed:
+        missing.append("ResourceSlices")
+    try:
+        kind = taint_rule_kind(pick_version(api, RESOURCE_GROUP, TAINT_RULE_VERSIONS, "devicetaintrules"))
+        for obj in api.list(kind, MANAGED_BY):
+            labels = obj.get("metadata", {}).get("labels", {})
+            if node is None or labels.get(f"{cfg.prefix}/node") == node:
+                api.delete(kind, obj["metadata"]["name"])
+                rules += 1
+    except NotServed:
+        missing.append("DeviceTaintRules")
+    return PruneResult(labels=cleared, node_features=features, slices=slices, taint_rules=rules, files=files,
+                       not_served=tuple(missing))

@@ -1,0 +1,64 @@
+"""The Kubernetes permissions behind every call :class:`~._api.KubeApi` makes, by use.
+
+This one table is what the shipped RBAC (``daemonset/``) is checked against, and what the client's
+requests are checked against (tests record the verbs and resources the real client sends). Discovery
+(``/apis/<group>``) and ``/version`` need nothing here: the ``system:discovery`` ClusterRole grants them to
+every authenticated user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._api._api import NODE_FEATURE, RESOURCE_GROUP
+
+# The RBAC verb each port method needs (apply is a server-side apply: PATCH).
+VERBS: Mapping[str, str] = {
+    "get_node": "get", "list_nodes": "list", "apply_node_labels": "patch",
+    "get": "get", "list": "list", "create": "create", "apply": "patch", "delete": "delete", "watch": "watch",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Permission:
+    group: str
+    resource: str
+    verbs: frozenset[str]
+    namespaced: bool = False  # granted by a Role in the agent's namespace, not cluster-wide
+
+
+def _p(group: str, resource: str, *verbs: str, namespaced: bool = False) -> Permission:
+    return Permission(group=group, resource=resource, verbs=frozenset(verbs), namespaced=namespaced)
+
+
+NODE_FEATURES = NODE_FEATURE.plural
+PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
+    "node-labels": (_p("", "nodes", "get", "patch"),),
+    "node-feature": (_p(NODE_FEATURE.group, NODE_FEATURES, "get", "create", "patch", namespaced=True),),
+    # the node is read for the uid of the slices' ownerReference; the slices are watched because kubelet
+    # deletes every node-local slice when it starts
+    "resource-slices": (_p("", "nodes", "get"), _p(RESOURCE_GROUP, "resourceslices", "list", "watch", "create",
+                                                   "patch", "delete")),
+    "device-taint-rules": (_p(RESOURCE_GROUP, "devicetaintrules", "list", "create", "patch", "delete"),),
+    "prune": (_p("", "nodes", "get", "list", "patch"), _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
+              _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),
+              _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete")),
+}
+
+
+def needed(uses: Iterable[str], *, namespaced: bool) -> dict[tuple[str, str], frozenset[str]]:
+    """(apiGroup, resource) -> verbs that ``uses`` need, cluster-wide or in the agent's namespace."""
+    out: dict[tuple[str, str], frozenset[str]] = {}
+    for use in uses:
+        for p in PERMISSIONS[use]:
+            if p.namespaced == namespaced:
+                out[p.group, p.resource] = out.get((p.group, p.resource), frozenset()) | p.verbs
+    return out
+
+
+def policy_rules(uses: Iterable[str], *, namespaced: bool = False) -> list[dict[str, Any]]:
+    """RBAC ``rules`` for a ClusterRole (or, ``namespaced``, a Role): one rule per resource, sorted."""
+    return [{"apiGroups": [group], "resources": [resource], "verbs": sorted(verbs)}
+            for (group, resource), verbs in sorted(needed(uses, namespaced=namespaced).items())]

@@ -1,0 +1,166 @@
+"""The ResourceSlice applier: observe ours (the watch's cache, or one list), plan, write the difference.
+
+Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps a cache of this
+node's slices fresh and wakes the agent when someone else deletes or changes one, so a wiped slice is created
+again at once (on the next pass when the watch is not permitted). A pass reads the cache while the watch
+holds it fresh, and lists (this node's slices only) otherwise. Obsolete slices go only on complete knowledge.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from topology import Snapshot
+
+from ..._core._sink import PublishResult
+from .._api._api import MANAGED_BY, RESOURCE_GROUP, SLICE_VERSIONS, Kind, KubeApi, Obj, slice_kind
+from .._api._errors import PublishError, Unavailable
+from .._api._retry import Backoff
+from .._desired._slices import SliceConfig, build_slices, desired_devices, devices_of
+from ._slice_cache import SliceCache
+from ._slice_watch import RESTART_REASONS, slice_fields, watch_slices
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    delete: tuple[str, ...] = ()
+    update: tuple[Obj, ...] = ()
+    create: tuple[Obj, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.delete or self.update or self.create)
+
+
+class NotServed(Unavailable):
+    """The server does not serve the resource at all (a feature gate off): nothing to write or remove."""
+
+
+def _name(o: Obj) -> str:
+    return str(o["metadata"]["name"])
+
+
+def _same_slice(have: Obj, want: Obj) -> bool:
+    h, w = have.get("spec", {}), want["spec"]
+    owners = [o.get("uid") for o in have.get("metadata", {}).get("ownerReferences") or []]
+    return (devices_of(have) == devices_of(want) and h.get("nodeName") == w["nodeName"]
+            and (h.get("pool") or {}).get("resourceSliceCount") == w["pool"]["resourceSliceCount"]
+            and owners == [o["uid"] for o in want["metadata"]["ownerReferences"]])
+
+
+def plan_slices(observed: Sequence[Obj], devices: Sequence[Obj], *, node: str, uid: str, cfg: SliceConfig,
+                version: str, complete: bool) -> Plan:
+    current = {_name(o): o for o in observed}
+    generation = max((int(o["spec"]["pool"].get("generation", 0)) for o in observed), default=0)
+    want = build_slices(devices, node=node, node_uid=uid, cfg=cfg, version=version, generation=generation)
+    extra = tuple(sorted(set(current) - {_name(w) for w in want})) if complete else ()
+    if not extra and all(_name(w) in current and _same_slice(current[_name(w)], w) for w in want):
+        return Plan()
+    want = build_slices(devices, node=node, node_uid=uid, cfg=cfg, version=version,
+                        generation=generation + 1)  # consumers read the highest only
+    return Plan(delete=extra, update=tuple(w for w in want if _name(w) in current),
+                create=tuple(w for w in want if _name(w) not in current))
+
+
+@dataclass(slots=True)
+class _Discovered:
+    version: str | None = None
+    taints: bool | None = None
+    uid: str | None = None  # the Node's, for the ownerReference: read again whenever it may have changed
+    distrust: bool = False  # the last pass failed: the next one lists instead of reading the cache
+
+
+def pick_version(api: KubeApi, group: str, preferred: Sequence[str], plural: str) -> str:
+    """The first of ``preferred`` that serves ``plural``; :class:`NotServed` when none does."""
+    served = set(api.served_versions(group))
+    for v in preferred:
+        if v in served and plural in api.served_resources(group, v):
+            return v
+    raise NotServed(f"{group} serves {plural} in none of {', '.join(preferred)} "
+                    f"(versions served: {', '.join(sorted(served)) or 'none'})")
+
+
+class ResourceSliceSink:
+    name = "resource-slices"
+
+    def __init__(self, api: KubeApi, node: str, cfg: SliceConfig, taints: bool | None = None) -> None:
+        self._api, self._node, self._cfg = api, node, cfg
+        self._d = _Discovered(taints=taints)
+        self._fields = slice_fields(node, cfg.driver)
+        self._cache = SliceCache()
+        self._restarts: Counter[str] = Counter(dict.fromkeys(RESTART_REASONS, 0))
+
+    def _setup(self) -> tuple[str, SliceConfig]:
+        if self._d.version is None:
+            self._d.version = pick_version(self._api, RESOURCE_GROUP, SLICE_VERSIONS, "resourceslices")
+        if self._d.taints is None:
+            self._d.taints = self._api.server_minor() >= 36  # DRADeviceTaints is on by default from beta
+        return self._d.version, SliceConfig(driver=self._cfg.driver, taints=self._d.taints)
+
+    def _observed(self, kind: Kind) -> list[Obj]:
+        """This node's slices of our driver: the watch's view when it is fresh, else one list, filtered by
+        the server (field selectors) to this node's slices."""
+        cached = None if self._d.distrust else self._cache.view()
+        if cached is not None:
+            return cached
+        listed = self._api.list(kind, MANAGED_BY, fields=self._fields)
+        self._d.distrust = False
+        return listed
+
+    def publish(self, snapshot: Snapshot) -> PublishResult:
+        stored: list[Obj] = []
+        deleted: list[str] = []
+        try:
+            version, cfg = self._setup()
+            kind = slice_kind(version)
+            observed = self._observed(kind)
+            devices = desired_devices(snapshot, cfg, [d for o in observed for d in devices_of(o)])
+            if self._d.uid is None:
+                self._d.uid = self._api.get_node(self._node).uid
+            plan = plan_slices(observed, devices, node=self._node, uid=self._d.uid, cfg=cfg, version=version,
+                               complete=snapshot.complete)
+            if plan.empty:
+                self._cache.written((), (), [_name(o) for o in observed])
+                return PublishResult(unchanged=len(observed))
+            pool = [_name(o) for o in [*plan.update, *plan.create]]
+            self._cache.writing([*plan.delete, *pool])
+            try:
+                for name in plan.delete:
+                    self._api.delete(kind, name)
+                    deleted.append(name)
+                stored += [self._api.apply(kind, o) for o in plan.update]
+                stored += [self._api.create(kind, o) for o in plan.create]
+            finally:
+                self._cache.written(stored, deleted, pool)
+            if cfg.taints and any(o.get("spec", {}).get("devices") and not devices_of(o)[0].get("taints")
+                                  for o in stored):
+                log.warning("%s: the server dropped device taints (DRADeviceTaints off): publishing without", self.name)
+                self._d.taints = False
+            return PublishResult(written=len(deleted) + len(stored))
+        except PublishError as exc:
+            # a 404 or a conflict says the cache or the Node's uid is out of date (a Node deleted and created
+            # again has a new uid): read both afresh on the next pass
+            self._d.uid, self._d.distrust = None, True
+            log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
+            return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
+
+    def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
+        """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
+        changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
+        slices whose owner is gone)."""
+        def changed(why: str) -> None:
+            self._d.uid = None
+            wake(why)
+
+        watch_slices(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields, cache=self._cache,
+                     wake=changed, stop=stop, restarts=self._restarts, backoff=backoff)
+
+    def watch_restarts(self) -> dict[str, int]:
+        """Times the watch was opened again, by reason (every reason, from 0)."""
+        return dict(self._restarts)
