@@ -104,7 +104,26 @@ def _link_rate(d: Doc) -> None:
     next(lk for lk in d["links"] if lk["kind"] == "pcie")["bytes_per_second"] = 0.0
 
 
+def _gpu_off_the_tree(d: Doc) -> None:
+    gpu = d["gpus"][0]["id"]
+    d["pci"] = [f for f in d["pci"] if f["id"] != gpu]
+    d["links"] = [lk for lk in d["links"] if gpu not in (lk["a"], lk["b"])]
+
+
+def _nic_on_a_gpu(d: Doc) -> None:
+    d["nics"][0]["pci_bus_id"] = d["gpus"][5]["id"]
+
+
 EDITS: dict[str, tuple[Callable[[Doc], None], str]] = {
+    "a gpu on a PCI function the snapshot lacks": (_gpu_off_the_tree, "snapshot.gpus[0].id"),
+    "a nic on a PCI function the snapshot lacks": (lambda d: d["nics"][0].update(pci_bus_id="0000:ee:00.0"),
+                                                   "snapshot.nics[0].pci_bus_id"),
+    "a nic on a gpu's PCI function": (_nic_on_a_gpu, "snapshot.nics[0]"),
+    "a PCI function under a parent not there": (lambda d: d["pci"][3].update(parent="0000:ee:00.0"),
+                                                "snapshot.pci[3].parent"),
+    "a gpu on a NUMA node not there": (lambda d: d["gpus"][1].update(numa_node=9), "snapshot.gpus[1]"),
+    "a matrix over a device not there": (lambda d: d["matrices"][1]["ids"].__setitem__(0, "0000:ee:00.0"),
+                                         "snapshot.matrices[1]"),
     "no sources": (lambda d: d.update(sources=[]), "snapshot.sources"),
     "problems emptied while a source is partial": (_partial_without_problems, "snapshot.sources[0].status"),
     "a lost gpu no problem covers": (_gpu_lost, "snapshot.gpus[2].lost"),
@@ -175,3 +194,27 @@ def test_another_hosts_probe_report_reads_as_its_snapshot(fake_machine: MakeMach
     path.write_text(json.dumps(doc))
     run = topo_from(str(path))
     assert run.returncode == 3 and "snapshot.sources" in run.stderr
+
+
+def test_a_repeated_key_is_refused_and_named(hgx: Doc, tmp_path: Path) -> None:
+    text = json.dumps(hgx)
+    gpu = json.dumps(hgx["gpus"][0])
+    path = tmp_path / "snap.json"
+    path.write_text(text.replace(gpu, gpu[:-1] + ', "numa_node": 1}', 1))
+    run = topo_from(str(path))
+    assert run.returncode == 3 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "'numa_node' appears twice" in run.stderr
+
+
+@pytest.mark.parametrize("field", sorted(t.SNAPSHOT_LIMITS))
+def test_a_list_beyond_its_limit_is_refused_before_its_entries_are_read(field: str) -> None:
+    limit = t.SNAPSHOT_LIMITS[field]
+    with pytest.raises(t.SchemaError, match=rf"^snapshot\.{field}: {limit + 1} entries, more than the {limit}"):
+        t.from_dict({"schema": t.SCHEMA, "node": "n", field: [{}] * (limit + 1)})
+
+
+def test_more_gpus_than_the_limit_is_exit_3(tmp_path: Path) -> None:
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"schema": t.SCHEMA, "node": "n", "gpus": [{}] * (t.SNAPSHOT_LIMITS["gpus"] + 1)}))
+    run = topo_from(str(path))
+    assert run.returncode == 3 and f"snapshot.gpus: {t.SNAPSHOT_LIMITS['gpus'] + 1} entries" in run.stderr, run.stderr

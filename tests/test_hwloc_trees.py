@@ -229,3 +229,8 @@ def test_this_machine_agrees_with_lstopo(tmp_path: Path) -> None:
     assert set(ours) - invalid_bridges(Path("/"), snap) == set(expected.pci)
     for bdf, exp in expected.pci.items():
         assert (ours[bdf].vendor_id, ours[bdf].device_id) == (exp.vendor_id, exp.device_id), bdf
+
+
+def test_the_snapshot_of_each_tree_reads_back(case: Case) -> None:
+    """What discovery writes from a real tree is a snapshot ``--from`` accepts: every id it names is its own."""
+    assert t.loads(t.dumps(case.snap)) == case.snap

@@ -59,6 +59,8 @@ SMALLEST: dict[str, list[str]] = {
                  "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
     "placement.py": ["--runs", "1", "--nodes", "200"],
+    "codec.py": ["--runs", "1", "--gpus", "8"],
+    "limits.py": ["--steps", "1"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
 

@@ -50,6 +50,7 @@ if _TYPE_CHECKING:
         parse_cpulist,
         parse_cpumask,
     )
+    from ._limits import SNAPSHOT_LIMITS
     from ._measure import measurement_key, with_measurements
     from ._model import (
         FabricInfo,
@@ -98,6 +99,7 @@ __all__ = [
     "PLACEMENT_SIZE_BYTES",
     "SCHEMA",
     "SCHEMA_V1",
+    "SNAPSHOT_LIMITS",
     "TEXT_LIMIT",
     "Algorithm",
     "AllReduceEstimate",
@@ -218,6 +220,7 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
         "BadPciAddress canonical_bdf format_cpulist host_bridge_id is_bdf numa_id parse_cpulist "
         "parse_cpumask"
     ),
+    '_limits': "SNAPSHOT_LIMITS",
     '_measure': "measurement_key with_measurements",
     '_model': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "

@@ -2,7 +2,10 @@
 
 Generic over the model's dataclasses (driven by their type hints), so a new field needs no codec change.
 Enums are written by value, ``MatrixKind`` flags as a sorted list of names, tuples as lists. Unknown
-keys are rejected: a document from a newer schema must not half-load as if whole.
+keys are rejected: a document from a newer schema must not half-load as if whole; so is an object that
+repeats a key, and a list longer than a snapshot may hold (``SNAPSHOT_LIMITS``). Decoding is built once
+per type (``_decode``); ``_validate`` then checks what one field cannot say alone (ids unique, every id
+referred to present).
 
 v2 added what v1 could not say: which facts each problem leaves unknown (``problems[].unknown``) and the
 source statuses ``partial`` and ``disabled``. A v1 document is still read; since its problems do not say
@@ -15,13 +18,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import math
-import types
-import typing
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from ._decode import Bad, decoder
 from ._errors import SchemaError
 from ._facts import NODE, Aspect, Fact
 from ._jsontext import dumps_indented
@@ -31,8 +32,6 @@ from ._provenance import Problem
 from ._validate import check
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
-_MAX_INT = 1 << 63
-_MAX_STRING = 4096
 SCHEMA = "topolink.topology/v2"
 SCHEMA_V1 = "topolink.topology/v1"
 READABLE = (SCHEMA, SCHEMA_V1)
@@ -78,79 +77,6 @@ def dumps(snap: Snapshot, *, indent: int | None = 2) -> str:
     return dumps_indented(to_dict(snap), indent)
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _decode(tp: Any, value: Any, where: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None:
-            if type(None) in args:
-                return None
-            raise SchemaError(f"{where}: null not allowed")
-        (inner,) = [a for a in args if a is not type(None)]
-        return _decode(inner, value, where)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise SchemaError(f"{where}: expected a list")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(args) != len(value):
-            raise SchemaError(f"{where}: expected {len(args)} items")
-        return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
-    if tp is MatrixKind:
-        if not isinstance(value, list):
-            raise SchemaError(f"{where}: expected a list of flag names")
-        flags = MatrixKind(0)
-        for name in value:
-            try:
-                flags |= MatrixKind[name]
-            except (KeyError, TypeError) as exc:
-                raise SchemaError(f"{where}: unknown flag {name!r}") from exc
-        return flags
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        try:
-            return tp(value)
-        except (ValueError, TypeError) as exc:
-            raise SchemaError(f"{where}: {value!r} is not a {tp.__name__}") from exc
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _decode_record(tp, value, where)
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SchemaError(f"{where}: expected a number")
-        if (isinstance(value, int) and abs(value) >= _MAX_INT) or not math.isfinite(value):
-            raise SchemaError(f"{where}: number out of range")
-        return float(value)
-    if tp in (int, str, bool):
-        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
-            raise SchemaError(f"{where}: expected {tp.__name__}")
-        if tp is int and abs(value) >= _MAX_INT:
-            raise SchemaError(f"{where}: integer out of range")
-        if tp is str and len(value) > _MAX_STRING:
-            raise SchemaError(f"{where}: string longer than {_MAX_STRING} characters")
-        return value
-    raise SchemaError(f"{where}: cannot decode type {tp!r}")  # pragma: no cover - a model bug
-
-
-def _decode_record(cls: type, value: Any, where: str) -> Any:
-    if not isinstance(value, Mapping):
-        raise SchemaError(f"{where}: expected an object")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(value) - names
-    if unknown:
-        raise SchemaError(f"{where}: unknown keys {sorted(unknown)}")
-    hints = _hints(cls)
-    kwargs = {k: _decode(hints[k], v, f"{where}.{k}") for k, v in value.items()}
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise SchemaError(f"{where}: {exc}") from exc
-
-
 def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     """The snapshot a document holds. ``validate`` (default) also refuses one that decodes but does not
     describe a machine (duplicate ids, ragged matrices, impossible counts): see ``topology._validate``."""
@@ -158,7 +84,10 @@ def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     if schema not in READABLE:
         raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")
     body = {k: v for k, v in doc.items() if k != "schema"}
-    snap: Snapshot = _decode_record(Snapshot, body, "snapshot")
+    try:
+        snap: Snapshot = decoder(Snapshot)(body)
+    except Bad as bad:
+        raise bad.error("snapshot") from None
     if schema == SCHEMA_V1:
         snap = _from_v1(snap)
     return check(snap, v1=schema == SCHEMA_V1) if validate else snap
@@ -181,7 +110,7 @@ def parse_json(data: str | bytes) -> Any:
         raise SchemaError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
     except UnicodeDecodeError as exc:
         raise SchemaError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
@@ -192,6 +121,19 @@ def parse_json(data: str | bytes) -> Any:
         raise
     except ValueError as exc:  # an integer too long to convert
         raise SchemaError(f"not JSON: {str(exc)[:100]}") from exc
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of the document; one that repeats a key is refused (JSON leaves it to the reader, and
+    taking the last one would read what the writer did not mean)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise SchemaError(f"the key {key!r} appears twice in one object")
+            seen.add(key)
+    return obj
 
 
 def _no_constant(name: str) -> Any:

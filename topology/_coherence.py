@@ -3,6 +3,7 @@ Each rule here is one discovery itself keeps, so a document breaking it was edit
 is refused whole (``SchemaError`` naming the field), never rendered as if complete.
 
 - Something was read: ``sources`` is not empty (nothing is known otherwise; see ``Snapshot.complete``).
+- Every id it refers to is one of its own, and no PCI function is two devices (``_references``).
 - A source that is ``partial``, ``failed`` or ``disabled`` has a problem saying which facts it left
   unknown (v2: discovery always writes one), and a GPU marked ``lost`` is wholly unknown.
 - NVML and the GPUs agree: NVML ``absent`` with GPUs whose NVLinks are said known is the confident wrong
@@ -28,6 +29,7 @@ from ._model import Snapshot
 from ._numbers import Measurement
 from ._paths import PathIndex
 from ._provenance import Source, SourceStatus
+from ._references import references
 
 MEASURED_OVER_THEORETICAL = 1.5
 MAX_RATE = 1e15  # bytes per second: 1 PB/s, a hundred times any memory or link of today
@@ -44,6 +46,7 @@ def coherent(snap: Snapshot, *, v1: bool = False) -> None:
     if not snap.sources:
         raise SchemaError("snapshot.sources: empty: no source read anything, so nothing in it is known")
     k = snap.knowledge()
+    references(snap, k)
     if not v1:
         _owed(snap)
         _nvml(snap, k)

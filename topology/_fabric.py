@@ -232,12 +232,22 @@ class Fabric:
         na = f"numa{sa}" if sa is not None else f"numa?{x}"  # a GPU in no known NUMA node: its own end
         nb = f"numa{sb}" if sb is not None else f"numa?{y}"
         lo, hi = sorted((na, nb))
-        stated = next((lk.bytes_per_second for lk in self.snap.links if lk.kind is LinkKind.NUMA
-                       and {lk.a, lk.b} == {lo, hi} and lk.bytes_per_second), None)
+        stated = self._numa_rate(lo, hi)
         source = Source.THEORETICAL.value if stated else (UNKNOWN if sa is None or sb is None else ESTIMATE)
         i = self._add(PhysLink(a=lo, b=hi, kind=LinkKind.NUMA, theoretical=stated,
                                capacity=stated or SMP_BYTES_PER_SECOND, source=source))
         return i, 0 if lo == na else 1
+
+    def _numa_rate(self, lo: str, hi: str) -> float | None:
+        """The stated rate of the NUMA link between two nodes: the links are read once, not per route."""
+        rates: dict[tuple[str, str], float] | None = getattr(self, "_numa_rates", None)
+        if rates is None:
+            rates = {}
+            for lk in self.snap.links:
+                if lk.kind is LinkKind.NUMA and lk.bytes_per_second:
+                    rates.setdefault((min(lk.a, lk.b), max(lk.a, lk.b)), lk.bytes_per_second)
+            self._numa_rates = rates
+        return rates.get((lo, hi))
 
     def smp_link(self, sa: int, sb: int) -> int:
         """The link index of the SMP interconnect between two sockets (their lowest NUMA nodes)."""

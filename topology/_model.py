@@ -12,11 +12,12 @@ where facts came from and what could not be read (``_provenance``).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ._facts import Fact, Knowledge
 from ._numbers import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
+from ._record import record
 
 
 class LinkKind(enum.StrEnum):
@@ -34,7 +35,7 @@ class FabricState(enum.StrEnum):
     COMPLETED = "completed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PcieLinkState:
     """PCIe generation and lane count; ``None`` where the kernel or NVML did not say."""
 
@@ -56,7 +57,7 @@ def _below(current: int | None, maximum: int | None) -> bool:
     return current is not None and maximum is not None and current < maximum
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class HostBridge:
     """A PCIe root complex (the ``pciDDDD:BB`` directory under ``/sys/devices``)."""
 
@@ -66,7 +67,7 @@ class HostBridge:
     numa_node: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PciFunction:
     """One PCI function; ``parent`` is the upstream bridge's bus id, or the host bridge id."""
 
@@ -86,7 +87,7 @@ class PciFunction:
         return self.class_code >> 8 == 0x0604
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class NumaNode:
     id: str
     os_index: int
@@ -95,7 +96,7 @@ class NumaNode:
     gpu_memory: bool = False  # the memory of a GPU exposed as a NUMA node (GH200, GB200)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class MigInstance:
     gpu_instance_id: int
     compute_instance_id: int | None = None
@@ -104,7 +105,7 @@ class MigInstance:
     memory_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class FabricInfo:
     state: FabricState
     cluster_uuid: str | None = None
@@ -118,7 +119,7 @@ class FabricInfo:
         return f"{self.cluster_uuid}.{self.clique_id}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Gpu:
     id: str  # canonical PCI bus id
     index: int | None = None  # NVML index; None when found by PCI alone
@@ -140,14 +141,14 @@ class Gpu:
     lost: bool = False  # fell off the bus (NVML GPU_IS_LOST): kept in the graph, marked
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class NvSwitch:
     id: str  # PCI bus id, or ``nvswitch<N>`` when NVML only gave the sentinel remote id
     pci_device_id: int | None = None
     visible_on_pci: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class NicPort:
     number: int
     state: str | None = None  # ACTIVE, DOWN, ...
@@ -155,7 +156,7 @@ class NicPort:
     link_layer: str | None = None  # InfiniBand, Ethernet
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Nic:
     id: str
     name: str  # mlx5_0 for an HCA, the interface name otherwise
@@ -167,7 +168,7 @@ class Nic:
     driver: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Link:
     """An edge of the graph. Rates are per direction, decimal bytes per second, ``theoretical``."""
 
@@ -190,7 +191,7 @@ def link_id(kind: LinkKind, a: str, b: str) -> str:
     return f"{kind.value}:{lo}--{hi}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class GdrFacts:
     """What GPUDirect RDMA needs from the host, as read (None = could not tell)."""
 
@@ -199,7 +200,7 @@ class GdrFacts:
     dmabuf_supported: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class Snapshot:
     """One node, frozen. Build new ones with :func:`dataclasses.replace` or :func:`with_measurements`."""
 

@@ -97,9 +97,10 @@ class PathIndex:
                 self._to_switch[link.b] += link.count
                 self._to_switch_bw[link.b] += rate
         self._places: dict[str, _Place] = {}
+        self._all_known = not self._knowledge
 
     def nvlinks(self, a: str, b: str) -> int:
-        direct = self._direct.get(frozenset((a, b)), 0)
+        direct = self._direct.get(frozenset((a, b)), 0) if self._direct else 0
         via_switch = min(self._to_switch.get(a, 0), self._to_switch.get(b, 0))
         return direct + via_switch
 
@@ -142,14 +143,14 @@ class PathIndex:
         return self._knowledge.knows(dev, aspect)
 
     def pcie_class(self, a: str, b: str) -> PathClass:
-        if a in self._lost or b in self._lost:
+        if self._lost and (a in self._lost or b in self._lost):
             return PathClass.LOST
-        k = self._knowledge
-        if not (k.knows(a, Aspect.PCIE_PATH) and k.knows(b, Aspect.PCIE_PATH)):
+        k, known = self._knowledge, self._all_known
+        if not (known or (k.knows(a, Aspect.PCIE_PATH) and k.knows(b, Aspect.PCIE_PATH))):
             return PathClass.UNKNOWN
-        pa, pb = self._place(a), self._place(b)
+        pa, pb = self._places.get(a) or self._place(a), self._places.get(b) or self._place(b)
         if pa.root is None or pb.root is None or pa.root != pb.root:
-            if not (k.knows(a, Aspect.NUMA) and k.knows(b, Aspect.NUMA)):
+            if not (known or (k.knows(a, Aspect.NUMA) and k.knows(b, Aspect.NUMA))):
                 return PathClass.UNKNOWN
             # nvidia-smi prints SYS when it cannot place a device in a NUMA node
             same_node = pa.numa is not None and pa.numa == pb.numa
@@ -180,6 +181,23 @@ class PathIndex:
             if count:
                 return PathInfo(PathClass.NVLINK, count, pcie)
         return PathInfo(pcie)
+
+    def cell(self, a: str, b: str) -> str:
+        """``str(path(a, b))``, as the matrix asks it for every pair of its rows: no PathInfo is built."""
+        if a == b:
+            return "X"
+        pcie = self.pcie_class(a, b)
+        if pcie is not PathClass.LOST and a in self._gpus and b in self._gpus:
+            k = self._knowledge
+            if not (self._all_known or (k.knows(a, Aspect.NVLINKS) and k.knows(b, Aspect.NVLINKS))):
+                return "N/A"
+            count = self.nvlinks(a, b)
+            if count:
+                return f"NV{count}"
+        return _TEXT[pcie]
+
+
+_TEXT = {c: c.value for c in PathClass}
 
 
 def _switch_of(chain: tuple[str, ...], depth: int) -> str:

@@ -12,8 +12,9 @@ builds candidates from the node's structure (runs of N GPUs in locality order: s
 host bridge, PCIe switch, index, started and ended at each boundary of those), evaluates them most compact
 first, and stops once the best meet a bound no group can beat (its GPUs' own links, the lowest latencies)
 and no candidate left is more compact; when no candidate meets the bound it improves the best by swapping
-one GPU at a time, within :data:`SWAP_BUDGET` evaluations. On an NVLink domain of 72 GPUs that is a few
-candidates instead of C(72, 16) = 10^15 groups.
+one GPU at a time, within :data:`SWAP_BUDGET` evaluations (proportionally fewer for groups of more than
+:data:`SWAP_GPUS`, whose evaluations cost more). On an NVLink domain of 72 GPUs that is a few candidates
+instead of C(72, 16) = 10^15 groups.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ._ring import smp_cut_ratio
 
 EXACT_GPUS = 10
 SWAP_BUDGET = 400
+SWAP_GPUS = 16  # groups larger than this get proportionally fewer swaps: each costs more, the whole stays bounded
 PLACEMENT_SIZE_BYTES = 1 << 30  # large enough that bandwidth, not latency, decides
 _EPS = 1e-9
 
@@ -214,7 +216,7 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
         first = search.best()[0]
         optimal = first[1].seconds <= bound
         if not optimal:
-            search.improve(first[0], SWAP_BUDGET)
+            search.improve(first[0], SWAP_BUDGET * SWAP_GPUS // max(n, SWAP_GPUS))
             optimal = search.best()[0][1].seconds <= bound
     choices = []
     for rank, (members, plan) in enumerate(search.best(), 1):

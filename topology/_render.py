@@ -68,9 +68,10 @@ def topo_table(snap: Snapshot) -> TopoTable:
     index = PathIndex(snap)
     local_cpus = {f.id: f.local_cpus for f in snap.pci}
     rows = []
-    for label, dev in zip(labels, ids, strict=True):
-        cells = tuple(str(index.path(dev, other)) for other in ids)
-        gpu = next((g for g in gpus if g.id == dev), None)
+    by_id = {g.id: g for g in gpus}
+    grid = _grid(index, ids)
+    for label, dev, cells in zip(labels, ids, grid, strict=True):
+        gpu = by_id.get(dev)
         if gpu is None:
             rows.append(TopoRow(label, cells))
             continue
@@ -87,6 +88,17 @@ def topo_table(snap: Snapshot) -> TopoTable:
         ))
     legend = tuple((f"NIC{i}", n.name) for i, n in enumerate(nics))
     return TopoTable(tuple(labels), tuple(rows), legend)
+
+
+def _grid(index: PathIndex, ids: list[str]) -> list[tuple[str, ...]]:
+    """Every cell, each pair asked once: a path reads the same both ways."""
+    n = len(ids)
+    grid = [["X"] * n for _ in range(n)]
+    for i, a in enumerate(ids):
+        row = grid[i]
+        for j in range(i + 1, n):
+            row[j] = grid[j][i] = index.cell(a, ids[j])
+    return [tuple(row) for row in grid]
 
 
 def _cell(value: str) -> str:

@@ -98,6 +98,38 @@ def _wrong_type(d: Doc, rng: random.Random) -> None:
         d["links"] = None
 
 
+@_doc_edit
+def _reference_to_nowhere(d: Doc, rng: random.Random) -> None:
+    """An id the snapshot does not hold: a function's parent, a NIC's function, a GPU's NUMA node."""
+    choice = rng.randrange(3)
+    if choice == 0 or not d["gpus"]:
+        _pick(d["pci"], rng)["parent"] = "0000:ee:00.0"
+    elif choice == 1 and any(n["pci_bus_id"] for n in d["nics"]):
+        _pick([n for n in d["nics"] if n["pci_bus_id"]], rng)["pci_bus_id"] = "0000:ee:00.0"
+    else:
+        _pick(d["gpus"], rng)["numa_node"] = 4000
+
+
+@_doc_edit
+def _one_function_two_devices(d: Doc, rng: random.Random) -> None:
+    if d["nics"] and d["gpus"]:
+        _pick(d["nics"], rng)["pci_bus_id"] = _pick(d["gpus"], rng)["id"]
+    else:
+        d["gpus"].append(dict(_pick(d["gpus"], rng), index=None))
+
+
+def _over_limit(doc: Doc, rng: random.Random) -> bytes:
+    import topology
+
+    field = rng.choice(sorted(topology.SNAPSHOT_LIMITS))
+    return json.dumps({**doc, field: [{}] * (topology.SNAPSHOT_LIMITS[field] + 1)}).encode()
+
+
+def _repeated_key(doc: Doc, rng: random.Random) -> bytes:
+    text = json.dumps(doc)
+    return text.replace('"node": ', '"node": "elsewhere", "node": ', 1).encode()
+
+
 def _nan(doc: Doc, rng: random.Random) -> bytes:
     text = json.dumps(doc)
     return text.replace('"values": [[', '"values": [[NaN, ' if rng.random() < 0.5 else '"values": [[Infinity, ',
@@ -141,6 +173,8 @@ EDITS: dict[str, Callable[[Doc, random.Random], bytes]] = {
     "negative-link-count": _negative_link_count, "unknown-unit": _unknown_unit, "huge-number": _huge_number,
     "link-to-nowhere": _link_to_nowhere, "unknown-aspect": _unknown_aspect, "wrong-type": _wrong_type,
     "nan": _nan, "float-overflow": _float_overflow, "not-utf8": _not_utf8, "huge-file": _huge_file,
+    "reference-to-nowhere": _reference_to_nowhere, "one-function-two-devices": _one_function_two_devices,
+    "over-limit": _over_limit, "repeated-key": _repeated_key,
 }
 _LENIENT = {"huge-file"}  # bounded input: refusing is right, reading it is acceptable
 

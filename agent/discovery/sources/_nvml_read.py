@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from topology import (
+    SNAPSHOT_LIMITS,
     Aspect,
     BadPciAddress,
     FabricInfo,
@@ -36,6 +37,7 @@ from ._nvml_facts import (
 )
 from ._nvml_pairs import pair_facts
 from ._nvml_walk import Walk
+from ._registry import too_many
 
 SENTINEL_DOMAIN = "FFFFFFFF"
 _ARCH = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing", 7: "ampere", 8: "ada", 9: "hopper",
@@ -50,6 +52,7 @@ def collect(port: NvmlPort) -> NvmlFacts:
     nvml = w.ask(None, Aspect.VERSIONS, port.nvml_version)
     cuda = w.ask(None, Aspect.VERSIONS, port.cuda_driver_version)
     count = w.ask(None, Aspect.GPUS, port.device_count) or 0
+    too_many("nvmlDeviceGetCount: GPUs", count, SNAPSHOT_LIMITS["gpus"])  # pairs are asked too: square work
     handles: dict[int, Handle] = {}
     gpus = [_gpu(w, i, handles) for i in range(count)]
     pairs = [pair_facts(w, handles, a, b) for a in range(count) for b in range(a + 1, count)

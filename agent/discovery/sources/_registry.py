@@ -28,6 +28,14 @@ class SubsystemAbsent(SourceError):
     """The subsystem is not on this node (no driver, no InfiniBand): not a failure."""
 
 
+def too_many(where: str, found: int, most: int | None) -> None:
+    """:class:`SourceError` when a machine holds more of something than a snapshot may
+    (``topology.SNAPSHOT_LIMITS``): the source fails, what it covers is unknown, and no command does work
+    without bound on what it read."""
+    if most is not None and found > most:
+        raise SourceError(f"{where}: {found}, more than the {most} topolink reads")
+
+
 @dataclass(frozen=True, slots=True)
 class SourceSpec:
     """A source in the table: its reader, default state, flag help and what it covers."""

@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from topology import Aspect, Fact, Problem
+from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
 from ..doors import FsRoot
-from ._registry import SourceError, SubsystemAbsent
+from ._registry import SourceError, SubsystemAbsent, too_many
 
 T = TypeVar("T")
 
@@ -217,8 +217,8 @@ def pci_function_in(path: str | None) -> str | None:
 _SYS_DEVICES = "/sys/devices/"
 
 
-def class_entries(root: FsRoot, source: str, class_dir: str, *,
-                  absent: str) -> tuple[list[tuple[str, str, str | None]], list[Problem]]:
+def class_entries(root: FsRoot, source: str, class_dir: str, *, absent: str,
+                  most: str | None = None) -> tuple[list[tuple[str, str, str | None]], list[Problem]]:
     """``(name, entry, device path)`` of each entry of a class directory (``/sys/class/net``), and a problem
     for each entry that leads nowhere real (unreadable, not a directory, dangling, outside ``/sys/devices``):
     such an entry hides a device, so the node's NIC inventory is unknown. The directory's absence is
@@ -226,7 +226,7 @@ def class_entries(root: FsRoot, source: str, class_dir: str, *,
     unknown = (Fact(subject="node", aspect=Aspect.NICS),)
     found: list[tuple[str, str, str | None]] = []
     problems: list[Problem] = []
-    for name in list_subsystem(root, class_dir, absent=absent):
+    for name in list_subsystem(root, class_dir, absent=absent, most=most):
         entry = f"{class_dir}/{name}"
         try:
             path = device_path(root, entry)
@@ -243,12 +243,18 @@ def class_entries(root: FsRoot, source: str, class_dir: str, *,
     return found, problems
 
 
-def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None) -> list[str]:
+def list_subsystem(root: FsRoot, path: str, *, absent: str, marker: str | None = None,
+                   most: str | None = None) -> list[str]:
     """The entries of a subsystem's directory. Raises :class:`SubsystemAbsent` (with ``absent``) when
-    ``marker`` (default ``path``) does not exist, :class:`SourceError` when it cannot be listed."""
+    ``marker`` (default ``path``) does not exist, :class:`SourceError` when it cannot be listed or holds
+    more entries than a snapshot may hold of ``most`` (a key of ``topology.SNAPSHOT_LIMITS``)."""
     try:
         if not root.exists(marker or path):
             raise SubsystemAbsent(absent)
-        return root.listdir(path)
+        names = root.listdir(path)
     except OSError as exc:
         raise SourceError(f"{path}: {describe_os_error(exc)}") from exc
+    if most is not None:
+        too_many(f"{path}: entries", len(names), SNAPSHOT_LIMITS[most])
+    return names
+

@@ -53,7 +53,8 @@ class InfinibandFacts:
 @register(SOURCE, covers=(Aspect.NICS,), help="RDMA devices, their ports and PCI functions (/sys/class/infiniband)")
 def read_infiniband(ctx: DiscoveryContext) -> InfinibandFacts:
     root = ctx.root
-    entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)")
+    entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/infiniband (no RDMA driver loaded)",
+                                      most="nics")
     devices = []
     for name, entry, path in entries:
         bdf = pci_function_in(path)  # the entry's link, read once by class_entries

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topology import Aspect, Problem
+from topology import SNAPSHOT_LIMITS, Aspect, Problem
 
 from ..doors import DiscoveryContext, FsRoot
 from ._parse import bounded, decimal
-from ._registry import register
+from ._registry import register, too_many
 from ._sysfs import Reader, class_entries, pci_function_in
 
 SOURCE = "net"
@@ -44,6 +44,8 @@ def read_net(ctx: DiscoveryContext) -> NetFacts:
     root = ctx.root
     entries, problems = class_entries(root, SOURCE, _CLASS, absent="no /sys/class/net")
     interfaces = [_read_interface(root, name, entry, path) for name, entry, path in entries]
+    on_pci = sum(not i.virtual for i in interfaces)
+    too_many(f"{_CLASS}: interfaces on PCI functions", on_pci, SNAPSHOT_LIMITS["nics"])
     return NetFacts(interfaces=tuple(interfaces), problems=tuple(problems))
 
 

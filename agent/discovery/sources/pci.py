@@ -94,7 +94,7 @@ _INVENTORY = (node_fact(Aspect.GPUS), node_fact(Aspect.NICS))
 @register(SOURCE, covers=(Aspect.PCI, Aspect.GPUS), help="PCI functions and the PCIe tree (/sys/bus/pci)")
 def read_pci(ctx: DiscoveryContext) -> PciFacts:
     root = ctx.root
-    names = list_subsystem(root, _DEVICES, absent="no /sys/bus/pci", marker="/sys/bus/pci")
+    names = list_subsystem(root, _DEVICES, absent="no /sys/bus/pci", marker="/sys/bus/pci", most="pci")
     problems: list[Problem] = []
     places: dict[str, _Place] = {}
     gaps: dict[str, _Place] = {}

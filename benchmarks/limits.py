@@ -1,0 +1,129 @@
+"""Bounded work: each command on a saved snapshot from 8 GPUs up to each of the snapshot limits, and one
+past it. Prints a table. Not a test.
+
+    .venv/bin/python benchmarks/limits.py [--steps N]
+
+The snapshots are synthetic (benchmarks/_big.py: HGX-like boards of 8 GPUs repeated, NICs, PCI functions
+and links added until one limit is reached; every other list stays small). Each command runs as a user
+runs it, a process of its own (interpreter, imports, reading the file): its CPU time (user and system,
+from the child's rusage: what it costs whatever else runs on a shared machine), wall time, and peak
+resident memory (``ru_maxrss``). At each limit the target is 2 s of CPU and 300 MB.
+
+- ``topo --from``: the GPU/NIC matrix (a cell per pair: its work grows with the square of GPUs + NICs,
+  which is what the GPU and NIC limits bound);
+- ``place --from --gpus 8``: the placement search;
+- ``dot``: ``topology.to_dot`` of the snapshot read back, what ``discover --format dot`` renders once
+  discovery is done (the discovery of a sysfs tree this size is not built here);
+- ``page``: the node page ``serve`` answers on ``/`` (``exporter.page``) with its picture's DOT text.
+
+Past a limit (the last row of each), ``topo --from`` must refuse the snapshot with exit 3 before reading
+its entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from _table import print_rows  # noqa: E402
+
+import topology as t  # noqa: E402
+
+TARGET_S, TARGET_MB = 2.0, 300.0
+_DOT = "import sys, topology; from agent.cli._common import load_snapshot; topology.to_dot(load_snapshot(sys.argv[1]))"
+_PAGE = ("import sys, topology, exporter; from agent.cli._common import load_snapshot\n"
+         "snap = load_snapshot(sys.argv[1]); exporter.picture_dot(snap)\n"
+         "view = exporter.View(snapshot=snap, structure_hash=topology.structure_hash(snap))\n"
+         "exporter.page(view, now=0.0, svg=None, svg_reason='linked', measured_matrix='')")
+COMMANDS = {
+    "topo": ["-m", "agent.cli", "topo", "--from"],
+    "place": ["-m", "agent.cli", "place", "--gpus", "8", "--from"],
+    "dot": ["-c", _DOT],
+    "page": ["-c", _PAGE],
+}
+LIMITS = t.SNAPSHOT_LIMITS
+
+
+def _ladders() -> dict[str, list[dict[str, int]]]:
+    """Each limit, and the sizes on the way to it, as asked of ``_big.big``."""
+    return {
+        "gpus": [{"gpus": n} for n in (8, 32, 128, LIMITS["gpus"])],
+        "nics": [{"gpus": 8, "nics": n} for n in (8, 128, LIMITS["nics"])],
+        "pci": [{"gpus": 8, "pci": n} for n in (1024, 8192, LIMITS["pci"])],
+        "links": [{"gpus": 8, "links": n} for n in (1024, 8192, LIMITS["links"])],
+    }
+
+
+def _run(args: list[str], path: Path) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds, peak resident MB and exit status of one command in a process of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *args, str(path)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.stderr is not None:
+        err = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        if "Traceback" in err:
+            raise SystemExit(f"limits: {' '.join(args[:4])} {path.name} failed:\n{err[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+
+
+_WRITE = ("import sys; sys.path.insert(0, 'benchmarks'); import topology as t; from _big import big\n"
+          "s = big(*map(int, sys.argv[2:3]), nics=int(sys.argv[3]), pci=int(sys.argv[4]), links=int(sys.argv[5]))\n"
+          "open(sys.argv[1], 'w').write(t.dumps(s, indent=None))\n"
+          "print(f'{len(s.gpus)} GPUs, {len(s.nics)} NICs, {len(s.pci)} PCI, {len(s.links)} links')")
+
+
+def _write(path: Path, size: dict[str, int]) -> str:
+    """Writes the snapshot in a process of its own (so that this one stays small: a child's peak resident
+    memory counts its parent's at the fork), and returns its sizes in words."""
+    args = [str(size.get(k, d)) for k, d in (("gpus", 8), ("nics", 0), ("pci", 0), ("links", 0))]
+    return subprocess.run([sys.executable, "-c", _WRITE, str(path), *args], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=0, help="only the first N sizes of each ladder (0: all)")
+    args = ap.parse_args()
+    rows: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for limit, ladder in _ladders().items():
+            steps = ladder[:args.steps] if args.steps else ladder
+            for size in steps:
+                path = Path(tmp) / "snap.json"
+                sizes = _write(path, size)
+                at_limit = size is ladder[-1]
+                for name, command in COMMANDS.items():
+                    wall, cpu, mb, rc = _run(command, path)
+                    if at_limit:
+                        ok = cpu <= TARGET_S and mb <= TARGET_MB and rc in (0, 1)
+                        verdict = f"{'ok' if ok else 'OVER'} (limit {limit}: {TARGET_S:g} s, {TARGET_MB:g} MB)"
+                    else:
+                        verdict = "-" if rc in (0, 1) else f"exit {rc}"
+                    rows.append((f"{name:<5} {sizes} ({path.stat().st_size >> 10} KiB)",
+                                 f"{cpu:.2f} s CPU, {wall:.2f} s wall, {mb:.0f} MB measured", verdict))
+            path = Path(tmp) / "over.json"
+            over: dict[str, object] = {"schema": t.SCHEMA, "node": "over", limit: [{}] * (LIMITS[limit] + 1)}
+            path.write_text(json.dumps(over))
+            wall, cpu, mb, rc = _run(COMMANDS["topo"], path)
+            rows.append((f"topo  {LIMITS[limit] + 1} {limit}: one past the limit",
+                         f"{cpu:.2f} s CPU, {wall:.2f} s wall, {mb:.0f} MB measured",
+                         "ok (refused, exit 3)" if rc == 3 else f"WRONG: exit {rc}, want 3"))
+    print_rows(rows, value_width=36)
+
+
+if __name__ == "__main__":
+    main()
