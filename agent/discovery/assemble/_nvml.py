@@ -40,8 +40,9 @@ from topology import (
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvmlFacts, NvmlGpuFacts
-from . import _identity
+from . import _counts, _identity
 from ._nvml_state import NVML_ONLY, SOURCE
+from ._witness import witness
 
 T = TypeVar("T")
 _NVML_ONLY = NVML_ONLY
@@ -87,6 +88,7 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts, driver: Iterable[DriverGpuFacts
         problems.append(Problem(source=SOURCE, subject=",".join(absent),
                                 message="P2P status and common ancestor of every GPU with these GPU(s) unknown",
                                 unknown=peers))
+    problems += _counts.link_ends(facts, placed)
     switches = {s.id: s for s in snap.nvswitches}
     links = _nvlinks(snap, facts, placed, switches, problems)
     hidden = sorted(s for s, sw in switches.items() if not sw.visible_on_pci and s != SYNTHETIC_SWITCH)
@@ -215,9 +217,11 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches:
                 versions[frozenset((bus, remote))].add(link.version)
         if sentinel:
             switches.setdefault(SYNTHETIC_SWITCH, NvSwitch(id=SYNTHETIC_SWITCH, visible_on_pci=False))
-            visible = sum(n for (a, b), n in seen.items() if a == bus and b in switches)
-            from_field = None if g.nvswitch_link_count is None else g.nvswitch_link_count - visible
-            seen[(bus, SYNTHETIC_SWITCH)] = from_field if from_field and from_field > 0 else sentinel
+            seen[(bus, SYNTHETIC_SWITCH)] = sentinel
+        to_switches = sum(n for (a, b), n in seen.items() if a == bus and b in switches)
+        if g.nvswitch_link_count is not None and (to_switches or g.nvswitch_link_count) \
+                and to_switches != g.nvswitch_link_count:
+            problems.append(witness("nvswitch-links").dispute((bus,), g.nvswitch_link_count, to_switches))
     return _links_from_counts(seen, versions, problems)
 
 
@@ -232,10 +236,8 @@ def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozense
         done.add(pair)
         other = seen.get((b, a))
         if other is not None and other != count:
-            problems.append(Problem(source=SOURCE, subject=f"{min(a, b)}--{max(a, b)}",
-                                    message=f"NVLink count differs between the ends: {count} seen from {a}, "
-                                            f"{other} from {b}",
-                                    unknown=_nvlinks_of(pair)))
+            problems.append(witness("nvlink-ends").dispute((e for e in pair if ":" in e), f"{count} ({a})",
+                                                           f"{other} ({b})"))
         bonded = max(count, other or 0)
         gen = _generation(pair, versions.get(pair, set()), problems)
         lo, hi = sorted(pair)

@@ -71,6 +71,7 @@ class PciDeviceFacts:
 class PciFacts:
     devices: tuple[PciDeviceFacts, ...] = ()
     problems: tuple[Problem, ...] = ()
+    twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
     problems: list[Problem] = []
     places: dict[str, _Place] = {}
     gaps: dict[str, _Place] = {}
+    dirs: dict[str, set[str]] = {}  # bus id -> every directory of the tree that names it
     for name in names:
         try:
             bdf = _bdf(name)
@@ -104,12 +106,19 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{_DEVICES}/{name}: not a PCI address",
                                     unknown=(node_fact(Aspect.PCI), *_INVENTORY)))
             continue
-        places[bdf] = _place(root, name, bdf, gaps)
+        place = _place(root, name, bdf, gaps)
+        if bdf in places:
+            dirs.setdefault(bdf, set()).add(places[bdf].path)
+        places[bdf] = place
+    for place in places.values():
+        for up_bdf, up_path in _tree_path(place.path)[1]:
+            dirs.setdefault(up_bdf, set()).add(up_path)
     for bdf in gaps.keys() - places.keys():
         places[bdf] = gaps[bdf]
     shared = _Pass()
     devices = tuple(_read_device(root, bdf, places[bdf], shared) for bdf in sorted(places, key=bdf_key))
-    return PciFacts(devices=devices, problems=tuple(problems))
+    twins = tuple((bdf, tuple(sorted(d))) for bdf, d in sorted(dirs.items()) if len(d) > 1)
+    return PciFacts(devices=devices, problems=tuple(problems), twins=twins)
 
 
 def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place:
