@@ -80,8 +80,7 @@ def reconcile(gpus: dict[str, Gpu], driver: Iterable[DriverGpuFacts] | None, pro
         for row, field, mine, theirs in (("gpu-minor", "minor", g.minor, d.minor), ("gpu-uuid", "uuid", g.uuid, d.uuid),
                                          ("gpu-memory-node", "gpu_numa_id", g.gpu_numa_id, d.memory_node)):
             if mine is not None and theirs is not None and mine != theirs:
-                if field != "gpu_numa_id":  # an identity nobody may use; a NUMA id is only unknown
-                    changes[field] = None
+                changes[field] = None  # nobody may use it (a GPU memory node NVML alone said is no node's)
                 problems.append(witness(row).dispute((bus,), mine, theirs))
         if changes:
             gpus[bus] = replace(g, **changes)  # type: ignore[arg-type]

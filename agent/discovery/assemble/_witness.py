@@ -69,26 +69,26 @@ WITNESSES: tuple[Witness, ...] = (
     _row(key="gpu-pcie", fact="a GPU's PCIe generation and width",
          first="NVML (nvmlDeviceGetCurrPcieLink*, GetMaxPcieLink*)", second="sysfs (current_/max_link_speed, "
          "current_/max_link_width)", unknown=(_A.PCIE_LINK,),
-         wins="NVML when the GPU's upstream port is emulated by a hypervisor (vendor 1b36 QEMU, 15ad VMware): "
-              "the port reports its own link"),
+         wins="NVML when a port above the GPU is emulated by a hypervisor (vendor 1b36 QEMU, 15ad VMware), "
+              "which reports its own link"),
     _row(key="gpu-affinity", fact="a GPU's NUMA locality", first="NVML (nvmlDeviceGetCpuAffinity, "
          "GetMemoryAffinity)", second="the kernel (local_cpulist, numa_node; -1 says nothing)",
          unknown=(_A.NUMA,)),
     _row(key="gpu-pci-identity", fact="what the PCI function of a GPU is", first="NVML (a GPU, its pciDeviceId)",
          second="sysfs (vendor, device, class)", unknown=(_A.IDENTITY,)),
     _row(key="gpu-memory-node", fact="the NUMA node of a GPU's memory", first="NVML (nvmlDeviceGetNumaNodeId)",
-         second="the driver (/proc/driver/nvidia/gpus/<bus id>/numa_status)", unknown=(_A.NUMA,),
+         second="the driver (`/proc/driver/nvidia/gpus/<bus id>/numa_status`)", unknown=(_A.NUMA,),
          stage="merge_nvml"),
     _row(key="gpu-minor", fact="a GPU's device minor", first="NVML (nvmlDeviceGetMinorNumber)",
-         second="the driver (/proc/driver/nvidia/gpus/<bus id>/information)", unknown=(_A.IDENTITY,),
+         second="the driver (`/proc/driver/nvidia/gpus/<bus id>/information`)", unknown=(_A.IDENTITY,),
          stage="merge_nvml"),
     _row(key="gpu-uuid", fact="a GPU's UUID", first="NVML (nvmlDeviceGetUUID)",
-         second="the driver (/proc/driver/nvidia/gpus/<bus id>/information)", unknown=(_A.IDENTITY,),
+         second="the driver (`/proc/driver/nvidia/gpus/<bus id>/information`)", unknown=(_A.IDENTITY,),
          stage="merge_nvml"),
     _row(key="nvml-ancestor", fact="the PCIe path between two GPUs", first="NVML's common ancestor",
          second="the PCIe tree in sysfs", unknown=(_A.PCIE_PATH, _A.NUMA, _A.P2P)),
     _row(key="nvml-p2p-nvlink", fact="NVLinks between two GPUs", first="NVML's P2P status over NVLink",
-         second="the NVLinks NVML's per-link calls read", unknown=(_A.NVLINKS,)),
+         second="the NVLinks NVML's per-link calls read", unknown=(_A.NVLINKS, _A.P2P)),
     _row(key="nvlink-count", fact="how many NVLinks a GPU has", first="NVML's link-count field (91)",
          second="NVML's per-link calls (an error before the last link is no end)", unknown=(_A.NVLINKS,),
          stage="nvml source"),
@@ -104,10 +104,10 @@ WITNESSES: tuple[Witness, ...] = (
          second="another directory there with the same bus id", unknown=(_A.PCI,), node_wide=True, source="pci",
          stage="pci source"),
     _row(key="nic-function", fact="the PCI function of a network interface", first="the RDMA device "
-         "(/sys/class/infiniband/<dev>/device/net)", second="the interface (/sys/class/net/<if>/device)",
+         "(`/sys/class/infiniband/<dev>/device/net`)", second="the interface (`/sys/class/net/<if>/device`)",
          unknown=(_A.NICS,), node_wide=True, source="net", stage="assemble"),
     _row(key="rdma-infiniband", fact="which NICs do RDMA", first="the PCI bus (Mellanox functions bound to "
-         "mlx5_core/mlx4_core)", second="/sys/class/infiniband", unknown=(_A.NICS,), node_wide=True,
+         "mlx5_core/mlx4_core)", second="`/sys/class/infiniband`", unknown=(_A.NICS,), node_wide=True,
          source="infiniband"),
 )
 BY_KEY = {w.key: w for w in WITNESSES}
@@ -119,9 +119,10 @@ def witness(key: str) -> Witness:
 
 def witness_markdown() -> str:
     """The README's table of witness pairs, generated from :data:`WITNESSES`."""
-    lines = ["| check | fact | one witness | the other | what wins | unknown on disagreement |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| check | fact | one witness | the other | what wins | unknown on disagreement | checked in |",
+             "|---|---|---|---|---|---|---|"]
     for w in WITNESSES:
         unknown = ", ".join(f"`{a.value}`" for a in w.unknown) + (" (node-wide)" if w.node_wide else "")
-        lines.append(f"| `{w.key}` | {w.fact} | {w.first} | {w.second} | {w.wins or 'neither'} | {unknown} |")
+        cells = (f"`{w.key}`", w.fact, w.first, w.second, w.wins or "neither", unknown, w.stage)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,162 @@
+"""One perturbed witness per row of the witness table (``agent.discovery.assemble.WITNESSES``).
+
+Each planner, given a tree's clean snapshot, its root and (for a machine profile) its NVML answers, changes
+one witness of its row so that the two readings disagree, or returns None where the tree has no such pair
+(no NVML on a real tree, one NUMA node, no NVLink...). An edit is files to write under the root and the
+NVML answers to use instead; ``winner`` says the row's stated winner stands (nothing may become unknown).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topology import LinkKind, PathIndex, Snapshot
+
+from . import contradict
+
+
+@dataclass(frozen=True)
+class Edit:
+    note: str
+    files: dict[str, bytes] = field(default_factory=dict)  # path below the root -> new content
+    removed: tuple[str, ...] = ()  # directories below the root to remove
+    nvml: list[str] | None = None  # the NVML answers instead of the tree's
+    winner: bool = False
+
+
+Planner = Callable[[random.Random, Snapshot, Path, "list[str] | None"], "Edit | None"]
+
+
+def _sed(lines: list[str] | None, pattern: str, repl: Callable[[re.Match[str]], str], note: str,
+         rng: random.Random) -> Edit | None:
+    if lines is None:
+        return None
+    hits = [i for i, line in enumerate(lines) if re.match(pattern, line)]
+    if not hits:
+        return None
+    i = rng.choice(hits)
+    out = list(lines)
+    out[i] = re.sub(pattern, repl, lines[i])
+    return None if out[i] == lines[i] else Edit(f"{note}: {lines[i]!r} -> {out[i]!r}", nvml=out)
+
+
+def _sysfs(planner: Callable[..., contradict.Mutation | None]) -> Planner:
+    def plan(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+        dirs = {f.id: _function_dir(root, f.id) for f in snap.pci if (root / "sys/bus/pci/devices" / f.id).exists()}
+        m = planner(rng, snap, dirs, root)
+        if m is None:
+            return None
+        if m.kind == "contra-remove-dir":
+            return Edit(m.note, removed=(m.path,))
+        return Edit(m.note, files={m.path: m.payload})
+    return plan
+
+
+def _function_dir(root: Path, bdf: str) -> str:
+    return str((root / "sys/bus/pci/devices" / bdf).resolve().relative_to(root.resolve()))
+
+
+def _vm(snap: Snapshot) -> bool:
+    return any(f.vendor_id in (0x1B36, 0x15AD) for f in snap.pci)
+
+
+def _gpu_pcie(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    gpus = [g for g in snap.gpus if g.pcie and g.pcie.max_width and g.pcie.max_width > 1 and g.index is not None]
+    if nvml is None or not gpus:
+        return None
+    g = rng.choice(gpus)
+    assert g.pcie is not None and g.pcie.max_width is not None
+    if _vm(snap):  # the emulated port's witness is the one known to be wrong: change it, NVML must stand
+        path = _function_dir(root, g.id)
+        return Edit(f"sysfs current_link_width of {g.id} halved behind an emulated port",
+                    files={f"{path}/current_link_width": f"{g.pcie.max_width // 2}\n".encode()}, winner=True)
+    return _sed(nvml, rf"^gpu {g.index} pcie (\d+) (\d+) ", lambda m: f"gpu {g.index} pcie {m[1]} "
+                f"{max(1, int(m[2]) // 2)} ", "NVML's current width halved", rng)
+
+
+def _gpu_affinity(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    nodes = [n.os_index for n in snap.numa_nodes if n.cpus]
+    gpus = [g for g in snap.gpus if g.numa_node is not None and g.index is not None]
+    if len(nodes) < 2 or not gpus:
+        return None
+    g = rng.choice(gpus)
+    other = next(n for n in nodes if n != g.numa_node)
+    return _sed(nvml, rf"^gpu {g.index} memnodes .*$", lambda m: f"gpu {g.index} memnodes {other}",
+                "NVML's memory affinity another node", rng)
+
+
+def _plan(pattern: str, repl: Callable[[re.Match[str]], str], note: str,
+          when: Callable[[Snapshot], bool] = lambda s: True) -> Planner:
+    def plan(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+        return _sed(nvml, pattern, repl, note, rng) if when(snap) else None
+    return plan
+
+
+def _memory_node(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    listed = root / "proc/driver/nvidia/gpus"
+    if not any((listed / g.id / "numa_status").exists() for g in snap.gpus):
+        return None
+    return _sed(nvml, r"^gpu (\d+) numa (\d+)$", lambda m: f"gpu {m[1]} numa {int(m[2]) + 1}",
+                "NVML's GPU NUMA id off by one", rng)
+
+
+def _ancestor(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    if nvml is None or len(snap.gpus) < 2:
+        return None
+    return _sed(nvml, r"^pair (\d+) (\d+) ancestor (\d+)$",
+                lambda m: f"pair {m[1]} {m[2]} ancestor {50 if int(m[3]) < 40 else 10}",
+                "NVML's common ancestor another level", rng)
+
+
+def _p2p_nvlink(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    index = PathIndex(snap)
+    by_index = {g.index: g.id for g in snap.gpus if g.index is not None}
+    apart = {f"{a} {b}" for a in by_index for b in by_index if a < b and not index.nvlinks(by_index[a], by_index[b])}
+    if nvml is None or not apart:
+        return None
+    pair = rng.choice(sorted(apart))
+    return _sed(nvml, rf"^pair {pair} p2p 2 \d+$", lambda m: f"pair {pair} p2p 2 0",
+                "NVML's P2P over NVLink OK between GPUs no NVLink joins", rng)
+
+
+def _direct(snap: Snapshot) -> bool:
+    gpus = {g.id for g in snap.gpus}
+    return any(lk.kind is LinkKind.NVLINK and lk.a in gpus and lk.b in gpus for lk in snap.links)
+
+
+def _fabric(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    if nvml is None or not any(g.fabric and g.fabric.clique for g in snap.gpus):
+        return None
+    return Edit("no GPU answers nvmlDeviceGetGpuFabricInfoV (NOT_SUPPORTED)",
+                nvml=[line for line in nvml if not re.match(r"^gpu \d+ fabric ", line)])
+
+
+PLANNERS: dict[str, Planner] = {
+    "numa-cpus": _sysfs(contradict.PLANNERS[0]),
+    "root-numa": _sysfs(contradict.PLANNERS[1]),
+    "pcie-over-max": _sysfs(contradict.PLANNERS[2]),
+    "numa-distance": _sysfs(contradict.PLANNERS[3]),
+    "rdma-infiniband": _sysfs(contradict.PLANNERS[4]),
+    "gpu-pcie": _gpu_pcie,
+    "gpu-affinity": _gpu_affinity,
+    "gpu-pci-identity": _plan(r"^gpu (\d+) busid (\S+) 0x[0-9a-f]{4}10de", lambda m: f"gpu {m[1]} busid {m[2]} "
+                              "0x0bad10de", "NVML's PCI device id another one"),
+    "gpu-memory-node": _memory_node,
+    "gpu-minor": _plan(r"^gpu (\d+) minor \d+$", lambda m: f"gpu {m[1]} minor {100 + int(m[1])}",
+                       "NVML's minor not the driver's"),
+    "gpu-uuid": _plan(r"^gpu (\d+) uuid GPU-(\S+)$", lambda m: f"gpu {m[1]} uuid GPU-{m[2][::-1]}",
+                      "NVML's UUID not the driver's"),
+    "nvml-ancestor": _ancestor,
+    "nvml-p2p-nvlink": _p2p_nvlink,
+    "nvlink-count": _plan(r"^gpu (\d+) links (\d+)$", lambda m: f"gpu {m[1]} links {int(m[2]) // 2}",
+                          "INVALID_ARGUMENT from the middle of the link range"),
+    "nvswitch-links": _plan(r"^gpu (\d+) field 147 0 ([1-9]\d*)$",
+                            lambda m: f"gpu {m[1]} field 147 0 {int(m[2]) - 1}", "field 147 one less"),
+    "nvlink-ends": _plan(r"^gpu (\d+) link (\d+) 1 (\d+) 0 ", lambda m: f"gpu {m[1]} link {m[2]} 0 {m[3]} 0 ",
+                         "one end of a direct NVLink down", _direct),
+    "fabric": _fabric,
+}
