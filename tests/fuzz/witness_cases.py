@@ -24,6 +24,7 @@ class Edit:
     note: str
     files: dict[str, bytes] = field(default_factory=dict)  # path below the root -> new content
     removed: tuple[str, ...] = ()  # directories below the root to remove
+    links: dict[str, str] = field(default_factory=dict)  # path below the root -> link target (relative)
     nvml: list[str] | None = None  # the NVML answers instead of the tree's
     winner: bool = False
 
@@ -135,7 +136,44 @@ def _fabric(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | No
                 nvml=[line for line in nvml if not re.match(r"^gpu \d+ fabric ", line)])
 
 
+def _twin(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """A new function below a directory named after an existing function, under another root complex (or
+    right under its own): that bus id is then at two directories of the tree."""
+    devices = root / "sys/bus/pci/devices"
+    here = {f.id: _function_dir(root, f.id) for f in snap.pci if (devices / f.id).exists()}
+    roots = sorted({d.split("/")[2] for d in here.values() if d.startswith("sys/devices/pci")})
+    choices = [(bdf, r) for bdf, d in sorted(here.items()) for r in roots
+               if f"sys/devices/{r}/{bdf}" != d and (r != d.split("/")[2] or len(d.split("/")) > 4)]
+    if not choices:
+        return None
+    bdf, rc = rng.choice(choices)
+    new = next(f"{bdf[:4]}:{b:02x}:1f.7" for b in range(0xFE, 0, -1) if f"{bdf[:4]}:{b:02x}:1f.7" not in here)
+    d = f"sys/devices/{rc}/{bdf}/{new}"
+    return Edit(f"{new} placed below a second {bdf} under {rc}",
+                files={f"{d}/vendor": b"0x8086\n", f"{d}/device": b"0x0b00\n", f"{d}/class": b"0x088000\n"},
+                links={f"sys/bus/pci/devices/{new}": f"../../../devices/{rc}/{bdf}/{new}"})
+
+
+def _netdev_elsewhere(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """An RDMA device's netdev moved under another function of the tree (its RDMA device still names it)."""
+    net = root / "sys/class/net"
+    nics = [(n, d) for n in snap.nics if n.rdma for d in n.netdevs if (net / d).is_symlink()]
+    others = [f.id for f in snap.pci if f.id not in {n.id for n in snap.nics}
+              and f.class_code >> 8 != 0x0604 and (root / "sys/bus/pci/devices" / f.id).exists()]
+    if not nics or not others:
+        return None
+    nic, name = rng.choice(nics)
+    other = rng.choice(others)
+    old = (net / name).resolve()
+    d = f"{_function_dir(root, other)}/net/{name}"
+    files = {f"{d}/{p.name}": p.read_bytes() for p in old.iterdir() if p.is_file() and not p.is_symlink()}
+    return Edit(f"{name} of {nic.name} ({nic.id}) moved below {other}", files=files,
+                links={f"sys/class/net/{name}": "../../" + d.removeprefix("sys/")})
+
+
 PLANNERS: dict[str, Planner] = {
+    "pci-bus-id": _twin,
+    "nic-function": _netdev_elsewhere,
     "numa-cpus": _sysfs(contradict.PLANNERS[0]),
     "root-numa": _sysfs(contradict.PLANNERS[1]),
     "pcie-over-max": _sysfs(contradict.PLANNERS[2]),
