@@ -28,7 +28,11 @@ def snapshot(node: FakeNode) -> Snapshot:
 
 
 def raised(snap: Snapshot) -> list[str]:
-    return [f"{p.source} {p.subject}: {p.message}" for check in CHECKS for p in check(snap)]
+    """What the witness table's rows say of ``snap``: its cross-checks run again, and the problems the rows
+    checked elsewhere (assembly, the NVML merge, the sources) left in it."""
+    elsewhere = [p for p in snap.problems for w in WITNESSES
+                 if w.stage != CROSS_CHECK and p.source == w.source and p.message.startswith(w.fact + ":")]
+    return [f"{p.source} {p.subject}: {p.message}" for p in [*(p for c in CHECKS for p in c(snap)), *elsewhere]]
 
 
 @pytest.mark.parametrize("profile", PROFILES)

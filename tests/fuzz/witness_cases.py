@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,45 @@ class Edit:
     links: dict[str, str] = field(default_factory=dict)  # path below the root -> link target (relative)
     nvml: list[str] | None = None  # the NVML answers instead of the tree's
     winner: bool = False
+
+
+@dataclass(frozen=True)
+class WitnessCase:
+    """One row's witness perturbed in one tree, for the fuzz runner."""
+
+    key: str
+    edit: Edit
+
+    def __str__(self) -> str:
+        return f"witness {self.key}: {self.edit.note}"
+
+    def touched(self, pristine: Path) -> list[str]:
+        """What applying the edit creates or replaces (relative): the topmost new directory of each file."""
+        out: list[str] = [*self.edit.links, *self.edit.removed]
+        for rel in self.edit.files:
+            parts = Path(rel).parts
+            top = next((Path(*parts[:n]) for n in range(1, len(parts) + 1)
+                        if not (pristine / Path(*parts[:n])).exists()), Path(rel))
+            out.append(str(top))
+        return sorted(set(out))
+
+    def apply(self, root: Path) -> None:
+        for rel, data in self.edit.files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.unlink(missing_ok=True)  # never through a hard link shared with the pristine tree
+            path.write_bytes(data)
+            path.chmod(0o444)
+        for rel, target in self.edit.links.items():
+            (root / rel).unlink(missing_ok=True)
+            (root / rel).symlink_to(target)
+        for rel in self.edit.removed:
+            shutil.rmtree(root / rel)
+
+
+def plan(rng: random.Random, key: str, snap: Snapshot, root: Path, nvml: list[str] | None) -> WitnessCase | None:
+    edit = PLANNERS[key](rng, snap, root, nvml)
+    return None if edit is None else WitnessCase(key, edit)
 
 
 Planner = Callable[[random.Random, Snapshot, Path, "list[str] | None"], "Edit | None"]
