@@ -148,9 +148,14 @@ def _memory_node(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str]
 def _ancestor(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
     if nvml is None or len(snap.gpus) < 2:
         return None
-    return _sed(nvml, r"^pair (\d+) (\d+) ancestor (\d+)$",
-                lambda m: f"pair {m[1]} {m[2]} ancestor {50 if int(m[3]) < 40 else 10}",
-                "NVML's common ancestor another level", rng)
+    pairs = sorted({tuple(sorted((int(m[1]), int(m[2])))) for line in nvml
+                    if (m := re.match(r"^pair (\d+) (\d+) ancestor \d+$", line))})
+    if not pairs:
+        return None
+    a, b = rng.choice(pairs)
+    pattern = rf"^pair ({a} {b}|{b} {a}) ancestor (\d+)$"  # the profile may give the pair in both orders
+    out = [re.sub(pattern, lambda m: f"pair {m[1]} ancestor {50 if int(m[2]) < 40 else 10}", line) for line in nvml]
+    return Edit(f"NVML's common ancestor of GPUs {a} and {b} another level", nvml=out)
 
 
 def _p2p_nvlink(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
