@@ -26,7 +26,7 @@ from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_PROFILE, MACHINES
 from tests.fakenvml.fixtures import MakeMachine
 from tests.fuzz.oracle import diff
-from tests.fuzz.witness_cases import PLANNERS, Edit
+from tests.fuzz.witness_cases import PLANNERS, Edit, WitnessCase
 from tests.published import more_than_known
 from tests.reference_data import hwloc_tarballs
 from topology import Snapshot
@@ -41,18 +41,8 @@ def test_every_row_has_a_generator() -> None:
     assert sorted(PLANNERS) == sorted(w.key for w in WITNESSES)
 
 
-def _apply(root: Path, nvml_profile: Path | None, edit: Edit) -> None:
-    for rel, data in edit.files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)
-        path.write_bytes(data)
-    for rel, target in edit.links.items():
-        path = root / rel
-        path.unlink(missing_ok=True)
-        path.symlink_to(target)
-    for rel in edit.removed:
-        shutil.rmtree(root / rel)
+def _apply(root: Path, nvml_profile: Path | None, key: str, edit: Edit) -> None:
+    WitnessCase(key, edit).apply(root)
     if edit.nvml is not None:
         assert nvml_profile is not None
         nvml_profile.write_text("\n".join(edit.nvml) + "\n")
@@ -107,7 +97,7 @@ def test_a_perturbed_witness_is_disputed_or_overruled(fake_machine: MakeMachine,
     if edit is None:
         assert ALL, f"{tree} has no {key} pair to perturb"
         return
-    _apply(root, nvml_profile, edit)
+    _apply(root, nvml_profile, key, edit)
     if nvml_profile is not None:
         os.environ[ENV_PROFILE] = str(nvml_profile)
     errors = _judge(row, edit, clean, read())
