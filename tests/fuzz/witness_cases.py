@@ -216,7 +216,30 @@ def _netdev_elsewhere(rng: random.Random, snap: Snapshot, root: Path, nvml: list
                 links={f"sys/class/net/{name}": "../../" + d.removeprefix("sys/")})
 
 
+def _bond_version(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """One link of a bond (two or more active links to one far end) reports another NVLink version."""
+    if nvml is None:
+        return None
+    link = re.compile(r"^gpu (\d+) link (\d+) 1 (\d+) (\d+) (\S+)$")
+    ends: dict[tuple[str, str], list[int]] = {}
+    for i, line in enumerate(nvml):
+        if (m := link.match(line)) and m[5].upper() != "FFFFFFFF:FF:FF.0":
+            ends.setdefault((m[1], m[5]), []).append(i)
+    bonds = sorted(v for v in ends.values() if len(v) > 1)
+    if not bonds:
+        return None
+    i = rng.choice(rng.choice(bonds))
+    out = list(nvml)
+    out[i] = link.sub(lambda m: f"gpu {m[1]} link {m[2]} 1 {int(m[3]) - 1 if int(m[3]) > 2 else int(m[3]) + 1} "
+                                f"{m[4]} {m[5]}", nvml[i])
+    return Edit(f"one link of a bond another version: {nvml[i]!r} -> {out[i]!r}", nvml=out)
+
+
 PLANNERS: dict[str, Planner] = {
+    "nvlink-version": _bond_version,
+    "nvlink-remote-type": _plan(r"^gpu (\d+) link (\d+) 1 (\d+) 0 ", lambda m: f"gpu {m[1]} link {m[2]} 1 {m[3]} 2 ",
+                                "NVML calls a GPU at the far end of an NVLink an NVSwitch", _direct),
+    "driver-version": _plan(r"^driver \S+$", lambda m: "driver 999.88.77", "NVML's driver version not the module's"),
     "pci-bus-id": _twin,
     "nic-function": _netdev_elsewhere,
     "numa-cpus": _sysfs(contradict.PLANNERS[0]),

@@ -161,9 +161,18 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
 CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage == CROSS_CHECK)  # the table's order
 
 
-def cross_check(snap: Snapshot) -> Snapshot:
-    """``snap`` with a problem for every contradiction between its sources' readings, the table's order."""
-    found = [p for check in CHECKS for p in check(snap)]
+def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
+    """NVML's driver version against the loaded kernel module's (``None``: not read)."""
+    nvml = dict(snap.versions).get("nvidia_driver")
+    if nvml is None or module is None or nvml == module:
+        return []
+    return [witness("driver-version").dispute(("nvidia_driver",), nvml, module)]
+
+
+def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapshot:
+    """``snap`` with a problem for every contradiction between its sources' readings, the table's order;
+    ``module_version``: the NVIDIA kernel module's version, for ``driver-version`` (checked at discovery)."""
+    found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap))]
     if not found:
         return snap
     snap = gpu.adopt_nvml_pcie(snap, found)

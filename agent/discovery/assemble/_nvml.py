@@ -22,7 +22,6 @@ from typing import TypeVar
 from topology import (
     NODE,
     Aspect,
-    Fact,
     Gpu,
     Link,
     LinkKind,
@@ -35,7 +34,6 @@ from topology import (
     facts_of,
     node_fact,
     nvlink_bytes_per_second,
-    nvlink_gen_from_nvml,
 )
 
 from ..sources._nvidia_proc import DriverGpuFacts
@@ -161,9 +159,7 @@ def _pcie(sysfs: PcieLinkState | None, nvml: PcieLinkState | None) -> PcieLinkSt
     )
 
 
-def _is_switch(snap: Snapshot, switches: dict[str, NvSwitch], bus_id: str) -> bool:
-    if bus_id in switches:
-        return True
+def _pci_switch(snap: Snapshot, bus_id: str) -> bool:
     f = next((p for p in snap.pci if p.id == bus_id), None)
     return f is not None and f.vendor_id == _NVIDIA and f.class_code >> 8 == _NVSWITCH_CLASS
 
@@ -196,8 +192,13 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches:
                                         message=f"NVLink {link.link} goes to the lost GPU {remote}",
                                         unknown=facts_of(bus, Aspect.NVLINKS)))
                 continue
+            disputed = _counts.remote_type(bus, link.link, link.remote_type, remote, is_gpu=remote in gpu_set,
+                                           pci_switch=_pci_switch(snap, remote))
+            if disputed is not None:
+                problems.append(disputed)
+                continue
             to_switch = link.remote_type == REMOTE_SWITCH or (
-                link.remote_type in (REMOTE_UNKNOWN, None) and _is_switch(snap, switches, remote))
+                link.remote_type in (REMOTE_UNKNOWN, None) and (remote in switches or _pci_switch(snap, remote)))
             to_gpu = link.remote_type == REMOTE_GPU or remote in gpu_set
             if to_gpu and not to_switch and remote not in gpu_set:
                 problems.append(Problem(source=SOURCE, subject=bus,
@@ -239,33 +240,11 @@ def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozense
             problems.append(witness("nvlink-ends").dispute((e for e in pair if ":" in e), f"{count} ({a})",
                                                            f"{other} ({b})"))
         bonded = max(count, other or 0)
-        gen = _generation(pair, versions.get(pair, set()), problems)
+        gen = _counts.generation(pair, versions.get(pair, set()), problems)
         lo, hi = sorted(pair)
         out.append(Link(a=lo, b=hi, kind=LinkKind.NVLINK, count=bonded, nvlink_version=gen,
                         bytes_per_second=nvlink_bytes_per_second(gen, bonded)))
     return out
-
-
-def _generation(pair: frozenset[str], enums: set[int], problems: list[Problem]) -> int | None:
-    subject = "--".join(sorted(pair))
-    if not enums:
-        return None
-    if len(enums) > 1:
-        problems.append(Problem(source=SOURCE, subject=subject,
-                                message=f"bonded NVLinks report different versions {sorted(enums)}",
-                                unknown=_nvlinks_of(pair)))
-    gens = {nvlink_gen_from_nvml(e) for e in enums}
-    if None in gens:
-        problems.append(Problem(source=SOURCE, subject=subject,
-                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): no rate",
-                                unknown=_nvlinks_of(pair)))
-        return None
-    return min(g for g in gens if g is not None)
-
-
-def _nvlinks_of(pair: frozenset[str]) -> tuple[Fact, ...]:
-    """The NVLinks of the GPUs of a pair (a synthetic or real NVSwitch end is no GPU: its own links are not)."""
-    return tuple(Fact(subject=end, aspect=Aspect.NVLINKS) for end in sorted(pair) if ":" in end)
 
 
 def _matrices(facts: NvmlFacts, placed: dict[int, str]) -> list[Matrix]:

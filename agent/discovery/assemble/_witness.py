@@ -97,6 +97,14 @@ WITNESSES: tuple[Witness, ...] = (
          unknown=(_A.NVLINKS,), stage="merge_nvml"),
     _row(key="nvlink-ends", fact="NVLinks between two GPUs", first="the count read at one end",
          second="the count read at the other", unknown=(_A.NVLINKS,), stage="merge_nvml"),
+    _row(key="nvlink-version", fact="the NVLink version of a bond", first="one link's nvmlDeviceGetNvLinkVersion",
+         second="another link's of the same bond", unknown=(_A.NVLINKS,), stage="merge_nvml"),
+    _row(key="nvlink-remote-type", fact="what an NVLink reaches", first="NVML's remote device type "
+         "(nvmlDeviceGetNvLinkRemoteDeviceType)", second="what is at the remote bus id (NVML's GPUs, the PCI "
+         "class of an NVSwitch)", unknown=(_A.NVLINKS,), stage="merge_nvml"),
+    _row(key="driver-version", fact="the NVIDIA driver version", first="NVML (nvmlSystemGetDriverVersion)",
+         second="the kernel module (`/proc/driver/nvidia/version`)", unknown=(_A.VERSIONS,), node_wide=True,
+         stage="cross-check (with the module version)"),
     _row(key="fabric", fact="a GPU's NVLink domain", first="NVML's NVLinks to NVSwitches off the node, or a "
          "product of a multi-node NVLink domain (GB200, GB300)", second="NVML's fabric info "
          "(nvmlDeviceGetGpuFabricInfoV: unreadable, or not completed)", unknown=(_A.FABRIC,)),
