@@ -49,13 +49,18 @@ def _fields(link: PcieLinkState) -> tuple[tuple[str, int | None], ...]:
 
 
 def pcie(snap: Snapshot) -> list[Problem]:
+    """NVML's maximum is "possible with this device and system": the device's own (sysfs ``max_link_*``), or
+    the lower of it and its upstream port's (a Gen5 GPU in a Gen4 slot). Either is agreement."""
     row = witness("gpu-pcie")
+    ports = {p.id: p.link for p in snap.pci if p.link is not None}
     out = []
     for g, f in _read_gpus(snap):
         if g.pcie is None or f.link is None:
             continue
-        differ = [(what, a, b) for (what, a), (_, b) in zip(_fields(g.pcie), _fields(f.link), strict=True)
-                  if a is not None and b is not None and a != b]
+        port = ports.get(f.parent)
+        slot = (None, None, port.max_gen, port.max_width) if port is not None else (None,) * 4
+        differ = [(what, a, b) for (what, a), (_, b), s in zip(_fields(g.pcie), _fields(f.link), slot, strict=True)
+                  if a is not None and b is not None and a != b and (s is None or a != min(b, s))]
         if not differ:
             continue
         said = "; ".join(f"{what} {a}" for what, a, _ in differ), "; ".join(f"{what} {b}" for what, _, b in differ)

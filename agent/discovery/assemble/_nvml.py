@@ -223,11 +223,13 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches:
         if g.nvswitch_link_count is not None and (to_switches or g.nvswitch_link_count) \
                 and to_switches != g.nvswitch_link_count:
             problems.append(witness("nvswitch-links").dispute((bus,), g.nvswitch_link_count, to_switches))
-    return _links_from_counts(seen, versions, problems)
+    walked = {placed[g.index] for g in facts.gpus if g.index in placed and not g.lost}
+    return _links_from_counts(seen, versions, walked, problems)
 
 
 def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozenset[str], set[int]],
-                       problems: list[Problem]) -> list[Link]:
+                       walked: set[str], problems: list[Problem]) -> list[Link]:
+    """One link per pair; where both ends are GPUs NVML walked, their counts must agree (none is 0)."""
     out = []
     done: set[frozenset[str]] = set()
     for (a, b), count in sorted(seen.items()):
@@ -235,7 +237,7 @@ def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozense
         if pair in done:
             continue
         done.add(pair)
-        other = seen.get((b, a))
+        other = seen.get((b, a), 0 if b in walked and a in walked else None)
         if other is not None and other != count:
             problems.append(witness("nvlink-ends").dispute((e for e in pair if ":" in e), f"{count} ({a})",
                                                            f"{other} ({b})"))

@@ -68,7 +68,7 @@ WITNESSES: tuple[Witness, ...] = (
          second="max_link_speed/width (current above maximum)", unknown=(_A.PCIE_LINK,), source="pci"),
     _row(key="gpu-pcie", fact="a GPU's PCIe generation and width",
          first="NVML (nvmlDeviceGetCurrPcieLink*, GetMaxPcieLink*)", second="sysfs (current_/max_link_speed, "
-         "current_/max_link_width)", unknown=(_A.PCIE_LINK,),
+         "current_/max_link_width; NVML's maximum may be the upstream port's, if lower)", unknown=(_A.PCIE_LINK,),
          wins="NVML when a port above the GPU is emulated by a hypervisor (vendor 1b36 QEMU, 15ad VMware), "
               "which reports its own link"),
     _row(key="gpu-affinity", fact="a GPU's NUMA locality", first="NVML (nvmlDeviceGetCpuAffinity, "
