@@ -59,6 +59,12 @@ def _kube() -> str:
     return reference_markdown()
 
 
+def _witnesses() -> str:
+    from agent.discovery.assemble import witness_markdown
+
+    return str(witness_markdown())
+
+
 def _commands() -> str:
     from agent.cli._reference import commands_markdown
 
@@ -110,7 +116,8 @@ def _profiles() -> str:
 
 # Each generated section: its name and the function of the code that writes it.
 GENERATED: dict[str, Callable[[], str]] = {"alerts": _alerts, "cli-reference": _commands, "kube-reference": _kube,
-                                           "metrics": _metrics, "probe-profiles": _profiles}
+                                           "metrics": _metrics, "probe-profiles": _profiles,
+                                           "witness-table": _witnesses}
 
 
 def write_generated() -> list[Path]:

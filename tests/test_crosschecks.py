@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from agent.discovery import discover
-from agent.discovery.assemble import CHECKS, cross_check
+from agent.discovery.assemble import CHECK_OF, CHECKS, CROSS_CHECK, WITNESSES, cross_check, witness_markdown
 from agent.discovery.doors import DiscoveryContext, FsRoot
+from tests.docs_support import marked
 from tests.fakenvml import MACHINES, FakeNode
 from tests.fakenvml.fixtures import MakeMachine
 from tests.fuzz.oracle import diff
@@ -28,7 +29,11 @@ def snapshot(node: FakeNode) -> Snapshot:
 
 
 def raised(snap: Snapshot) -> list[str]:
-    return [f"{p.source} {p.subject}: {p.message}" for check in CHECKS for p in check(snap)]
+    """What the witness table's rows say of ``snap``: its cross-checks run again, and the problems the rows
+    checked elsewhere (assembly, the NVML merge, the sources) left in it."""
+    elsewhere = [p for p in snap.problems for w in WITNESSES
+                 if w.stage != CROSS_CHECK and p.source == w.source and p.message.startswith(w.fact + ":")]
+    return [f"{p.source} {p.subject}: {p.message}" for p in [*(p for c in CHECKS for p in c(snap)), *elsewhere]]
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -119,3 +124,15 @@ def test_a_gpu_numa_contradiction_makes_its_cells_unknown(fake_machine: MakeMach
     index = PathIndex(snap)
     across = [g.id for g in snap.gpus if g.id != "0000:18:00.0" and index.numa_of(g.id) == 1]
     assert {str(index.pcie_class("0000:18:00.0", other)) for other in across} == {"N/A"}
+
+
+def test_the_documented_witness_table_is_generated_from_the_code() -> None:
+    _, section = marked("witness-table")
+    assert section == witness_markdown()
+    assert all(f"| `{w.key}` |" in section for w in WITNESSES)
+
+
+def test_every_cross_check_row_has_its_check_and_every_check_its_row() -> None:
+    rows = [w.key for w in WITNESSES if w.stage == CROSS_CHECK]
+    assert sorted(rows) == sorted(CHECK_OF) and tuple(CHECK_OF[k] for k in rows) == CHECKS
+    assert len({w.key for w in WITNESSES}) == len(WITNESSES)

@@ -70,7 +70,8 @@ def test_fuzz_every_case_ends_cleanly_and_honestly(suite: Suite, capsys: pytest.
             "nvml-lose" if r.case.fault and r.case.fault.lost_gpu is not None else
             "nvml-contradiction" if r.case.fault and r.case.fault.edit else
             "nvml-error" if r.case.fault else f"snapshot-{r.case.broken.kind}" if r.case.broken else
-            f"io-{r.case.io.command}" if r.case.io else "clean")
+            f"io-{r.case.io.command}" if r.case.io else f"witness-{r.case.witness.key}" if r.case.witness
+            else "clean")
         by_kind[kind] = by_kind.get(kind, 0) + 1
     shown = "\n\n".join(r.report(SEED) for r in failed[:SHOWN])
     if failed:

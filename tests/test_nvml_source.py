@@ -177,9 +177,9 @@ def test_unknown_nvlink_version_is_a_problem_and_no_rate(fake_machine: MakeMachi
 def test_ends_that_disagree_on_a_bond_are_a_problem(fake_machine: MakeMachine) -> None:
     snap = snapshot(fake_machine("dgx1-v100", _nvlink("dgx1-v100", down={0: [2]})))  # GPU0's link 2 goes to GPU3
     assert nv(snap, 0, 3) == "N/A"  # which end is right is not known: no guess
-    assert [p for p in nvml_problems(snap) if "differs between the ends" in p] == [
-        "0000:1a:00.0--0000:3e:00.0: NVLink count differs between the ends: 1 seen from 0000:1a:00.0, "
-        "2 from 0000:3e:00.0"]
+    assert [p for p in nvml_problems(snap) if "read at one end" in p] == [
+        "0000:1a:00.0,0000:3e:00.0: NVLinks between two GPUs: the count read at one end says 1 (0000:1a:00.0), "
+        "the count read at the other says 2 (0000:3e:00.0): nvlinks unknown"]
     knows = snap.knowledge()
     assert not knows.knows("0000:1a:00.0", t.Aspect.NVLINKS) and not knows.knows("0000:3e:00.0", t.Aspect.NVLINKS)
     assert nv(snap, 1, 2) == "NV2" and not snap.complete

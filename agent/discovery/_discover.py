@@ -13,6 +13,7 @@ from .assemble import cross_check, merge_nvml, nvml_unread
 from .assemble._snapshot import assemble
 from .doors import DiscoveryContext
 from .sources import Gathered, run_sources, source_table
+from .sources.gdr import GdrHostFacts
 from .sources.numa import NumaFacts
 from .sources.nvml import NvmlFacts
 
@@ -41,7 +42,8 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
         snap = nvml_unread(snap, nvml_allowed=ctx.nvml_allowed)
     else:
         snap = merge_nvml(snap, nvml, numa.driver_gpus if numa is not None else None)
-    return settle(cross_check(snap))
+    gdr = gathered.get("gdr", GdrHostFacts)
+    return settle(cross_check(snap, module_version=gdr.module_version if gdr is not None else None))
 
 
 def settle(snap: Snapshot) -> Snapshot:

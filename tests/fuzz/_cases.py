@@ -14,6 +14,7 @@ from ._trees import BaseTree
 from .io_cases import IoCase
 from .nvml_cases import NvmlFault
 from .snapshots import BrokenSnapshot
+from .witness_cases import WitnessCase
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,10 @@ class Case:
     fault: NvmlFault | None = None
     broken: BrokenSnapshot | None = None
     io: IoCase | None = None
+    witness: WitnessCase | None = None
 
     def what(self) -> str:
-        return str(self.mutation or self.fault or self.broken or self.io or "clean")
+        return str(self.mutation or self.fault or self.broken or self.io or self.witness or "clean")
 
 
 @dataclass(frozen=True)

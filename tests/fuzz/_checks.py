@@ -11,6 +11,7 @@ from topology import Aspect, Snapshot
 
 from . import _exec, oracle
 from .snapshots import BrokenSnapshot
+from .witness_cases import WitnessCase
 
 _UNKNOWN_CELLS = ("N/A", "LOST")
 
@@ -117,4 +118,25 @@ def check_snapshot_run(broken: BrokenSnapshot, run: _exec.Run) -> list[str]:
         errors.append(f"exit 3 should say one line on stderr, said {len(run.stderr.strip().splitlines())}")
     if "NV-" in run.stdout:
         errors.append("rendered a negative NVLink count (NV-)")
+    return errors
+
+
+def check_witness_run(w: WitnessCase, run: _exec.Run | None, snap: Snapshot | None) -> list[str]:
+    """A perturbed witness: exit 1 and the row's problem with its unknown facts, or where the row's stated
+    winner stands, the row's problem and nothing unknown because of it."""
+    from agent.discovery.assemble import witness
+
+    row = witness(w.key)
+    if run is None or run.timed_out or run.returncode not in (0, 1):
+        return []  # check_process has said what is wrong
+    errors = []
+    if not w.edit.winner and run.returncode != 1:
+        errors.append(f"exit {run.returncode}: two witnesses of {w.key} disagree, so a fact is unknown (exit 1)")
+    if snap is not None:
+        mine = [p for p in snap.problems if p.source == row.source and p.message.startswith(row.fact + ":")]
+        if not mine:
+            errors.append(f"no {w.key} problem naming both readings")
+        elif any(bool(p.unknown) == w.edit.winner for p in mine):
+            errors.append(f"{w.key}: {'the stated winner stands, yet' if w.edit.winner else 'nothing unknown:'} "
+                          f"{mine[0].message}")
     return errors

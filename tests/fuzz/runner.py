@@ -15,9 +15,9 @@ from pathlib import Path
 from tests.fakenvml import load_machine, nvml_lines, profile_path, read_calls
 from topology import SchemaError, Snapshot, loads
 
-from . import _exec, contradict, io_cases, mutators, oracle
+from . import _exec, contradict, io_cases, mutators, oracle, witness_cases
 from ._cases import Baseline, Case, Result
-from ._checks import check_process, check_snapshot, check_snapshot_run, check_topo_run
+from ._checks import check_process, check_snapshot, check_snapshot_run, check_topo_run, check_witness_run
 from ._targets import find_targets
 from ._trees import HWLOC_TREES, PROFILES, BaseTree, copy_tree, hwloc_base, materialize_profile, remove_tree, restore
 from .io_cases import IoCase
@@ -117,7 +117,8 @@ class Suite:
         n_nvml = self.n_cases * 30 // 100
         n_io = max(4, self.n_cases * 8 // 100)
         n_contra = max(4, self.n_cases * 10 // 100)
-        n_sysfs = max(0, self.n_cases - n_snap - n_nvml - n_io - n_contra)
+        n_witness = max(len(witness_cases.PLANNERS), self.n_cases * 10 // 100)
+        n_sysfs = max(0, self.n_cases - n_snap - n_nvml - n_io - n_contra - n_witness)
         cases: list[Case] = []
         hgx = self.baselines["hgx-h100"]
         for i, broken in enumerate(broken_snapshots(hgx.doc, random.Random(f"{self.seed}:snap"), n_snap)):
@@ -140,12 +141,30 @@ class Suite:
             if m is not None:
                 cases.append(Case(f"{b.tree.name}#contra{i}", b.tree, "topo" if i % 4 == 1 else "discover",
                                   mutation=m))
+        cases += self._plan_witness(n_witness, trees)
         for i in range(n_sysfs):
             b = trees[i % len(trees)]
             m = mutators.plan(random.Random(f"{self.seed}:{b.tree.name}:{i}"), b.tree.root, b.targets)
             cases.append(Case(f"{b.tree.name}#{i}", b.tree, "topo" if i % TOPO_EVERY == 5 else "discover",
                               mutation=m))
         rng.shuffle(cases)
+        return cases
+
+    def _plan_witness(self, n: int, trees: list[Baseline]) -> list[Case]:
+        """One witness of every row of the witness table in turn, each on the next tree that has its pair."""
+        keys = sorted(witness_cases.PLANNERS)
+        cases = []
+        for i in range(n):
+            key = keys[i % len(keys)]
+            for j in range(len(trees)):
+                b = trees[(i // len(keys) + i + j) % len(trees)]
+                nvml = b.tree.nvml_profile.read_text().splitlines() if b.tree.nvml_profile else None
+                w = witness_cases.plan(random.Random(f"{self.seed}:{b.tree.name}:witness{i}"), key, b.snap,
+                                       b.tree.root, nvml)
+                if w is not None:
+                    cases.append(Case(f"{b.tree.name}#witness{i}", b.tree, "topo" if i % 5 == 2 else "discover",
+                                      witness=w))
+                    break
         return cases
 
     def run(self, cases: list[Case]) -> list[Result]:
@@ -174,6 +193,8 @@ class Suite:
             return Result(case, run, check_snapshot_run(case.broken, run))
         if case.io is not None:
             return self._run_io_case(case, case.io, d)
+        if case.witness is not None:
+            return self._run_witness_case(case, case.witness, base, d)
         if case.mutation is None:
             return self._run_nvml_case(case, base, d)
         root = self._work_tree(tree)
@@ -197,6 +218,21 @@ class Suite:
             nvml_profile.write_text("\n".join(edited(nvml_lines(machine), case.fault.edit)) + "\n")
             os.chmod(nvml_profile, 0o444)
         return self._run_tree(case, base, tree.root, nvml_profile, d)
+
+    def _run_witness_case(self, case: Case, w: witness_cases.WitnessCase, base: Baseline, d: Path) -> Result:
+        root = self._work_tree(case.tree)
+        nvml_profile = case.tree.nvml_profile
+        if w.edit.nvml is not None:
+            nvml_profile = d / "nvml-profile.txt"
+            nvml_profile.write_text("\n".join(w.edit.nvml) + "\n")
+            os.chmod(nvml_profile, 0o444)
+        try:
+            w.apply(root)
+            result = self._run_tree(case, base, root, nvml_profile, d)
+        finally:
+            restore(root, case.tree.root, w.touched(case.tree.root))
+        result.errors += check_witness_run(w, result.run, result.snap)
+        return result
 
     def _run_io_case(self, case: Case, io: IoCase, d: Path) -> Result:
         run, errors = io_cases.run(io, d, self._root_args(case.tree, case.tree.root), case.tree.nvml_profile)

@@ -5,29 +5,10 @@
   leaves unknown (a sink keeps their last known values), and the snapshot is not complete.
 
 Each check names what is genuinely impossible on a working machine, not what is merely unusual; every one
-stays silent on the real machines' trees in tests/data/hwloc and on the machine profiles (a test checks):
-
-==========================  ==========================================================  =====================
-check                       contradiction                                               unknown
-==========================  ==========================================================  =====================
-numa cpus                   one CPU listed by two NUMA nodes (the kernel gives each     node numa
-                            CPU exactly one node)
-numa distances              a node's distance to itself other than 10, or to another    node numa
-                            node 10 or less (the kernel refuses such a SLIT)
-root complex numa           two functions under one root complex in different NUMA      numa of the root
-                            nodes (the kernel gives a bus's devices its node; -1, "not  complex and of each
-                            known", beside a node is normal and no contradiction)       function under it
-pcie link over max          a link trained faster or wider than the device's maximum    pcie-link
-nvml ancestor               NVML's common ancestor of two GPUs against the PCIe class   pcie-path, numa, p2p
-                            the sysfs tree gives (NVML's 0, same board, counts as PIX)  of both GPUs
-nvml p2p over nvlink        NVML says two GPUs do P2P over NVLink, yet the NVLinks      nvlinks of both GPUs
-                            read join them by none (a link state NVML would not give,
-                            taken as "no NVLink on this GPU")
-rdma without infiniband     Mellanox functions bound to mlx5_core/mlx4_core while       node nics (which NICs
-                            /sys/class/infiniband is missing (RDMA stack not loaded,    have RDMA)
-                            or not visible), or an InfiniBand-class one with no RDMA
-                            device: RDMA readiness is unknown, not "no"
-==========================  ==========================================================  =====================
+stays silent on the real machines' trees in tests/data/hwloc and on the machine profiles (a test checks).
+Which checks there are, between which witnesses, and what each leaves unknown is the witness table
+(``_witness.WITNESSES``): this module runs the table's ``cross-check`` rows in its order, and every problem
+comes from the row (``Witness.dispute``).
 """
 
 from __future__ import annotations
@@ -44,16 +25,16 @@ from topology import (
     Problem,
     Snapshot,
     SourceStatus,
-    facts_of,
-    node_fact,
 )
+
+from . import _crosscheck_gpu as gpu
+from ._witness import CROSS_CHECK, WITNESSES, witness
 
 _MELLANOX = 0x15B3
 _RDMA_DRIVERS = ("mlx5_core", "mlx4_core")
 _CLASS_INFINIBAND = 0x0207
 _LEVEL_CLASS = {level: cls for cls, level in NVML_TOPOLOGY_LEVEL.items()} | {0: PathClass.PIX}
 _NUMA_DISTANCE = "numa_distance"
-_PATH_FACTS = (Aspect.PCIE_PATH, Aspect.NUMA, Aspect.P2P)  # the common ancestor itself is a P2P-aspect fact
 
 
 def _numa_cpus(snap: Snapshot) -> list[Problem]:
@@ -61,9 +42,8 @@ def _numa_cpus(snap: Snapshot) -> list[Problem]:
     for n in snap.numa_nodes:
         for cpu in n.cpus:
             if cpu in owner:
-                return [Problem(source="numa", subject=f"{owner[cpu]},{n.id}", message=f"CPU {cpu} is listed by "
-                                f"both {owner[cpu]} and {n.id}: which node each CPU is in is unknown",
-                                unknown=(node_fact(Aspect.NUMA),))]
+                return [witness("numa-cpus").dispute((owner[cpu], n.id), f"CPU {cpu} is in {owner[cpu]}",
+                                                     f"it is in {n.id}")]
             owner[cpu] = n.id
     return []
 
@@ -75,9 +55,9 @@ def _numa_distances(snap: Snapshot) -> list[Problem]:
     for i, row in enumerate(m.values):
         for j, d in enumerate(row):
             if (i == j and d != 10) or (i != j and d <= 10):
-                return [Problem(source="numa", subject=_NUMA_DISTANCE, message=f"distance from {m.ids[i]} to "
-                                f"{m.ids[j]} is {d:g}, yet a node is 10 from itself and farther from any other: "
-                                "the distances are unknown", unknown=(node_fact(Aspect.NUMA),))]
+                return [witness("numa-distance").dispute((_NUMA_DISTANCE,), "every node is 10 from itself and "
+                                                         "farther from any other", f"{m.ids[i]} to {m.ids[j]} "
+                                                         f"is {d:g}")]
     return []
 
 
@@ -94,12 +74,13 @@ def _root_numa(snap: Snapshot) -> list[Problem]:
             under[cur].append(f.id)
     out = []
     for root, ids in sorted(under.items()):
-        nodes = sorted({n for i in ids if (n := pci[i].numa_node) is not None})
-        if len(nodes) > 1:
-            unknown = tuple(f for i in (root, *ids) for f in facts_of(i, Aspect.NUMA))
-            out.append(Problem(source="pci", subject=root, message=f"functions under {root} say NUMA nodes "
-                               f"{', '.join(map(str, nodes))}, yet a root complex is in one node: the NUMA node of "
-                               "each is unknown", unknown=unknown))
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for i in ids:
+            by_node[pci[i].numa_node or 0].append(i)
+        if len(by_node) > 1:
+            (n1, f1), (n2, f2) = sorted(by_node.items())[:2]
+            out.append(witness("root-numa").dispute((root, *ids), f"node {n1} ({f1[0]})", f"node {n2} ({f2[0]})",
+                                                    f" under {root}"))
     return out
 
 
@@ -112,9 +93,7 @@ def _link_over_max(snap: Snapshot) -> list[Problem]:
         for what, cur, top in (("generation", link.current_gen, link.max_gen),
                                ("width", link.current_width, link.max_width)):
             if cur is not None and top is not None and cur > top:
-                out.append(Problem(source="pci", subject=f.id, message=f"PCIe link {what} {cur} is above the "
-                                   f"device's maximum {top}: its link state is unknown",
-                                   unknown=facts_of(f.id, Aspect.PCIE_LINK)))
+                out.append(witness("pcie-over-max").dispute((f.id,), f"{what} {cur}", f"at most {top}"))
                 break
     return out
 
@@ -134,9 +113,7 @@ def _nvml_ancestor(snap: Snapshot) -> list[Problem]:
             seen = index.pcie_class(a, b)
             if seen in (PathClass.UNKNOWN, PathClass.LOST) or seen is said:
                 continue
-            out.append(Problem(source="nvml", subject=f"{a}--{b}", message=f"NVML's common ancestor says "
-                               f"{said.value}, the PCIe tree in sysfs says {seen.value}: the path between them is "
-                               "unknown", unknown=(*facts_of(a, *_PATH_FACTS), *facts_of(b, *_PATH_FACTS))))
+            out.append(witness("nvml-ancestor").dispute((a, b), said.value, seen.value, f" between {a} and {b}"))
     return out
 
 
@@ -153,9 +130,8 @@ def _p2p_without_nvlink(snap: Snapshot) -> list[Problem]:
             if m.values[i][j] != 0 or index.nvlinks(a, b) or not (k.knows(a, Aspect.NVLINKS)
                                                                   and k.knows(b, Aspect.NVLINKS)):
                 continue
-            out.append(Problem(source="nvml", subject=f"{a}--{b}", message="NVML says these GPUs do P2P over "
-                               "NVLink, yet the NVLinks read join them by none: their NVLinks are unknown",
-                               unknown=(*facts_of(a, Aspect.NVLINKS), *facts_of(b, Aspect.NVLINKS))))
+            out.append(witness("nvml-p2p-nvlink").dispute((a, b), f"{a} and {b} do P2P over NVLink",
+                                                          "no NVLink joins them"))
     return out
 
 
@@ -171,22 +147,35 @@ def _rdma_without_infiniband(snap: Snapshot) -> list[Problem]:
         odd = [f for f in bound if f.class_code >> 8 == _CLASS_INFINIBAND and f.id not in rdma]
     if not odd:
         return []
-    where = "/sys/class/infiniband is missing" if ib.status is SourceStatus.ABSENT else "no RDMA device names them"
-    return [Problem(source="infiniband", subject=",".join(f.id for f in odd), message=f"{len(odd)} Mellanox "
-                    f"function(s) bound to {odd[0].driver} but {where}: whether they do RDMA is unknown (the RDMA "
-                    "stack may still be loading)", unknown=(node_fact(Aspect.NICS),))]
+    where = "it is missing" if ib.status is SourceStatus.ABSENT else "no RDMA device names them"
+    return [witness("rdma-infiniband").dispute((f.id for f in odd), f"{len(odd)} function(s) bound to "
+                                               f"{odd[0].driver}", where, " (the RDMA stack may still be loading)")]
 
 
-CHECKS: tuple[Callable[[Snapshot], list[Problem]], ...] = (
-    _numa_cpus, _numa_distances, _root_numa, _link_over_max, _nvml_ancestor, _p2p_without_nvlink,
-    _rdma_without_infiniband)
+CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
+    "numa-cpus": _numa_cpus, "numa-distance": _numa_distances, "root-numa": _root_numa,
+    "pcie-over-max": _link_over_max, "gpu-pcie": gpu.pcie, "gpu-affinity": gpu.affinity,
+    "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
+    "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband,
+}
+CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage == CROSS_CHECK)  # the table's order
 
 
-def cross_check(snap: Snapshot) -> Snapshot:
-    """``snap`` with a problem for every contradiction between its sources' readings."""
-    found = [p for check in CHECKS for p in check(snap)]
+def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
+    """NVML's driver version against the loaded kernel module's (``None``: not read)."""
+    nvml = dict(snap.versions).get("nvidia_driver")
+    if nvml is None or module is None or nvml == module:
+        return []
+    return [witness("driver-version").dispute(("nvidia_driver",), nvml, module)]
+
+
+def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapshot:
+    """``snap`` with a problem for every contradiction between its sources' readings, the table's order;
+    ``module_version``: the NVIDIA kernel module's version, for ``driver-version`` (checked at discovery)."""
+    found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap))]
     if not found:
         return snap
+    snap = gpu.adopt_nvml_pcie(snap, found)
     sources = snap.sources
     rdma = next((p for p in found if p.source == "infiniband"), None)
     if rdma is not None:  # "absent" was a reading the PCI bus contradicts
@@ -194,4 +183,3 @@ def cross_check(snap: Snapshot) -> Snapshot:
                         if o.name == "infiniband" and o.status is SourceStatus.ABSENT else o for o in sources)
     problems = sorted({*snap.problems, *found}, key=lambda p: (p.source, p.subject, p.message))
     return dataclasses.replace(snap, sources=sources, problems=tuple(problems))
-

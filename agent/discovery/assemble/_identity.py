@@ -24,6 +24,7 @@ from topology import Aspect, Fact, Gpu, Problem, facts_of, node_fact
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import NvmlGpuFacts
 from ._nvml_state import NVML_ONLY, SOURCE
+from ._witness import witness
 
 
 def place(gpus: Iterable[NvmlGpuFacts], driver: Iterable[DriverGpuFacts] | None,
@@ -76,12 +77,11 @@ def reconcile(gpus: dict[str, Gpu], driver: Iterable[DriverGpuFacts] | None, pro
         if d is None or g.index is None:
             continue  # nobody to check NVML against, or no NVML facts (the driver's own values stand)
         changes: dict[str, None] = {}
-        for field, mine, theirs in (("minor", g.minor, d.minor), ("uuid", g.uuid, d.uuid)):
+        for row, field, mine, theirs in (("gpu-minor", "minor", g.minor, d.minor), ("gpu-uuid", "uuid", g.uuid, d.uuid),
+                                         ("gpu-memory-node", "gpu_numa_id", g.gpu_numa_id, d.memory_node)):
             if mine is not None and theirs is not None and mine != theirs:
-                changes[field] = None
-                problems.append(Problem(source=SOURCE, subject=bus, message=f"NVML says {field} {mine}, the driver's "
-                                        f"/proc/driver/nvidia/gpus/{bus} says {theirs}: its {field} is unknown",
-                                        unknown=facts_of(bus, Aspect.IDENTITY)))
+                changes[field] = None  # nobody may use it (a GPU memory node NVML alone said is no node's)
+                problems.append(witness(row).dispute((bus,), mine, theirs))
         if changes:
             gpus[bus] = replace(g, **changes)  # type: ignore[arg-type]
     for field in ("minor", "uuid"):

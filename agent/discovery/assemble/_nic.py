@@ -9,6 +9,7 @@ from topology import Aspect, Nic, NicPort, PciFunction, Problem, facts_of
 from ..sources._parse import bdf_key
 from ..sources.infiniband import IbDeviceFacts
 from ..sources.net import NetIfFacts
+from ._witness import witness
 
 _ARP_LINK_LAYER = {1: "Ethernet", 32: "InfiniBand"}
 
@@ -34,6 +35,7 @@ def nics(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], funcs:
                         for p in hca.ports),
             driver=f.driver if f else None,
         )
+    _netdevs_placed(hcas, interfaces, problems)
     by_function: dict[str, list[NetIfFacts]] = {}
     for iface in interfaces:
         if not iface.virtual and iface.pci_bus_id is not None and iface.pci_bus_id not in out:
@@ -51,6 +53,18 @@ def nics(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], funcs:
             driver=f.driver if f else None,
         )
     return tuple(out[k] for k in sorted(out, key=bdf_key))
+
+
+def _netdevs_placed(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], problems: list[Problem]
+                    ) -> None:
+    """An RDMA device's netdev is an interface of its own PCI function (``nic-function``)."""
+    where = {i.name: i.pci_bus_id for i in interfaces if not i.virtual and i.pci_bus_id is not None}
+    for hca in hcas:
+        for name in hca.netdevs:
+            other = where.get(name)
+            if other is not None and other != hca.pci_bus_id:
+                problems.append(witness("nic-function").dispute(
+                    (hca.pci_bus_id, other), f"{name} is {hca.name}'s, on {hca.pci_bus_id}", f"{name} is on {other}"))
 
 
 def _function(funcs: Mapping[str, PciFunction], bdf: str, name: str, source: str,

@@ -22,7 +22,6 @@ from typing import TypeVar
 from topology import (
     NODE,
     Aspect,
-    Fact,
     Gpu,
     Link,
     LinkKind,
@@ -35,13 +34,13 @@ from topology import (
     facts_of,
     node_fact,
     nvlink_bytes_per_second,
-    nvlink_gen_from_nvml,
 )
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvmlFacts, NvmlGpuFacts
-from . import _identity
+from . import _counts, _identity
 from ._nvml_state import NVML_ONLY, SOURCE
+from ._witness import witness
 
 T = TypeVar("T")
 _NVML_ONLY = NVML_ONLY
@@ -87,6 +86,7 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts, driver: Iterable[DriverGpuFacts
         problems.append(Problem(source=SOURCE, subject=",".join(absent),
                                 message="P2P status and common ancestor of every GPU with these GPU(s) unknown",
                                 unknown=peers))
+    problems += _counts.link_ends(facts, placed)
     switches = {s.id: s for s in snap.nvswitches}
     links = _nvlinks(snap, facts, placed, switches, problems)
     hidden = sorted(s for s, sw in switches.items() if not sw.visible_on_pci and s != SYNTHETIC_SWITCH)
@@ -159,9 +159,7 @@ def _pcie(sysfs: PcieLinkState | None, nvml: PcieLinkState | None) -> PcieLinkSt
     )
 
 
-def _is_switch(snap: Snapshot, switches: dict[str, NvSwitch], bus_id: str) -> bool:
-    if bus_id in switches:
-        return True
+def _pci_switch(snap: Snapshot, bus_id: str) -> bool:
     f = next((p for p in snap.pci if p.id == bus_id), None)
     return f is not None and f.vendor_id == _NVIDIA and f.class_code >> 8 == _NVSWITCH_CLASS
 
@@ -194,8 +192,13 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches:
                                         message=f"NVLink {link.link} goes to the lost GPU {remote}",
                                         unknown=facts_of(bus, Aspect.NVLINKS)))
                 continue
+            disputed = _counts.remote_type(bus, link.link, link.remote_type, remote, is_gpu=remote in gpu_set,
+                                           pci_switch=_pci_switch(snap, remote))
+            if disputed is not None:
+                problems.append(disputed)
+                continue
             to_switch = link.remote_type == REMOTE_SWITCH or (
-                link.remote_type in (REMOTE_UNKNOWN, None) and _is_switch(snap, switches, remote))
+                link.remote_type in (REMOTE_UNKNOWN, None) and (remote in switches or _pci_switch(snap, remote)))
             to_gpu = link.remote_type == REMOTE_GPU or remote in gpu_set
             if to_gpu and not to_switch and remote not in gpu_set:
                 problems.append(Problem(source=SOURCE, subject=bus,
@@ -215,14 +218,18 @@ def _nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches:
                 versions[frozenset((bus, remote))].add(link.version)
         if sentinel:
             switches.setdefault(SYNTHETIC_SWITCH, NvSwitch(id=SYNTHETIC_SWITCH, visible_on_pci=False))
-            visible = sum(n for (a, b), n in seen.items() if a == bus and b in switches)
-            from_field = None if g.nvswitch_link_count is None else g.nvswitch_link_count - visible
-            seen[(bus, SYNTHETIC_SWITCH)] = from_field if from_field and from_field > 0 else sentinel
-    return _links_from_counts(seen, versions, problems)
+            seen[(bus, SYNTHETIC_SWITCH)] = sentinel
+        to_switches = sum(n for (a, b), n in seen.items() if a == bus and b in switches)
+        if g.nvswitch_link_count is not None and (to_switches or g.nvswitch_link_count) \
+                and to_switches != g.nvswitch_link_count:
+            problems.append(witness("nvswitch-links").dispute((bus,), g.nvswitch_link_count, to_switches))
+    walked = {placed[g.index] for g in facts.gpus if g.index in placed and not g.lost}
+    return _links_from_counts(seen, versions, walked, problems)
 
 
 def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozenset[str], set[int]],
-                       problems: list[Problem]) -> list[Link]:
+                       walked: set[str], problems: list[Problem]) -> list[Link]:
+    """One link per pair; where both ends are GPUs NVML walked, their counts must agree (none is 0)."""
     out = []
     done: set[frozenset[str]] = set()
     for (a, b), count in sorted(seen.items()):
@@ -230,40 +237,16 @@ def _links_from_counts(seen: dict[tuple[str, str], int], versions: dict[frozense
         if pair in done:
             continue
         done.add(pair)
-        other = seen.get((b, a))
+        other = seen.get((b, a), 0 if b in walked and a in walked else None)
         if other is not None and other != count:
-            problems.append(Problem(source=SOURCE, subject=f"{min(a, b)}--{max(a, b)}",
-                                    message=f"NVLink count differs between the ends: {count} seen from {a}, "
-                                            f"{other} from {b}",
-                                    unknown=_nvlinks_of(pair)))
+            problems.append(witness("nvlink-ends").dispute((e for e in pair if ":" in e), f"{count} ({a})",
+                                                           f"{other} ({b})"))
         bonded = max(count, other or 0)
-        gen = _generation(pair, versions.get(pair, set()), problems)
+        gen = _counts.generation(pair, versions.get(pair, set()), problems)
         lo, hi = sorted(pair)
         out.append(Link(a=lo, b=hi, kind=LinkKind.NVLINK, count=bonded, nvlink_version=gen,
                         bytes_per_second=nvlink_bytes_per_second(gen, bonded)))
     return out
-
-
-def _generation(pair: frozenset[str], enums: set[int], problems: list[Problem]) -> int | None:
-    subject = "--".join(sorted(pair))
-    if not enums:
-        return None
-    if len(enums) > 1:
-        problems.append(Problem(source=SOURCE, subject=subject,
-                                message=f"bonded NVLinks report different versions {sorted(enums)}",
-                                unknown=_nvlinks_of(pair)))
-    gens = {nvlink_gen_from_nvml(e) for e in enums}
-    if None in gens:
-        problems.append(Problem(source=SOURCE, subject=subject,
-                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): no rate",
-                                unknown=_nvlinks_of(pair)))
-        return None
-    return min(g for g in gens if g is not None)
-
-
-def _nvlinks_of(pair: frozenset[str]) -> tuple[Fact, ...]:
-    """The NVLinks of the GPUs of a pair (a synthetic or real NVSwitch end is no GPU: its own links are not)."""
-    return tuple(Fact(subject=end, aspect=Aspect.NVLINKS) for end in sorted(pair) if ":" in end)
 
 
 def _matrices(facts: NvmlFacts, placed: dict[int, str]) -> list[Matrix]:

@@ -34,6 +34,7 @@ from ..sources.numa import NumaFacts
 from ..sources.pci import PciFacts
 from . import _nic, _pci
 from ._pci import NumaPlaces
+from ._witness import witness
 
 NUMA_DISTANCE = "numa_distance"
 
@@ -48,6 +49,7 @@ def assemble(gathered: Gathered, *, node: str, taken_at: float | None) -> Snapsh
     problems += [p for d in pci.devices for p in d.problems]
     problems += [p for d in ib.devices for p in d.problems]
     problems += [p for i in net.interfaces for p in i.problems]
+    problems += [witness("pci-bus-id").dispute((bdf,), dirs[0], dirs[1]) for bdf, dirs in pci.twins]
 
     numa_nodes, matrices = _numa(numa, problems)
     places = NumaPlaces(frozenset(n.os_index for n in numa_nodes) if numa else None)

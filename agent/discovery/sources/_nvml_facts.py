@@ -52,6 +52,7 @@ class NvmlGpuFacts:
     nvlink_count: int | None = None  # field 91
     nvswitch_link_count: int | None = None  # field 147
     links: tuple[NvLinkFact, ...] = ()
+    links_end: int | None = None  # the first link the per-link calls said is past the last; None: not walked
     lost: bool = False  # NVML said GPU_IS_LOST; nothing more was asked of it
 
 

@@ -107,13 +107,13 @@ def _gpu(w: Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
     arch = w.ask(i, Aspect.IDENTITY, port.architecture, h)
     mig_enabled, migs = _mig(w, i, h)
     fabric = _fabric(w, i, h)
-    links, nvlink_count, switch_count = _links_and_fields(w, i, h)
+    links, links_end, nvlink_count, switch_count = _links_and_fields(w, i, h)
     return NvmlGpuFacts(
         index=i, bus_id=bus_id, uuid=uuid, name=name, memory_bytes=memory, minor=minor, pci_device_id=device_id,
         gpu_numa_id=gpu_numa_id, cpu_affinity=cpus, memory_affinity=nodes, pcie=pcie, compute_capability=cc,
         architecture=None if arch is None else _ARCH.get(arch, f"unknown({arch})"),
         mig_enabled=mig_enabled, mig_instances=migs, fabric=fabric,
-        nvlink_count=nvlink_count, nvswitch_link_count=switch_count, links=links,
+        nvlink_count=nvlink_count, nvswitch_link_count=switch_count, links=links, links_end=links_end,
     )
 
 
@@ -176,7 +176,10 @@ def _fabric(w: Walk, i: int, h: Handle) -> FabricInfo | None:
     return FabricInfo(state=state, cluster_uuid=cluster, clique_id=raw.clique_id)
 
 
-def _links_and_fields(w: Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ...], int | None, int | None]:
+def _links_and_fields(w: Walk, i: int, h: Handle
+                      ) -> tuple[tuple[NvLinkFact, ...], int | None, int | None, int | None]:
+    """The links, where the per-link calls ended (INVALID_ARGUMENT, or NOT_SUPPORTED at link 0: checked
+    against field 91 in assembly, as an error before the last link is no end) and fields 91 and 147."""
     port = w.port
     wanted = (FIELD_NVLINK_LINK_COUNT, FIELD_NVSWITCH_CONNECTED_LINK_COUNT)
     fields = w.ask(i, Aspect.NVLINKS, port.field_values, h, wanted, optional=True) or ()
@@ -187,26 +190,31 @@ def _links_and_fields(w: Walk, i: int, h: Handle) -> tuple[tuple[NvLinkFact, ...
         elif f.code != 3:  # NOT_SUPPORTED: the field does not apply to this GPU
             w.gpu_problem(i, f"nvmlDeviceGetFieldValues: field {f.field_id}: NVML error {f.code}", Aspect.NVLINKS)
     links = []
+    end: int | None = port.max_links
     for link in range(port.max_links):
         if i in w.lost:
+            end = None
             break
         try:
             active = port.nvlink_active(h, link)
         except NvmlInvalidArgument:
-            break  # past the GPU's last link
+            end = link  # past the GPU's last link, unless field 91 says otherwise
+            break
         except NvmlNotSupported as exc:
             if link == 0:
-                break  # no NVLink on this GPU
+                end = 0  # no NVLink on this GPU, unless field 91 says otherwise
+                break
             w.gpu_problem(i, f"{exc} (link {link})", Aspect.NVLINKS)
             continue
         except NvmlGpuLost as exc:
             w.mark_lost(i, exc)
+            end = None
             break
         except NvmlError as exc:
             w.gpu_problem(i, f"{exc} (link {link})", Aspect.NVLINKS)
             continue
         links.append(_link(w, i, h, link) if active else NvLinkFact(link=link, active=False))
-    return (tuple(links), values.get(FIELD_NVLINK_LINK_COUNT), values.get(FIELD_NVSWITCH_CONNECTED_LINK_COUNT))
+    return (tuple(links), end, values.get(FIELD_NVLINK_LINK_COUNT), values.get(FIELD_NVSWITCH_CONNECTED_LINK_COUNT))
 
 
 def _link(w: Walk, i: int, h: Handle, link: int) -> NvLinkFact:

@@ -22,6 +22,7 @@ _MODULES = "/sys/module"
 _MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 _PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 _RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
+_MODULE_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +33,7 @@ class GdrHostFacts:
     nvidia_loaded: bool | None = None
     nvidia_open_module: bool | None = None  # the open GPU kernel modules (dma-buf capable)
     kernel_release: str | None = None  # uname -r
+    module_version: str | None = None  # the nvidia kernel module's version, /proc/driver/nvidia/version
     problems: tuple[Problem, ...] = ()
 
     @property
@@ -56,11 +58,13 @@ def read_gdr(ctx: DiscoveryContext) -> GdrHostFacts:
     if root.exists(_MEMORY_PEERS) and not _plain_dir(root, _MEMORY_PEERS):
         r.problem(f"{_MEMORY_PEERS} is not a directory of its own: its peer-memory clients are unknown", _GDR)
         peers = ()
+    module = _module(r)
     return GdrHostFacts(
         peermem_loaded=any(root.exists(_MODULES, m) for m in _PEERMEM_MODULES) if modules_known else None,
         memory_peers=peers,
         nvidia_loaded=root.exists(_MODULES, "nvidia") if modules_known else None,
-        nvidia_open_module=_open_module(r),
+        nvidia_open_module=None if module is None else module[0],
+        module_version=None if module is None else module[1],
         kernel_release=_release(r.text("proc/sys/kernel/osrelease", _GDR), r),
         problems=tuple(r.problems),
     )
@@ -73,9 +77,10 @@ def _plain_dir(root: FsRoot, path: str) -> bool:
         return False
 
 
-def _open_module(r: Reader) -> bool | None:
-    # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06 ..." for the open modules;
-    # the proprietary ones say "NVIDIA UNIX x86_64 Kernel Module".
+def _module(r: Reader) -> tuple[bool, str | None] | None:
+    """Whether the open modules are loaded, and their version.
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06 ..." for the open modules;
+    the proprietary ones say "NVIDIA UNIX x86_64 Kernel Module  535.129.03 ..."."""
     text = r.text("proc/driver/nvidia/version", _GDR)
     if text is None:
         return None
@@ -83,7 +88,8 @@ def _open_module(r: Reader) -> bool | None:
     if "Kernel Module" not in first:
         r.problem(f"/proc/driver/nvidia/version: unexpected {first[:60]!r}", _GDR)
         return None
-    return "Open Kernel Module" in first
+    version = _MODULE_VERSION.search(first)
+    return "Open Kernel Module" in first, None if version is None else version.group(1)
 
 
 def _release(text: str | None, r: Reader) -> str | None:

@@ -3,8 +3,7 @@
 Each entry there links to the function's directory under ``/sys/devices``; that path is the PCIe tree:
 ``/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:04.0/0000:1a:00.0`` is a function below three
 bridges below the root complex ``pci0000:17`` (the first component, as Kubernetes' ``pcieRoot``). Bridges
-that appear in a path but not in ``/sys/bus/pci/devices`` (seen in partial copies of sysfs) are read
-from their path so the tree keeps every hop.
+only in a path (partial copies of sysfs) are read from it; a bus id at two directories is a twin.
 """
 
 from __future__ import annotations
@@ -72,6 +71,7 @@ class PciFacts:
     """What the pci source read."""
     devices: tuple[PciDeviceFacts, ...] = ()
     problems: tuple[Problem, ...] = ()
+    twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +98,7 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
     problems: list[Problem] = []
     places: dict[str, _Place] = {}
     gaps: dict[str, _Place] = {}
+    dirs: dict[str, set[str]] = {}  # bus id -> every directory of the tree that names it
     for name in names:
         try:
             bdf = _bdf(name)
@@ -105,12 +106,18 @@ def read_pci(ctx: DiscoveryContext) -> PciFacts:
             problems.append(Problem(source=SOURCE, subject=name, message=f"{_DEVICES}/{name}: not a PCI address",
                                     unknown=(node_fact(Aspect.PCI), *_INVENTORY)))
             continue
-        places[bdf] = _place(root, name, bdf, gaps)
+        place = _place(root, name, bdf, gaps)
+        for up_bdf, up_path in ((bdf, places[bdf].path),) if bdf in places else ():
+            dirs.setdefault(up_bdf, set()).add(up_path)
+        places[bdf] = place
+    for up_bdf, up_path in (c for place in places.values() for c in _tree_path(place.path)[1]):
+        dirs.setdefault(up_bdf, set()).add(up_path)
     for bdf in gaps.keys() - places.keys():
         places[bdf] = gaps[bdf]
     shared = _Pass()
     devices = tuple(_read_device(root, bdf, places[bdf], shared) for bdf in sorted(places, key=bdf_key))
-    return PciFacts(devices=devices, problems=tuple(problems))
+    twins = tuple((bdf, tuple(sorted(d))) for bdf, d in sorted(dirs.items()) if len(d) > 1)
+    return PciFacts(devices=devices, problems=tuple(problems), twins=twins)
 
 
 def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place:
@@ -246,10 +253,9 @@ def _driver(root: FsRoot, r: Reader, directory: str, shared: _Pass) -> str | Non
 
 
 class _Pass:
-    """What the functions of one pass share. The CPU mask and list parsers remember what they parsed (every
-    function of a socket prints the same mask, and a 192-CPU mask is 192 bits to walk; one that raises is
-    not remembered). ``list_first``: the last function's directory lacked an attribute, so the next one
-    is listed before it is read (functions of one tree tend to have the same attributes)."""
+    """What the functions of one pass share: the CPU mask and list parsers remember what they parsed (one
+    that raises is not remembered); ``list_first``: the last function's directory lacked an attribute, so
+    the next one is listed before it is read (functions of one tree tend to have the same attributes)."""
 
     __slots__ = ("cpulist", "cpumask", "drivers", "list_first")
 
@@ -261,7 +267,6 @@ class _Pass:
 
 
 def _local_cpus(r: Reader, parsers: _Pass) -> tuple[int, ...] | None:
-    # The mask first, as hwloc reads it; both files print the same kernel cpumask.
     before = len(r.problems)
     mask = r.parsed("local_cpus", parsers.cpumask, _NUMA)
     if mask is not None or len(r.problems) > before:
@@ -270,8 +275,7 @@ def _local_cpus(r: Reader, parsers: _Pass) -> tuple[int, ...] | None:
 
 
 def _acs(r: Reader) -> bool | None:
-    """Optional: the extended config space needs root. Unreadable for any reason is "not known" (None),
-    never a problem: nothing a class, label or metric needs depends on it."""
+    """Optional (needs root): unreadable is "not known" (None), never a problem: nothing depends on it."""
     try:
         config = r.read_bytes("config", _EXTENDED_CONFIG)
     except OSError:
@@ -280,11 +284,8 @@ def _acs(r: Reader) -> bool | None:
 
 
 def acs_request_redirect(config: bytes) -> bool | None:
-    """Whether the ACS extended capability has P2P Request Redirect on.
-
-    ``None`` when the extended configuration space is not in ``config`` (unprivileged reads get 64 bytes);
-    ``False`` when the capability list is readable and has no ACS capability.
-    """
+    """Whether ACS has P2P Request Redirect on: ``None`` without the extended configuration space in ``config``
+    (unprivileged reads get 64 bytes), ``False`` when the capability list is readable and has no ACS."""
     if len(config) < _EXTENDED_CONFIG:
         return None
     offset, seen = 0x100, set()
