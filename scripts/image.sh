@@ -35,6 +35,8 @@ fi
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n1)"
 arch="$(uname -m)"
 python_tag=311  # Debian bookworm's python3, and python:3.11-slim-bookworm's
+# What topolink's wheel is built from (tests/test_wheel_install.py builds from the same list)
+PACKAGED=(pyproject.toml README.md topology agent probes exporter)
 
 size_mb() {  # the image's uncompressed size as the engine reports it (bytes -> MB, 10^6)
     "$engine" image inspect --format '{{.Size}}' "$1" | awk '{printf "%.1f", $1 / 1e6}'
@@ -62,12 +64,11 @@ cmd_base() {
 }
 
 wheelhouse() {  # $1: folder, $2: extras ("" or cuda)
-    local out="$1" extras="$2" src
+    local out="$1" extras="$2" src name
     mkdir -p "$out"
     # topolink's wheel from a copy of what it packages, so that nothing is written into the working tree
     src="$(mktemp -d)"
-    cp -r "$repo/pyproject.toml" "$repo/README.md" "$repo/topology" "$repo/agent" "$repo/probes" "$repo/exporter" \
-        "$src/"
+    for name in "${PACKAGED[@]}"; do cp -r "$repo/$name" "$src/"; done
     find "$src" -name __pycache__ -prune -exec rm -rf {} +
     "$py" -m pip wheel -q --no-deps --wheel-dir "$out" "$src"
     rm -rf "$src"
