@@ -86,7 +86,10 @@ build_one() {  # $1: base, $2: tag, $3: extras, $4: wheelhouse folder
     local base="$1" tag="$2" extras="$3" wh="$4" t0
     wheelhouse "$wh" "$extras"
     t0=$(date +%s)
-    "$engine" build --quiet -f "$repo/daemonset/Dockerfile" --build-arg "PYTHON_IMAGE=$base" \
+    # podman keeps no intermediate images (each build's wheelhouse differs, so they would never be reused)
+    local layers=()
+    [ "$engine" != podman ] || layers=(--layers=false)
+    "$engine" build --quiet "${layers[@]}" -f "$repo/daemonset/Dockerfile" --build-arg "PYTHON_IMAGE=$base" \
         --build-arg "EXTRAS=$extras" -t "$tag" "$wh" >/dev/null
     echo "image $tag: $(size_mb "$tag") MB (measured: $engine image inspect, bytecode compiled), built in" \
          "$(($(date +%s) - t0)) s from base $base"

@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CONTAINERS_CONF = REPO / "daemonset" / "image" / "containers.conf"
 BASE = "localhost/topolink-base:bookworm"
-IMAGE = "localhost/topolink:image-tier"
+IMAGE = f"localhost/topolink:image-tier-{os.getpid()}"  # one per run, removed after it
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NVML_IN_CONTAINER = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
 PROFILE_IN_CONTAINER = "/etc/topolink-test-nvml/profile.txt"

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -41,6 +43,7 @@ pytestmark = [pytest.mark.image, pytest.mark.apiserver, pytest.mark.slow]
 NS = "topolink"
 PREFIX = "gpu.topology/"
 MAX_MB = 250.0
+AGENT, PRUNE = f"topolink-agent-{os.getpid()}", f"topolink-prune-{os.getpid()}"
 
 
 @dataclasses.dataclass
@@ -110,20 +113,27 @@ def running(kube_apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory)
     pod = Pod(ident.pod, ident.pod_uid, NS, ident.token)
     spec = template["spec"]
     for i, init in enumerate(spec.get("initContainers", [])):  # in order, each to completion, before the rest
-        podman("run", "--rm", *run_args(spec, init, node, pod, f"topolink-init-{i}"))
+        podman("run", "--rm", *run_args(spec, init, node, pod, f"topolink-init-{i}-{os.getpid()}"))
     (agent,) = spec["containers"]
     port = int(agent["ports"][0]["containerPort"])
-    podman("rm", "-f", "topolink-agent", check=False)
-    podman("run", "-d", *run_args(spec, agent, node, pod, "topolink-agent"))
+    with socket.socket() as probe:  # the pod shares the host's network here: its port must be free
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            pytest.fail(f"port {port} of the pod template is in use on this machine: stop what listens there")
+    podman("run", "-d", *run_args(spec, agent, node, pod, AGENT))
     # the same agent outside any container, on the same machine: this machine's /sys, the same test NVML
     outside = start_serve(kube_apiserver, dataclasses.replace(fake, root=Path("/")), "image-outside",
                           root / "outside")
     try:
-        wait_until("the agent in the container ready", lambda: _up(f"http://127.0.0.1:{port}"), timeout=90, every=0.5)
-        yield Running(node, template, "topolink-agent", port, outside, "image-outside", built)
+        try:
+            wait_until("the agent in the container ready", lambda: _up(f"http://127.0.0.1:{port}"), timeout=90,
+                       every=0.5)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {podman('logs', '--tail', '40', AGENT, check=False).stderr}") from None
+        yield Running(node, template, AGENT, port, outside, "image-outside", built)
     finally:
         outside.stop()
-        podman("rm", "-f", "-t", "0", "topolink-agent", check=False)
+        podman("rm", "-f", "-t", "0", AGENT, check=False)
+        podman("rmi", "-f", IMAGE, check=False)
 
 
 def test_the_cpu_image_is_small(running: Running) -> None:
@@ -213,14 +223,13 @@ def test_the_prune_job_run_the_same_way_leaves_nothing(kube_apiserver: ApiServer
         ident = agent_token(http, running.node.name, account=job["spec"]["serviceAccountName"])
     pod = Pod(ident.pod, ident.pod_uid, NS, ident.token)
     (prune,) = job["spec"]["containers"]
-    podman("rm", "-f", "topolink-prune", check=False)
     try:
-        out = podman("run", *run_args(job["spec"], prune, running.node, pod, "topolink-prune"), check=False,
+        out = podman("run", *run_args(job["spec"], prune, running.node, pod, PRUNE), check=False,
                      timeout=float(_only(rendered, "Job")["spec"]["activeDeadlineSeconds"]))
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-        assert _changed("topolink-prune") == []
+        assert _changed(PRUNE) == []
     finally:
-        podman("rm", "-f", "topolink-prune", check=False)
+        podman("rm", "-f", PRUNE, check=False)
     with kube_apiserver.admin() as http:
         for node in (running.node.name, running.outside_node):
             assert _ours(http.get(f"/api/v1/nodes/{node}").json()["metadata"].get("labels", {})) == {}
