@@ -1,7 +1,8 @@
-"""The container image's install path without a container runtime: the files daemonset/Dockerfile copies are
-built into a wheel, the wheel is installed with its dependencies into a fresh virtual environment outside
-the source tree, and the installed ``topolink`` answers ``serve --help``, ``discover`` and serves a machine
-profile (``/readyz``, ``/metrics``) until SIGTERM."""
+"""The container image's install path without a container runtime: the files scripts/image.sh packages are
+built into a wheel, the wheel is installed with its dependencies, held to the image's pins
+(daemonset/image/requirements.txt), into a fresh virtual environment outside the source tree, and the
+installed ``topolink`` answers ``serve --help``, ``discover`` and serves a machine profile (``/readyz``,
+``/metrics``) until SIGTERM."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def dockerfile_copies() -> list[str]:
-    """What the Dockerfile's build stage copies into the wheel build, so this test builds from the same."""
-    lines = (REPO / "daemonset" / "Dockerfile").read_text().split("FROM ")[1].splitlines()
-    return [w for line in lines if line.startswith("COPY ") for w in line.split()[1:-1]]
+PINS = REPO / "daemonset" / "image" / "requirements.txt"
+
+
+def packaged() -> list[str]:
+    """What scripts/image.sh builds topolink's wheel from, so this test builds from the same."""
+    (line,) = [x for x in (REPO / "scripts" / "image.sh").read_text().splitlines() if x.startswith("PACKAGED=(")]
+    return line.removeprefix("PACKAGED=(").partition(")")[0].split()
 
 
 def free_port() -> int:
@@ -53,7 +57,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
     src = work / "src"
     src.mkdir()
-    for name in dockerfile_copies():
+    for name in packaged():
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy2
         copy(REPO / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
                                         if (REPO / name).is_dir() else {}))
@@ -64,8 +68,8 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = wheels.glob("topolink-*.whl")
     env_dir = work / "venv"
     subprocess.run(["python3", "-m", "venv", str(env_dir)], check=True, timeout=120, env=clean_env())
-    installed = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True,
-                               text=True, timeout=600, check=False, env=clean_env(), cwd=work)
+    installed = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", "-c", str(PINS), str(wheel)],
+                               capture_output=True, text=True, timeout=600, check=False, env=clean_env(), cwd=work)
     assert installed.returncode == 0, installed.stderr[-3000:]
     return env_dir
 

@@ -1,0 +1,239 @@
+"""The ``image`` tier: the node agent's image, built as scripts/image.sh builds it, run as a kubelet runs the
+DaemonSet's pod (tests/image_pod.py) against the real kube-apiserver of the ``apiserver`` tier, beside the same
+agent outside any container; then the prune Job's pod, run the same way.
+
+The node is this machine: its own /sys and /proc, and the test NVML in place of the driver (an 8-GPU H100
+profile whose GPUs this machine's PCI tree does not hold, so both agents publish the same partial snapshot).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.apiserver import ApiServer
+from tests.apiserver_agent import SLICES, Serve, agent_token, create_node, node_slices, start_serve, wait_until
+from tests.fakenvml import ENV_PROFILE, materialize
+from tests.image_pod import (
+    IMAGE,
+    NVML_IN_CONTAINER,
+    PROFILE_IN_CONTAINER,
+    Node,
+    Pod,
+    build,
+    podman,
+    run_args,
+    skip_reason,
+)
+from tests.test_apiserver_policy import PATHS, apply
+from tests.test_daemonset import kustomize
+
+pytestmark = [pytest.mark.image, pytest.mark.apiserver, pytest.mark.slow]
+NS = "topolink"
+PREFIX = "gpu.topology/"
+MAX_MB = 250.0
+AGENT, PRUNE = f"topolink-agent-{os.getpid()}", f"topolink-prune-{os.getpid()}"
+
+
+@dataclasses.dataclass
+class Running:
+    node: Node
+    template: dict[str, Any]
+    container: str
+    port: int
+    outside: Serve
+    outside_node: str
+    built: str
+
+
+def _only(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (obj,) = [d for d in docs if d["kind"] == kind]
+    return obj
+
+
+def _install(http: httpx.Client, docs: list[dict[str, Any]]) -> None:
+    for obj in docs:
+        if obj["kind"] in PATHS and obj["kind"] != "CustomResourceDefinition":
+            assert apply(http, obj).status_code in (200, 201), obj["kind"]
+
+
+def _ours(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k.startswith(PREFIX)}
+
+
+def _slice_specs(http: httpx.Client, node: str) -> list[dict[str, Any]]:
+    specs = []
+    for s in node_slices(http, node):
+        spec = dict(s["spec"])
+        spec.pop("nodeName")
+        spec["pool"] = {k: v for k, v in spec["pool"].items() if k != "name"}
+        for device in spec.get("devices", []):  # the API server stamps each taint when it stores it
+            device["taints"] = [{k: v for k, v in t.items() if k != "timeAdded"} for t in device.get("taints", [])]
+        specs.append(spec)
+    return specs
+
+
+def _up(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def running(kube_apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    built = build(sys.executable)
+    root = tmp_path_factory.mktemp("image-node")
+    rendered = kustomize("default")
+    config = {d["metadata"]["name"]: d["data"] for d in rendered if d["kind"] == "ConfigMap"}
+    template = _only(rendered, "DaemonSet")["spec"]["template"]
+    fake = materialize("hgx-h100", root / "nvml")
+    node = Node("image-node", root / "node", kube_apiserver.url, kube_apiserver.ca, config, runtime=[
+        "-v", f"{fake.nvml_library}:{NVML_IN_CONTAINER}:ro", "-v", f"{fake.nvml_profile}:{PROFILE_IN_CONTAINER}:ro",
+        "-e", f"{ENV_PROFILE}={PROFILE_IN_CONTAINER}"])
+    with kube_apiserver.admin() as http:
+        _install(http, rendered)
+        create_node(http, node.name)
+        create_node(http, "image-outside")
+        ident = agent_token(http, node.name)
+    pod = Pod(ident.pod, ident.pod_uid, NS, ident.token)
+    spec = template["spec"]
+    for i, init in enumerate(spec.get("initContainers", [])):  # in order, each to completion, before the rest
+        podman("run", "--rm", *run_args(spec, init, node, pod, f"topolink-init-{i}-{os.getpid()}"))
+    (agent,) = spec["containers"]
+    port = int(agent["ports"][0]["containerPort"])
+    with socket.socket() as probe:  # the pod shares the host's network here: its port must be free
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            pytest.fail(f"port {port} of the pod template is in use on this machine: stop what listens there")
+    podman("run", "-d", *run_args(spec, agent, node, pod, AGENT))
+    # the same agent outside any container, on the same machine: this machine's /sys, the same test NVML
+    outside = start_serve(kube_apiserver, dataclasses.replace(fake, root=Path("/")), "image-outside",
+                          root / "outside")
+    try:
+        try:
+            wait_until("the agent in the container ready", lambda: _up(f"http://127.0.0.1:{port}"), timeout=90,
+                       every=0.5)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {podman('logs', '--tail', '40', AGENT, check=False).stderr}") from None
+        yield Running(node, template, AGENT, port, outside, "image-outside", built)
+    finally:
+        outside.stop()
+        podman("rm", "-f", "-t", "0", AGENT, check=False)
+        podman("rmi", "-f", IMAGE, check=False)
+
+
+def test_the_cpu_image_is_small(running: Running) -> None:
+    (mb,) = [float(m) for m in re.findall(rf"image {re.escape(IMAGE)}: ([\d.]+) MB", running.built)]
+    assert mb <= MAX_MB, running.built
+
+
+def test_labels_and_slices_equal_the_agent_outside(kube_apiserver: ApiServer, running: Running) -> None:
+    with kube_apiserver.admin() as http:
+        def published(node: str) -> Any:
+            """Our labels and the slices' specs, the node's own name (the NVLink domain of a lone node) as NODE."""
+            found = (_ours(http.get(f"/api/v1/nodes/{node}").json()["metadata"].get("labels", {})),
+                     _slice_specs(http, node))
+            return json.loads(json.dumps(found).replace(json.dumps(node)[1:-1], "NODE"))
+        inside = wait_until("labels from the container", lambda: published(running.node.name)[0] and
+                            published(running.node.name), timeout=60, every=0.5)
+        outside = published(running.outside_node)
+    assert inside[0] and inside[1]
+    assert inside == outside
+
+
+def test_metrics_and_probes_answer_on_the_containers_port(running: Running) -> None:
+    (agent,) = running.template["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in agent["ports"]}
+    paths = {agent[probe]["httpGet"]["path"] for probe in ("startupProbe", "livenessProbe", "readinessProbe")}
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert ports[agent[probe]["httpGet"]["port"]] == running.port
+    for path in sorted(paths | {"/metrics"}):
+        resp = httpx.get(f"http://127.0.0.1:{running.port}{path}", timeout=5)
+        assert resp.status_code == 200, (path, resp.text[:500])
+    assert "topolink_sink_publish_total" in httpx.get(f"http://127.0.0.1:{running.port}/metrics").text
+
+
+def _status(pid: str) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in lines)}
+
+
+# What the engine itself puts into every container's root, where it mounts its own files.
+ENGINE_FILES = {"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run/.containerenv"}
+
+
+def _changed(container: str) -> list[str]:
+    """Paths of the container's root that differ from the image's, but for the mount points the engine made
+    (volumes, the pod's /tmp, its own files) and the folders holding them."""
+    mounts = podman("inspect", "--format", "{{range .Mounts}}{{.Destination}}\n{{end}}", container).stdout.split()
+    made = {"/tmp", *ENGINE_FILES, *mounts, *(m.replace("/var/run/", "/run/", 1) for m in mounts)}  # a link
+    made |= {str(p) for m in list(made) for p in Path(m).parents}
+    return [line for line in podman("diff", container).stdout.splitlines() if line.split(" ", 1)[1] not in made]
+
+
+def test_it_runs_as_65532_without_capabilities_and_writes_only_its_volumes(running: Running) -> None:
+    pid = podman("inspect", "--format", "{{.State.Pid}}", running.container).stdout.strip()
+    status = _status(pid)
+    assert status["Uid"].split() == ["65532"] * 4 and status["Gid"].split() == ["65532"] * 4
+    for caps in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[caps], 16) == 0, (caps, status[caps])
+    assert status["NoNewPrivs"] == "1"
+    assert _changed(running.container) == []
+    state = running.node.root / "var" / "lib" / "topolink"
+    assert (state.stat().st_uid, state.stat().st_gid, state.stat().st_mode & 0o777) == (65532, 65532, 0o700)
+    # the snapshot is kept only when complete (this machine's is not); the probe pass after start writes its report
+    written = wait_until("the agent's first file in its state volume", lambda: list(state.rglob("*")), timeout=180,
+                         every=1)
+    assert all(p.stat().st_uid == 65532 for p in written), written
+
+
+def test_stopping_with_the_grace_period_ends_the_agent_cleanly(running: Running) -> None:
+    spec = running.template["spec"]
+    (agent,) = spec["containers"]
+    grace = int(spec["terminationGracePeriodSeconds"])
+    pre_stop = int(agent["lifecycle"]["preStop"]["sleep"]["seconds"])  # the kubelet sleeps it before SIGTERM
+    start = time.monotonic()
+    podman("stop", "-t", str(grace - pre_stop), running.container, timeout=grace + 30)
+    took = time.monotonic() - start
+    code = podman("inspect", "--format", "{{.State.ExitCode}}", running.container).stdout.strip()
+    assert code == "0", podman("logs", "--tail", "40", running.container).stderr
+    assert took < grace - pre_stop, f"SIGTERM to exit took {took:.1f} s"
+
+
+def test_the_prune_job_run_the_same_way_leaves_nothing(kube_apiserver: ApiServer, running: Running) -> None:
+    running.outside.stop()
+    podman("stop", "-t", "25", running.container, check=False)
+    rendered = kustomize("prune")
+    job = _only(rendered, "Job")["spec"]["template"]
+    with kube_apiserver.admin() as http:
+        _install(http, rendered)
+        assert _ours(http.get(f"/api/v1/nodes/{running.node.name}").json()["metadata"]["labels"])
+        ident = agent_token(http, running.node.name, account=job["spec"]["serviceAccountName"])
+    pod = Pod(ident.pod, ident.pod_uid, NS, ident.token)
+    (prune,) = job["spec"]["containers"]
+    try:
+        out = podman("run", *run_args(job["spec"], prune, running.node, pod, PRUNE), check=False,
+                     timeout=float(_only(rendered, "Job")["spec"]["activeDeadlineSeconds"]))
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        assert _changed(PRUNE) == []
+    finally:
+        podman("rm", "-f", PRUNE, check=False)
+    with kube_apiserver.admin() as http:
+        for node in (running.node.name, running.outside_node):
+            assert _ours(http.get(f"/api/v1/nodes/{node}").json()["metadata"].get("labels", {})) == {}
+        assert [s for s in http.get(SLICES).json()["items"] if s["spec"]["driver"] == "gpu.topology"] == []
+
