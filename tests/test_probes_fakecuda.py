@@ -41,6 +41,13 @@ def test_the_fake_refuses_a_ninth_peer(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={"PYTHONPATH": str(FAKE), "FAKECUDA_GPUS": "10"})
     assert done.stdout.split() == ["9", "711"]  # cudaErrorTooManyPeers
+    fabric = {"PYTHONPATH": str(FAKE), "FAKECUDA_GPUS": "10", "FAKECUDA_NVSWITCH": "all"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=fabric)
+    assert done.stdout.split() == []  # one NVSwitch fabric: CUDA imposes no limit
+    part = {**fabric, "FAKECUDA_NVSWITCH": "0,1,2,3,4,5,6,7,8"}  # GPU 9 is reached over PCIe
+    done = subprocess.run([sys.executable, "-c", code.replace("range(1, 10)", "range(9, 0, -1)")],
+                          capture_output=True, text=True, check=True, env=part)
+    assert done.stdout.split() == []  # the PCIe peer is the only one that counts
 
 
 def test_peer_access_is_given_back_after_each_pair(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -154,8 +154,8 @@ def test_leg_directions_match_the_spec_channels() -> None:
         timed = [leg for leg in legs(spec.name, targets) if leg.timed]
         for leg, direction in zip(timed, spec.channels, strict=True):
             a, b = targets
-            if leg.engine == "sm-split":  # both ways at once: the channel is the test's named direction
-                assert direction == ("b->a" if spec.name.startswith(("device_to_host", "all_to_host")) else "a->b")
+            if leg.engine == "sm-split":  # both ways at once: one figure, one channel for both directions
+                assert direction == "a<->b"
                 continue
             assert direction == ("a->b" if (leg.src, leg.dst) == (a, b) else "b->a")
 

@@ -188,6 +188,10 @@ class CopySession:
             "latch": "spin kernel on a host flag" if self.latch else f"none: {kernel_error}",
             "data_check": "every sample, every destination against the pattern, untimed",
         }
+        if timed[0].engine == "sm-split":
+            self._conditions["bidirectional"] = (
+                "one figure for both directions (a<->b): half the bytes the kernel moved both ways over its time, "
+                "nvbandwidth's estimate of either direction")
         if self.total:
             self._conditions["total"] = (
                 f"all {len(self.legs)} copies at once, the bytes of all of them over the first start to the last "

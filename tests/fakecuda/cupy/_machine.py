@@ -9,6 +9,8 @@ called, in which order, and what data arrived, never speed.
 
 Configuration (environment, read once): ``FAKECUDA_GPUS`` (count, default 2), ``FAKECUDA_BUS`` (comma
 separated PCI bus ids), ``FAKECUDA_PEERS`` (``all``, ``none``), ``FAKECUDA_MEMORY`` (bytes per device),
+``FAKECUDA_NVSWITCH`` (``all`` or comma separated ordinals: the GPUs on one NVSwitch fabric, between which
+CUDA's limit of 8 mapped peers does not apply; it applies to every other pair, as over PCIe),
 ``FAKECUDA_LOG`` (a file that gets one JSON line per notable call), ``FAKECUDA_NO_NVRTC`` and
 ``FAKECUDA_NO_CAPTURE`` (refuse kernel compilation / graph capture), ``FAKECUDA_CORRUPT`` (copies leave
 their last byte unwritten, NCCL the last element it receives).
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_PEERS = 8  # CUDA: a device maps at most 8 peers at once
+MAX_PEERS = 8  # CUDA: a device maps at most 8 peers at once over PCIe (none on an NVSwitch fabric)
 DEVICE_BASE = 1 << 48
 RATES = {"h2d": 20e9, "d2h": 20e9, "local": 500e9, "peer": 100e9, "staged": 10e9}
 
@@ -80,6 +82,8 @@ class Machine:
         self.buses = buses or [f"0000:{0x10 + i:02x}:00.0" for i in range(self.count)]
         self.peers_possible = env.get("FAKECUDA_PEERS", "all") == "all"
         self.memory = int(env.get("FAKECUDA_MEMORY", str(2 << 30)))
+        fabric = env.get("FAKECUDA_NVSWITCH", "")
+        self.nvswitch = set(range(self.count)) if fabric == "all" else {int(d) for d in fabric.split(",") if d}
         self.log_path = env.get("FAKECUDA_LOG", "")
         self.no_nvrtc = env.get("FAKECUDA_NO_NVRTC") == "1"
         self.no_capture = env.get("FAKECUDA_NO_CAPTURE") == "1"
@@ -101,6 +105,10 @@ class Machine:
         if self.log_path:
             with open(self.log_path, "a") as f:
                 f.write(json.dumps({"call": call, **fields}) + "\n")
+
+    def limited(self, device: int, peer: int) -> bool:
+        """Whether the mapping counts against the 8-peer limit: every pair but two GPUs of the fabric."""
+        return not (device in self.nvswitch and peer in self.nvswitch)
 
     # -- memory ----------------------------------------------------------------------------------
     def malloc(self, device: int, size: int) -> int:

@@ -67,7 +67,8 @@ def deviceEnablePeerAccess(peer: int, flags: int = 0) -> None:  # noqa: N802
         raise CUDARuntimeError(217, "peer access is not supported between these devices")
     if peer in MACHINE.peers[dev]:
         raise CUDARuntimeError(704, "peer access is already enabled")
-    if len(MACHINE.peers[dev]) >= MAX_PEERS:
+    limited = [p for p in MACHINE.peers[dev] if MACHINE.limited(dev, p)]
+    if MACHINE.limited(dev, peer) and len(limited) >= MAX_PEERS:
         MACHINE.log("peer_refused", device=dev, peer=peer, mapped=sorted(MACHINE.peers[dev]))
         raise CUDARuntimeError(711, "cudaErrorTooManyPeers")
     MACHINE.peers[dev].add(peer)
