@@ -96,3 +96,15 @@ def test_split_copies_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     for test in SPLIT_TESTS:
         assert f"Running {test}.\nmemcpy SM CPU(row) <-> GPU(column) bandwidth (GB/s)" in text
     assert f"{bus(0)}" in dict(both.conditions)["interference"] or f"{bus(1)}" in dict(both.conditions)["interference"]
+
+
+@pytest.mark.slow
+def test_a_failed_odd_warp_copy_is_caught(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The set-up fills the GPU buffer and clears the warps that will write into it on one stream: were the
+    fill left on the legacy stream, the fake would run it after the clear (as CUDA may), the buffer would hold
+    the pattern already, and odd warps that copy nothing would pass the check."""
+    configure(monkeypatch, tmp_path, gpus=1, FAKECUDA_SPLIT_FAULT="odd")
+    report = probes.run_probes(gpu_box(1), profile_name=TINY, backend="cuda",
+                               tests=["host_to_device_bidirectional_memcpy_sm"])
+    assert report.outcomes and {o.status for o in report.outcomes} == {Status.FAILED}
+    assert all("data check failed" in o.reason for o in report.outcomes), [o.reason for o in report.outcomes]

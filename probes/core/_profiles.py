@@ -37,6 +37,7 @@ class Profile:
     host_collective_sizes: tuple[int, ...]  # bytes per rank, CPU ranks over gloo
     collective_warmup: int = 1  # nccl-tests -w since 2.16.8
     collective_iters: int = 20  # nccl-tests -n
+    collective_graph_launches: int = 1  # nccl-tests -G: launches of the captured loop per timed window
     host_ranks: int = 2  # gloo processes (at least one per NUMA node with CPUs)
     rdma_bytes: int = 65536  # perftest message size (DEF_SIZE_BW)
     rdma_iters: int = 5000  # perftest write-BW iterations (DEF_ITERS_WB)

@@ -66,10 +66,13 @@ class CopyWorkload:
             if leg.engine != "sm-split":
                 dst.clear()
                 continue
-            # both buffers are sources and destinations: the pattern where a warp reads, zero where one writes
-            self.session.pattern.fill(dst, n)
+            # both buffers are sources and destinations: the pattern where a warp reads, zero where one writes;
+            # the fill and the clears in order on the copy's own stream (the clear must land on the fill)
+            t = self.timers[i]
+            self.session.pattern.fill(dst, n, t.stream)
             self._clear_warps(i, dst, n, odd=True)
             self._clear_warps(i, src, n, odd=False)
+            t.stream.synchronize()
 
     def _clear_warps(self, i: int, buf: Buffer, n: int, *, odd: bool) -> None:
         np = importlib.import_module("numpy")  # a CuPy dependency
@@ -78,7 +81,6 @@ class CopyWorkload:
         with self.cp.cuda.Device(t.ordinal), t.stream:
             kernel((self.session.sms(t.ordinal),), (SM_THREADS_PER_BLOCK,),
                    (np.uint64(buf.device_ptr), np.uint64(n // SM_WORD), np.uint32(odd)))
-        t.stream.synchronize()
 
     def _enqueue(self, i: int, count: int) -> None:
         if count <= 0:

@@ -19,6 +19,7 @@ _LATENCY_S = {"local": 0.3e-6, "host": 1.0e-6, "peer": 0.8e-6}
 
 def _latch(s: Stream, flag: int, timeout_clocks: int) -> None:
     MACHINE.reachable(s.device, flag, 4)
+    s.clock = max(s.clock, MACHINE.host)  # held until the host released it, before this synchronisation
     if int.from_bytes(MACHINE.read(flag, 4), "little") == 0:
         MACHINE.log("latch_timeout", device=s.device)
         s.clock += timeout_clocks / (runtime._CLOCK_KHZ * 1e3)
@@ -70,7 +71,8 @@ def _copy_split(s: Stream, grid: int, block: int, a: int, b: int, loops: int) ->
     words = grid * block  # one thread per 16-byte word; past either buffer is an illegal address
     ways = {MACHINE.reachable(s.device, a, words * 16), MACHINE.reachable(s.device, b, words * 16)}
     rows_a, rows_b, odd = _rows(a, words), _rows(b, words), _odd_warps(words)
-    rows_b[odd] = rows_a[odd]
+    if MACHINE.split_fault != "odd":  # FAKECUDA_SPLIT_FAULT=odd: the odd warps copy nothing
+        rows_b[odd] = rows_a[odd]
     rows_a[~odd] = rows_b[~odd]
     rate = RATES["peer"] if "peer" in ways else RATES["h2d"] if "host" in ways else RATES["local"]
     s.clock += loops * words * 16 / rate
@@ -111,6 +113,7 @@ class RawKernel:
             values = (int(grid[0]), int(block[0]), *values)
         body = BODIES[self.name]
         MACHINE.log("kernel", name=self.name, device=stream.device, grid=int(grid[0]), block=int(block[0]))
+        MACHINE.launch()
         MACHINE.enqueue(stream, Op(self.name, lambda s: body(s, *values)))
 
 

@@ -97,6 +97,10 @@ def deviceSynchronize() -> None:  # noqa: N802
 
 def memcpy(dst: int, src: int, size: int, kind: int) -> None:
     del kind  # the addresses say (unified addressing)
+    a, b = MACHINE.find(dst, size), MACHINE.find(src, size)
+    if a is not None and b is not None:  # device to device: queued on the legacy stream, the host not waiting
+        MACHINE.enqueue(MACHINE.legacy(a.device), MACHINE.copy_op(dst, src, size, MACHINE.kind(dst, src, size)))
+        return
     MACHINE.drain()
     MACHINE.write(dst, MACHINE.read(src, size))
 
@@ -116,6 +120,7 @@ def memsetAsync(ptr: int, value: int, size: int, stream: int) -> None:  # noqa: 
 def memcpyAsync(dst: int, src: int, size: int, kind: int, stream: int) -> None:  # noqa: N802
     del kind
     s = MACHINE.stream(stream)
+    MACHINE.launch()
     MACHINE.enqueue(s, MACHINE.copy_op(dst, src, size, MACHINE.kind(dst, src, size)))
 
 
