@@ -49,7 +49,7 @@ def this_machine() -> t.Snapshot:
 
 
 def copy_gbps(snap: t.Snapshot, mib: int) -> float:
-    profile = dataclasses.replace(probes.FULL, name="bench", copy_bytes=mib * MiB)
+    profile = dataclasses.replace(probes.FULL, name="bench", copy_bytes=mib * MiB, host_copy_bytes=mib * MiB)
     report = probes.run_probes(snap, profile_name=profile, backend="cpu", tests=["host_memcpy"])
     node0 = next(o for o in report.outcomes if o.subjects[0] == o.subjects[1])
     if node0.status is not probes.Status.OK:

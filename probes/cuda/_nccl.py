@@ -43,7 +43,7 @@ from ._buffers import Timer
 from ._runtime import cuda_error, device_malloc, host_clock, load_nccl, nccl_alltoall
 
 _F32 = 4
-_CHECK_CHUNK = 1 << 24  # elements per step of the data check (128 MiB of int64 positions on the GPU)
+_CHECK_CHUNK = 1 << 21  # elements per step of the data check (16 MiB of int64 positions on the GPU)
 
 
 class NcclSession:

@@ -106,7 +106,8 @@ def _targets(subjects: Subjects, snap: Snapshot, caps: Capabilities) -> tuple[Ta
 
 def _sizes(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile) -> tuple[int, ...]:
     if spec.kind is Kind.COPY:
-        return (profile.copy_bytes,)
+        host = spec.backend == "cpu" and profile.host_copy_bytes is not None
+        return (profile.host_copy_bytes if host and profile.host_copy_bytes else profile.copy_bytes,)
     if spec.kind is Kind.LATENCY:
         return (profile.latency_bytes,)
     if spec.kind is Kind.RDMA:

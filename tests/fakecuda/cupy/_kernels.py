@@ -6,6 +6,7 @@ it runs on: its own memory, mapped host memory, or a peer's with peer access ena
 
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import Any
 
@@ -51,8 +52,8 @@ def _chase(s: Stream, start: int, hops: int, target_block: int, sink: int) -> No
 def _copy_sm(s: Stream, dst: int, src: int, words: int, loops: int) -> None:
     size = words * 16
     ways = {MACHINE.reachable(s.device, dst, size), MACHINE.reachable(s.device, src, size)}
-    data = MACHINE.read(src, size)
-    MACHINE.write(dst, data[:-1] if MACHINE.corrupt and size > 1 else data)
+    n = size - 1 if MACHINE.corrupt and size > 1 else size
+    ctypes.memmove(MACHINE.address(dst, size), MACHINE.address(src, size), n)
     rate = RATES["peer"] if "peer" in ways else RATES["h2d"] if "host" in ways else RATES["local"]
     s.clock += loops * size / rate
 
@@ -87,8 +88,11 @@ def _check(s: Stream, buf: int, pattern: int, words: int, pattern_words: int, wr
     for ptr, n in ((buf, words * 4), (pattern, pattern_words * 4), (wrong, 8)):
         MACHINE.reachable(s.device, ptr, n)
     have = np.frombuffer(MACHINE.view(buf, words * 4), dtype=np.uint32)
-    want = np.resize(np.frombuffer(MACHINE.view(pattern, pattern_words * 4), dtype=np.uint32), words)
-    count = int(np.count_nonzero(have != want)) + int.from_bytes(MACHINE.read(wrong, 8), "little")
+    want = np.frombuffer(MACHINE.view(pattern, pattern_words * 4), dtype=np.uint32)
+    whole = words - words % pattern_words
+    count = int(np.count_nonzero(have[:whole].reshape(-1, pattern_words) != want))  # period by period
+    count += int(np.count_nonzero(have[whole:] != want[:words - whole]))
+    count += int.from_bytes(MACHINE.read(wrong, 8), "little")
     MACHINE.write(wrong, count.to_bytes(8, "little"))
 
 

@@ -1,19 +1,21 @@
 """The simulated machine behind the fake CuPy: devices, memory, streams, events and a clock.
 
-Device memory is host ``bytearray``s at addresses no CPU pointer can have (from 2**48 up), so a device
-address handed to the CPU, or a host address a kernel was never given access to, is an error here as it
-is on a GPU. Work enqueued on a stream runs when something synchronises (stream, device, a synchronous
-copy, an elapsed time): each stream then runs its queue in order, waits on events across streams, and
-advances its own clock by bytes over a made-up rate. The host has a clock of its own in the same time
-base (``host``, what ``cupy.TOPOLINK_HOST_CLOCK`` reads): each launch (kernel, async copy, NCCL call, graph
-launch) costs it ``FAKECUDA_LAUNCH_US``, an operation starts on its stream no earlier than the host time it
-was enqueued at, a latch kernel holds its stream until the host time of the synchronisation that finds it
-released, and a synchronisation brings the host up to the GPUs' clocks. So CUDA events between two points
-of a stream time the GPU's work alone, while the host's wall clock around a loop also counts the launches
-and the uneven start of the streams, as on a GPU. The legacy default stream (``cudaMemcpy`` between two
-device buffers, which returns before the copy is done) is run after every other stream that has work
-ready, as CUDA is free to: work on a non-blocking stream that does not wait for it sees it undone. The
-numbers are simulated; tests assert what was called, in which order, and what data arrived, never speed.
+Device memory is shared anonymous memory in host RAM (``mmap``: shared memory, so that a measurement of the
+probe's host memory can leave it out, and outside RLIMIT_DATA, which a GPU's memory is outside of too) at
+addresses no CPU pointer can have (from 2**48 up), so a device address handed to the CPU, or a host address a
+kernel was never given access to, is an error here as it is on a GPU. Copies move bytes in place, without a copy
+in between. Work enqueued on a stream runs when something synchronises (stream, device, a synchronous copy, an
+elapsed time): each stream then runs its queue in order, waits on events across streams, and advances its own
+clock by bytes over a made-up rate. The host has a clock of its own in the same time base (``host``, what
+``cupy.TOPOLINK_HOST_CLOCK`` reads): each launch (kernel, async copy, NCCL call, graph launch) costs it
+``FAKECUDA_LAUNCH_US``, an operation starts on its stream no earlier than the host time it was enqueued at, a
+latch kernel holds its stream until the host time of the synchronisation that finds it released, and a
+synchronisation brings the host up to the GPUs' clocks. So CUDA events between two points of a stream time the
+GPU's work alone, while the host's wall clock around a loop also counts the launches and the uneven start of the
+streams, as on a GPU. The legacy default stream (``cudaMemcpy`` between two device buffers, which returns before
+the copy is done) is run after every other stream that has work ready, as CUDA is free to: work on a non-
+blocking stream that does not wait for it sees it undone. The numbers are simulated; tests assert what was
+called, in which order, and what data arrived, never speed.
 
 Configuration (environment, read once): ``FAKECUDA_GPUS`` (count, default 2), ``FAKECUDA_BUS`` (comma
 separated PCI bus ids), ``FAKECUDA_PEERS`` (``all``, ``none``), ``FAKECUDA_MEMORY`` (bytes per device),
@@ -34,6 +36,7 @@ import ctypes
 import dataclasses
 import itertools
 import json
+import mmap
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,7 +58,8 @@ class Allocation:
     base: int
     size: int
     device: int
-    data: bytearray
+    data: mmap.mmap
+    address: int  # where ``data`` is in this process
 
 
 @dataclass
@@ -134,7 +138,8 @@ class Machine:
         base = self._next[device]
         self._next[device] += (size + 0xFFFF) & ~0xFFFF
         self.used[device] += size
-        self.allocations[base] = Allocation(base, size, device, bytearray(size))
+        data = mmap.mmap(-1, max(size, 1))
+        self.allocations[base] = Allocation(base, size, device, data, ctypes.addressof(ctypes.c_char.from_buffer(data)))
         bisect.insort(self._bases, base)
         return base
 
@@ -157,6 +162,11 @@ class Machine:
 
     def mapped(self, ptr: int, size: int) -> bool:
         return any(base <= ptr and ptr + size <= base + n for base, n in self.host_ranges.items())
+
+    def address(self, ptr: int, size: int) -> int:
+        """Where the bytes of ``ptr`` (device or host) are in this process."""
+        alloc = self.find(ptr, size)
+        return ptr if alloc is None else alloc.address + ptr - alloc.base
 
     def read(self, ptr: int, size: int) -> bytes:
         alloc = self.find(ptr, size)
@@ -261,8 +271,8 @@ class Machine:
 
     def copy_op(self, dst: int, src: int, size: int, how: str) -> Op:
         def run(s: Stream) -> None:
-            data = self.read(src, size)
-            self.write(dst, data[:-1] if self.corrupt and size > 1 else data)
+            n = size - 1 if self.corrupt and size > 1 else size
+            ctypes.memmove(self.address(dst, size), self.address(src, size), n)
             s.clock += size / RATES[how]
 
         return Op(f"copy {how}", run)

@@ -80,7 +80,8 @@ def _floats(ptr: int, count: int, device: int) -> Any:
 
 
 def _execute(clique: _Clique, calls: list[_Call]) -> int:
-    """Move the data of one group over all ranks; the bytes moved."""
+    """Move the data of one group over all ranks, in place in the ranks' buffers (a temporary only where
+    an in-place operation reads what it overwrites); the bytes moved."""
     n, dev = len(clique.devices), clique.devices
     by_rank = [[c for c in calls if c.rank == r and c.kind not in ("send", "recv", "allToAll")] for r in range(n)]
     moved = 0
@@ -89,34 +90,47 @@ def _execute(clique: _Clique, calls: list[_Call]) -> int:
         kind, count = ops[0].kind, ops[0].args[2]
         if any(o.kind != kind or o.args[2] != count for o in ops):
             raise NcclError(f"ranks disagree on collective {i} of the group")
-        if kind == "allReduce":
-            total = sum(_floats(o.args[0], count, dev[o.rank]).copy() for o in ops)
+        if kind == "allReduce":  # summed into rank 0's receive buffer, which every other rank's then copies
+            first = _floats(ops[0].args[1], count, dev[0])
+            first[:] = _floats(ops[0].args[0], count, dev[0])
+            for o in ops[1:]:
+                first += _floats(o.args[0], count, dev[o.rank])
             if _FAULT == "rotate":  # every element summed right, one place further on
-                total = np.roll(total, 1)
+                first[:] = np.roll(first, 1)
+            for o in ops[1:]:
+                _floats(o.args[1], count, dev[o.rank])[:] = first
+        elif kind == "allGather":  # in place, each rank's part is already in its own slot
             for o in ops:
-                _floats(o.args[1], count, dev[o.rank])[:] = total
-        elif kind == "allGather":
-            parts = [_floats(o.args[0], count, dev[o.rank]).copy() for o in ops]
-            for o in ops:
-                _floats(o.args[1], count * n, dev[o.rank])[:] = np.concatenate(parts)
+                out = _floats(o.args[1], count * n, dev[o.rank])
+                for j, src in enumerate(ops):
+                    if j != o.rank or src.args[0] != o.args[1] + j * count * 4:
+                        out[j * count:(j + 1) * count] = _floats(src.args[0], count, dev[src.rank])
         elif kind == "reduceScatter":
-            total = sum(_floats(o.args[0], count * n, dev[o.rank]).copy() for o in ops)
             for o in ops:
-                _floats(o.args[1], count, dev[o.rank])[:] = total[o.rank * count:(o.rank + 1) * count]
+                part = sum(_floats(src.args[0], count * n, dev[src.rank])[o.rank * count:(o.rank + 1) * count]
+                           for src in ops)
+                _floats(o.args[1], count, dev[o.rank])[:] = part
         moved += count * 4 * n
     exchanges = [c for c in calls if c.kind == "allToAll"]  # (send, recv, count): chunk p goes to rank p
     if exchanges:
         if len(exchanges) != n or len({c.args[2] for c in exchanges}) != 1:
             raise NcclError("ranks disagree on the alltoall of the group")
         count = exchanges[0].args[2]
-        sent = {c.rank: _floats(c.args[0], count * n, dev[c.rank]).copy() for c in exchanges}  # in place too
+        in_place = any(c.args[0] == c.args[1] for c in exchanges)
+        sent = {c.rank: _floats(c.args[0], count * n, dev[c.rank]) for c in exchanges}
+        if in_place:
+            sent = {r: v.copy() for r, v in sent.items()}
         for c in exchanges:
-            _floats(c.args[1], count * n, dev[c.rank])[:] = np.concatenate(
-                [sent[p][c.rank * count:(c.rank + 1) * count] for p in range(n)])
+            out = _floats(c.args[1], count * n, dev[c.rank])
+            for p in range(n):
+                out[p * count:(p + 1) * count] = sent[p][c.rank * count:(c.rank + 1) * count]
         moved += count * 4 * n * n
     sends = [c for c in calls if c.kind == "send"]
     recvs = [c for c in calls if c.kind == "recv"]
-    data = {(s.rank, s.args[2]): _floats(s.args[0], s.args[1], dev[s.rank]).copy() for s in sends}
+    in_place = bool({s.args[0] for s in sends} & {r.args[0] for r in recvs})
+    data = {(s.rank, s.args[2]): _floats(s.args[0], s.args[1], dev[s.rank]) for s in sends}
+    if in_place:
+        data = {k: v.copy() for k, v in data.items()}
     for r in recvs:  # recv(buf, count, peer): from rank ``peer`` to ``r.rank``
         key = (r.args[2], r.rank)
         if key not in data or len(data[key]) != r.args[1]:

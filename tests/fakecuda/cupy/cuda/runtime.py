@@ -107,12 +107,12 @@ def memcpy(dst: int, src: int, size: int, kind: int) -> None:
 
 def memset(ptr: int, value: int, size: int) -> None:
     MACHINE.drain()
-    MACHINE.write(ptr, bytes([value]) * size)
+    ctypes.memset(MACHINE.address(ptr, size), value, size)
 
 
 def memsetAsync(ptr: int, value: int, size: int, stream: int) -> None:  # noqa: N802
     def run(s: Stream) -> None:
-        MACHINE.write(ptr, bytes([value]) * size)
+        ctypes.memset(MACHINE.address(ptr, size), value, size)
 
     MACHINE.enqueue(MACHINE.stream(stream), Op("memset", run))
 
