@@ -50,11 +50,12 @@ class Profile:
 
 # The cpu backend's full profile is bounded by the agent's memory (the probe child runs inside its
 # container): host copies of 128 MiB (well past any CPU cache a single copy thread sees; the bidirectional
-# test holds 6 x that, its copy back being twice the size) and gloo sizes to 64 MiB (two ranks, a send and a
-# receive buffer each). benchmarks/probes.py --memory prints the peaks; README "Probes" gives them.
+# test holds 6 x that, its copy back being twice the size) and gloo sizes to 16 MiB (two ranks forked after
+# torch, a send and a receive buffer each, and gloo's own copies). benchmarks/probes.py --memory prints the
+# peaks; README "Probes" gives them.
 FULL = Profile(
     name="full", copy_bytes=512 * MiB, host_copy_bytes=128 * MiB, copy_warmup=4, copy_iters=16, samples=3,
-    collective_sizes=powers_of_two(1 * MiB, 8 * GiB), host_collective_sizes=powers_of_two(1 * MiB, 64 * MiB, 4),
+    collective_sizes=powers_of_two(1 * MiB, 8 * GiB), host_collective_sizes=powers_of_two(1 * MiB, 16 * MiB, 4),
 )
 # GPUDirect RDMA is not in quick: each run starts two perftest processes and a CUDA context in one (about
 # a second each), which alone would overrun the pass on a node with eight NICs.
