@@ -22,6 +22,7 @@ from probes.core import (
     moved,
     received_segments,
     sent_segment,
+    summed_values,
 )
 from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch, sm_copy_bytes
 from probes.cuda._legs import Initiator, issuer, legs, peer_pairs
@@ -110,6 +111,9 @@ def test_the_data_check_values_are_exact_in_float32() -> None:
     biggest = max(int(element_values(i, everyone)) for i in range(0, 10_000_000, 9973))
     assert biggest < 2**24  # every sum a float32 holds exactly
     assert element_values(7, (3,)) == (7 * 2654435761 + 3 * 40503) % 65521 + 1
+    where = np.arange(0, 3_000_000, 7, dtype=np.int64)
+    for ranks in ((0,), (2, 5), tuple(range(8)), tuple(range(72))):  # the closed form the GPUs use agrees
+        assert np.array_equal(summed_values(np, where, ranks), element_values(where, ranks))
 
 
 def test_all_reduce_counts_whole_floats_once() -> None:

@@ -38,6 +38,7 @@ from ._collectives import (
     received_segments,
     rotation_offset,
     sent_segment,
+    summed_values,
 )
 from ._errors import ProbeError, Waived
 from ._gdr import GDR_TEST
@@ -126,4 +127,5 @@ __all__ = [
     "spec",
     "specs_for",
     "summarize",
+    "summed_values",
 ]

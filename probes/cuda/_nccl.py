@@ -32,12 +32,12 @@ from ..core import (
     Waived,
     checked,
     counts,
-    element_values,
     modes,
     moved,
     received_segments,
     rotation_offset,
     sent_segment,
+    summed_values,
 )
 from ._buffers import Timer
 from ._runtime import cuda_error, device_malloc, host_clock, load_nccl, nccl_alltoall
@@ -270,7 +270,7 @@ def _chunks(cp: Any, ptr: int, seg: Segment) -> Any:
     for start in range(0, seg.count, _CHECK_CHUNK):
         n = min(_CHECK_CHUNK, seg.count - start)
         where = cp.arange(seg.base + start, seg.base + start + n, dtype=cp.int64)
-        yield _view(cp, ptr + (seg.offset + start) * _F32, n), element_values(where, seg.ranks).astype(cp.float32)
+        yield _view(cp, ptr + (seg.offset + start) * _F32, n), summed_values(cp, where, seg.ranks).astype(cp.float32)
 
 
 def _put(cp: Any, ptr: int, seg: Segment) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import cuda
-from ._array import arange, count_nonzero, ndarray
+from ._array import arange, asarray, count_nonzero, ndarray, searchsorted
 from ._kernels import RawKernel, RawModule
 from ._machine import MACHINE
 
@@ -26,5 +26,5 @@ def TOPOLINK_HOST_CLOCK() -> float:  # noqa: N802 - the name the probes look for
     return MACHINE.host
 
 
-__all__ = ["TOPOLINK_HOST_CLOCK", "TOPOLINK_SIMULATION", "RawKernel", "RawModule", "arange", "count_nonzero", "cuda",
-           "float32", "int64", "ndarray"]
+__all__ = ["TOPOLINK_HOST_CLOCK", "TOPOLINK_SIMULATION", "RawKernel", "RawModule", "arange", "asarray",
+           "count_nonzero", "cuda", "float32", "int64", "ndarray", "searchsorted"]

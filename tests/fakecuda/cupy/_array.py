@@ -49,6 +49,14 @@ class ndarray:  # noqa: N801 - CuPy's name
     def __mul__(self, other: Any) -> ndarray:
         return ndarray((), _host=self._a * _raw(other))
 
+    __rmul__ = __mul__
+
+    def __sub__(self, other: Any) -> ndarray:
+        return ndarray((), _host=self._a - _raw(other))
+
+    def __rsub__(self, other: Any) -> ndarray:
+        return ndarray((), _host=_raw(other) - self._a)
+
     def __mod__(self, other: Any) -> ndarray:
         return ndarray((), _host=self._a % _raw(other))
 
@@ -64,6 +72,14 @@ def _raw(value: Any) -> Any:
 
 def arange(start: int, stop: int, dtype: Any = np.int64) -> ndarray:
     return ndarray((), _host=np.arange(start, stop, dtype=dtype))
+
+
+def asarray(values: Any, dtype: Any = None) -> ndarray:
+    return ndarray((), _host=np.asarray(_raw(values), dtype=dtype))
+
+
+def searchsorted(a: ndarray, v: Any, side: str = "left") -> ndarray:
+    return ndarray((), _host=np.searchsorted(_raw(a), _raw(v), side=side))  # type: ignore[call-overload]
 
 
 def count_nonzero(a: ndarray) -> int:
