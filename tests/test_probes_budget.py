@@ -14,10 +14,10 @@ from probes import FULL, QUICK
 REPO = Path(__file__).resolve().parents[1]
 AGENT_MB = 74  # benchmarks/serve.py: RSS after 10,000 scrapes
 CHILD_PEAK_MB = {  # benchmarks/probes.py --memory: PSS of the probe child's session
-    "cpu quick": 397,
+    "cpu quick": 390,
     "cpu full": 822,
-    "cuda quick, 1 simulated GPU (host memory)": 118,
-    "cuda quick, 8 simulated GPUs (host memory)": 120,
+    "cuda quick, 1 simulated GPU (host memory)": 108,
+    "cuda quick, 8 simulated GPUs (host memory)": 151,
 }
 MARGIN = 1.15
 TARGETS_MB = {"cpu quick": 512, "cpu full": 1000, "cuda quick, 8 simulated GPUs (host memory)": 512}
