@@ -1,6 +1,16 @@
 """The probe against an independent tool, its repeatability and its overhead: prints a table. Not a test.
 
     .venv/bin/python benchmarks/probes.py [--mib 256] [--runs 5]
+    .venv/bin/python benchmarks/probes.py --memory [--gpus 1 8]
+
+``--memory`` prints instead the memory and time budget per profile: the peak memory of the probe child and
+everything it starts (``_memory.PeakMemory``: the proportional set size summed over its session, sampled
+every 20 ms) and the wall time of a whole pass, for the cpu backend's quick and full profiles on this
+machine and for the cuda backend's quick profile on 1 and 8 simulated GPUs (the fake CUDA runtime of the
+tests, whose device memory, held in host RAM, is left out: what remains is the probe's own host memory,
+its pinned host buffers included; a real CUDA context adds its own, which only a GPU can show). Targets:
+the quick profile under 512 MB at 8 GPUs, the cpu full profile under 1 GB, both inside the agent
+container's memory limit (daemonset/base/daemonset.yaml) with room for the agent itself.
 
 Rows:
 - host copy bandwidth of the cpu backend (``host_memcpy``, node 0 -> node 0, nvbandwidth's full-profile
@@ -23,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import shutil
 import statistics
@@ -34,11 +45,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _memory import PeakMemory  # noqa: E402  (beside this script)
 from _table import print_rows  # noqa: E402  (beside this script)
 
 import probes  # noqa: E402
 import topology as t  # noqa: E402
 from probes.core import MiB, spec  # noqa: E402
+from probes.harness import _plan  # noqa: E402
 
 
 def this_machine() -> t.Snapshot:
@@ -49,7 +62,7 @@ def this_machine() -> t.Snapshot:
 
 
 def copy_gbps(snap: t.Snapshot, mib: int) -> float:
-    profile = dataclasses.replace(probes.FULL, name="bench", copy_bytes=mib * MiB)
+    profile = dataclasses.replace(probes.FULL, name="bench", copy_bytes=mib * MiB, host_copy_bytes=mib * MiB)
     report = probes.run_probes(snap, profile_name=profile, backend="cpu", tests=["host_memcpy"])
     node0 = next(o for o in report.outcomes if o.subjects[0] == o.subjects[1])
     if node0.status is not probes.Status.OK:
@@ -103,12 +116,67 @@ def torch_import_seconds() -> float | None:
     return float(done.stdout.split()[-1])
 
 
+FAKE = REPO / "tests" / "fakecuda"
+QUICK_LIMIT, FULL_CPU_LIMIT = 512e6, 1e9
+
+
+def budget(snap: t.Snapshot, profile: str, backend: str, gpus: int = 0) -> tuple[float, float, str]:
+    """(peak bytes, seconds, outcome summary) of one pass; ``gpus`` simulated GPUs for the cuda backend,
+    whose repetitions are cut to one sample of two operations (an item's memory does not depend on them,
+    and the fake moves 256 MiB over eight GPUs in numpy, far slower than the budgets allow)."""
+    env = dict(os.environ)
+    chosen: str | probes.Profile = profile
+    if backend == "cuda":
+        chosen = dataclasses.replace(probes.profile(profile), samples=1, copy_iters=2, collective_iters=2,
+                                     latency_accesses=2000)
+        os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(FAKE), env.get("PYTHONPATH", "")) if p),
+                          FAKECUDA_GPUS=str(gpus), FAKECUDA_MEMORY=str(4 << 30))
+        snap = dataclasses.replace(snap, gpus=tuple(
+            t.Gpu(id=f"0000:{0x10 + i:02x}:00.0", index=i, numa_node=snap.numa_nodes[0].os_index if snap.numa_nodes
+                  else None, memory_bytes=80 << 30) for i in range(gpus)), links=())
+    floor = _plan._GPU_FLOOR_BYTES_PER_SECOND
+    _plan._GPU_FLOOR_BYTES_PER_SECOND = 0.01e9  # the wall-time budgets widened for the fake's pace
+    try:
+        t0 = time.perf_counter()
+        with probes.ProbeProcess(backend) as process, \
+                PeakMemory(lambda: process.pid, without_shmem=backend == "cuda") as peak:
+            report = probes.run_probes(snap, profile_name=chosen, process=process)
+        seconds = time.perf_counter() - t0
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+        _plan._GPU_FLOOR_BYTES_PER_SECOND = floor
+    states = [o.status.value for o in report.outcomes]
+    return peak.peak, seconds, ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
+
+
+def memory_rows(snap: t.Snapshot, gpus: list[int]) -> list[tuple[str, str, str]]:
+    rows = []
+    runs = [("quick", "cpu", 0, QUICK_LIMIT), ("full", "cpu", 0, FULL_CPU_LIMIT)]
+    runs += [("quick", "cuda", n, QUICK_LIMIT) for n in gpus]
+    for profile, backend, n, limit in runs:
+        peak, seconds, states = budget(snap, profile, backend, n)
+        what = f"{backend} {profile}" + (f", {n} simulated GPU{'s' if n > 1 else ''}" if n else "")
+        verdict = "PASS" if peak <= limit else f"FAIL (target < {limit / 1e6:.0f} MB)"
+        rows.append((f"{what}: peak memory (MB)", f"{peak / 1e6:.0f}", f"{verdict}; {states}"))
+        rows.append((f"{what}: wall time (s)", f"{seconds:.1f}",
+                     "the fake's time, repetitions cut: not a GPU's" if n else "this machine, shared and loaded"))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mib", type=int, default=256, help="copy buffer size in MiB (default 256)")
     parser.add_argument("--runs", type=int, default=5, help="whole probe runs for repeatability (default 5)")
+    parser.add_argument("--memory", action="store_true", help="the memory and time budget per profile instead")
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="simulated GPU counts (--memory)")
     args = parser.parse_args()
     snap = this_machine()
+    if args.memory:
+        print(f"topolink probe memory and time budget: {len(snap.numa_nodes)} NUMA node(s), {os.cpu_count()} CPUs; "
+              "peak = PSS of the probe child's session, sampled every 20 ms")
+        print_rows(memory_rows(snap, args.gpus))
+        return 0
 
     ours: list[float] = []
     mbw: list[float] = []

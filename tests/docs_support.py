@@ -106,11 +106,14 @@ def _profiles() -> str:
     for p in probes.PROFILES.values():
         tests = "every test" if p.tests is None else ", ".join(f"`{t}`" for t in p.tests)
         samples = f"median of {p.samples}" if p.samples > 1 else "one sample"
-        copies = f"{_size(p.copy_bytes)}, {p.copy_warmup} warm-up + {p.copy_iters} timed, {samples}"
+        host = "" if p.host_copy_bytes in (None, p.copy_bytes) else f" ({_size(p.host_copy_bytes)} on the cpu backend)"
+        copies = f"{_size(p.copy_bytes)}{host}, {p.copy_warmup} warm-up + {p.copy_iters} timed, {samples}"
         latency = f"{p.latency_accesses:,} accesses over {_size(p.latency_bytes)}, {p.latency_stride} B stride"
-        collectives = f"{_sizes(p.collective_sizes)}, {p.collective_iters} iterations"
-        host = f"{_sizes(p.host_collective_sizes)}, {p.host_ranks} ranks"
-        rows.append(f"| `{p.name}` | {tests} | {copies} | {latency} | {collectives} | {host} |")
+        n = p.collective_graph_launches
+        launches = f", the graph launched {n} times" if n > 1 else ""
+        collectives = f"{_sizes(p.collective_sizes)}, {p.collective_iters} iterations{launches}"
+        gloo = f"{_sizes(p.host_collective_sizes)}, {p.host_ranks} ranks"
+        rows.append(f"| `{p.name}` | {tests} | {copies} | {latency} | {collectives} | {gloo} |")
     return "\n".join(rows) + "\n"
 
 

@@ -67,5 +67,8 @@ def test_latencies_cpu_tests_and_unknown_nics_have_no_theoretical() -> None:
     assert cap.of(latency) is None
     assert cap.of(measured("host_memcpy", ("numa0", "numa1"), 10e9, method="memcpy")) is None
     assert cap.of(measured("gdr_write_bw", (G0, "mlx5_9"), 40e9, method="perftest")) is None
-    gdr = measured("gdr_write_bw", (G0, NIC), 20e9, method="perftest")
+    gdr = dataclasses.replace(measured("gdr_write_bw", (G0, NIC), 20e9, method="perftest"),
+                              conditions=(("path", "mlx5_1 -> mlx5_0 over the fabric"),))
     assert cap.of(gdr) == 200e9 / 8  # the NIC's fastest port, 200 Gb/s
+    looped = dataclasses.replace(gdr, conditions=(("path", "loopback: mlx5_0 reads the host buffer"),))
+    assert cap.of(looped) is None and cap.of(dataclasses.replace(gdr, conditions=())) is None  # no wire crossed

@@ -36,6 +36,16 @@ def test_probe_json_to_a_file(host_file: Path, tmp_path: Path) -> None:
     assert [m.test for m in snap.measurements] == ["host_memcpy"]
 
 
+@pytest.mark.slow
+def test_json_on_stdout_and_a_line_per_test_on_stderr(host_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe", "--from", str(host_file), "--backend", "cpu", "--tests", "host_memcpy", "--format", "json"])
+    assert code == EXIT_OK
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["schema"] == "topolink.probe/v2"  # nothing else on standard output
+    progress = [ln for ln in captured.err.splitlines() if ln.startswith("topolink probe: [")]
+    assert progress and progress[0].startswith("topolink probe: [1/") and "host_memcpy[" in progress[0]
+
+
 def test_unknown_test_is_a_usage_error(host_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--from", str(host_file), "--backend", "cpu", "--tests", "nope"]) == EXIT_USAGE
     assert "unknown test(s) for the cpu backend: nope" in capsys.readouterr().err
@@ -46,8 +56,9 @@ def test_no_test_could_run_is_non_zero(host_file: Path, capsys: pytest.CaptureFi
     if discover(DiscoveryContext()).gpus:
         pytest.skip("this machine has GPUs: the cuda tests could run")
     assert main(["probe", "--from", str(host_file), "--backend", "cuda"]) == EXIT_NONE_RAN
-    captured = capsys.readouterr()
-    assert "WAIVED" in captured.out and "no test could run" in captured.err
+    captured = capsys.readouterr()  # one line naming the missing GPU, not the missing CuPy
+    assert captured.out == "" and "no test could run: No NVIDIA GPU found" in captured.err
+    assert "CuPy" not in captured.err
 
 
 def _saved(tmp_path: Path, snap: t.Snapshot) -> str:
@@ -113,7 +124,10 @@ def test_progress_bar_draws_only_on_a_terminal(tmp_path: Path) -> None:
     bar.finish()
     assert tty.text.startswith("\r[##........] 1/4 host_memcpy[numa0,numa0]") and tty.text.endswith("\n")
     with (tmp_path / "log").open("w") as plain:
-        quiet = ProgressBar(plain)
-        quiet(1, 1, "x")
-        quiet.finish()
-    assert (tmp_path / "log").read_text() == ""
+        lines = ProgressBar(plain)
+        lines(0, 2, "host_memcpy[numa0,numa0]")
+        lines(1, 2, "all_reduce[numa0,numa0]")
+        lines(2, 2, "")
+        lines.finish()
+    assert (tmp_path / "log").read_text() == (
+        "topolink probe: [1/2] host_memcpy[numa0,numa0]\ntopolink probe: [2/2] all_reduce[numa0,numa0]\n")

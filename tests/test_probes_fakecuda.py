@@ -41,6 +41,13 @@ def test_the_fake_refuses_a_ninth_peer(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                           env={"PYTHONPATH": str(FAKE), "FAKECUDA_GPUS": "10"})
     assert done.stdout.split() == ["9", "711"]  # cudaErrorTooManyPeers
+    fabric = {"PYTHONPATH": str(FAKE), "FAKECUDA_GPUS": "10", "FAKECUDA_NVSWITCH": "all"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=fabric)
+    assert done.stdout.split() == []  # one NVSwitch fabric: CUDA imposes no limit
+    part = {**fabric, "FAKECUDA_NVSWITCH": "0,1,2,3,4,5,6,7,8"}  # GPU 9 is reached over PCIe
+    done = subprocess.run([sys.executable, "-c", code.replace("range(1, 10)", "range(9, 0, -1)")],
+                          capture_output=True, text=True, check=True, env=part)
+    assert done.stdout.split() == []  # the PCIe peer is the only one that counts
 
 
 def test_peer_access_is_given_back_after_each_pair(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -76,34 +83,72 @@ def test_collectives_are_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert failed.status is Status.FAILED and "wrong elements over all ranks (out of place)" in failed.reason
 
 
-def test_collectives_are_timed_as_graphs_behind_the_latch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_collectives_are_timed_as_graphs_on_the_host_clock(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake = configure(monkeypatch, tmp_path, gpus=3)
     ops = ["all_reduce", "all_gather", "reduce_scatter", "alltoall"]
     report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=ops)
     assert {o.status for o in report.outcomes} == {Status.OK}, [o.reason for o in report.outcomes]
-    modes = {"all_reduce": 2, "all_gather": 2, "reduce_scatter": 2, "alltoall": 1}
-    cells = sum(modes.values()) * len(TINY.collective_sizes)
+    cells = len(ops) * 2 * len(TINY.collective_sizes)  # every collective out of place and in place
     assert len(fake.calls("capture_begin")) == 3 * cells  # one graph per GPU, size and mode
-    assert len(fake.calls("graph_launch")) == 3 * cells * TINY.samples
+    launches = TINY.collective_graph_launches
+    assert len(fake.calls("graph_launch")) == 3 * cells * TINY.samples * launches
     assert all(c["ops"] == TINY.collective_iters for c in fake.calls("capture_end"))
-    assert not fake.calls("latch_timeout")
+    assert not [c for c in fake.calls("kernel") if c["name"] == "topolink_latch"]  # nccl-tests holds no latch
     for o in report.outcomes:
         best, alg, avg = o.measurements
         assert (best.direction, alg.direction, avg.direction) == ("busbw", "algbw", "avg_busbw")
-        assert {dict(m.conditions)["mode"] for m in o.sweep} == (
-            {"out of place"} if o.test == "alltoall" else {"out of place", "in place"})
-        assert len(o.sweep) == 2 * modes[o.test] * len(TINY.collective_sizes)
-        assert "captured as one CUDA graph per GPU" in dict(best.conditions)["timing"]
+        assert {dict(m.conditions)["mode"] for m in o.sweep} == {"out of place", "in place"}
+        assert len(o.sweep) == 2 * 2 * len(TINY.collective_sizes)
+        # nccl-tests' Avg bus bandwidth: the mean of every busbw cell, in place and out of place
+        bus = [m.value for m in o.sweep if m.direction == "busbw"]
+        assert len(bus) == 2 * len(TINY.collective_sizes) and avg.value == pytest.approx(sum(bus) / len(bus))
+        conditions = dict(best.conditions)
+        assert conditions["timing_mode"] == "graph"
+        assert f"divided by iterations x launches (nccl-tests -G {launches})" in conditions["timing"]
     reduce = outcomes(report, "all_reduce")[0]
     assert reduce.measurements[0].value == pytest.approx(reduce.measurements[1].value * 2 * 2 / 3)
 
 
-def test_capture_refused_is_issued_one_by_one_and_said(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    fake = configure(monkeypatch, tmp_path, FAKECUDA_NO_CAPTURE="1")
-    report = probes.run_probes(gpu_box(2), profile_name=TINY, backend="cuda", tests=["all_reduce"])
+@pytest.mark.parametrize("capture", [True, False])
+def test_the_wall_clock_counts_the_launches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capture: bool) -> None:
+    """Each launch costs the fake host 1 ms: a window on the host's wall clock holds them, one between CUDA
+    events behind a latch would not (the fake's GPU moves 64 KiB in microseconds)."""
+    env = {"FAKECUDA_LAUNCH_US": "1000"} | ({} if capture else {"FAKECUDA_NO_CAPTURE": "1"})
+    configure(monkeypatch, tmp_path, gpus=3, **env)
+    report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=["all_reduce"])
     (o,) = report.outcomes
-    assert o.status is Status.OK and not fake.calls("graph_launch")
-    assert dict(o.measurements[0].conditions)["timing"].startswith("operations issued one by one from Python")
+    assert o.status is Status.OK, o.reason
+    # graph: 3 GPUs x launches graph launches per window of iters x launches operations; stream: 3 calls
+    # per operation. Either way at least 1 ms of launches per operation.
+    per_op = 3e-3 / TINY.collective_iters if capture else 3e-3
+    for m in o.sweep:
+        if m.direction == "algbw":
+            assert m.value <= (m.size_bytes or 0) / per_op * 1.0001, (m.size_bytes, m.value)
+    conditions = dict(o.measurements[0].conditions)
+    assert conditions["timing_mode"] == ("graph" if capture else "stream")
+    if not capture:
+        assert "around the operations issued one by one; divided by iterations (nccl-tests without -G" in (
+            conditions["timing"])
+
+
+@pytest.mark.parametrize(("version", "calls"), [("22803", {"allToAll"}), ("22703", {"send", "recv"})])
+def test_alltoall_takes_nccl_tests_path_for_the_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        version: str, calls: set[str]) -> None:
+    fake = configure(monkeypatch, tmp_path, gpus=3, FAKECUDA_NCCL_VERSION=version)
+    report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=["alltoall"])
+    (o,) = report.outcomes
+    assert o.status is Status.OK, o.reason
+    assert {k for c in fake.calls("nccl_group") for k in c["calls"]} == calls
+    said = dict(o.measurements[0].conditions)["alltoall"]
+    assert said.startswith("ncclAlltoAll" if version == "22803" else "one ncclSend and ncclRecv per peer")
+
+
+def test_a_misplaced_all_reduce_fails_its_check(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every element summed right but put one place further: constant values would not see it."""
+    configure(monkeypatch, tmp_path, gpus=3, FAKECUDA_NCCL_FAULT="rotate")
+    report = probes.run_probes(gpu_box(3), profile_name=TINY, backend="cuda", tests=["all_reduce"])
+    (o,) = report.outcomes
+    assert o.status is Status.FAILED and "wrong elements over all ranks (out of place)" in o.reason
 
 
 def test_without_nvrtc_the_kernel_tests_are_waived(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -97,6 +97,27 @@ def test_a_second_nic_writes_and_an_unreachable_one_falls_back_to_loopback(
     assert path.startswith("loopback") and "the path from mlx5_1 did not work" in path
 
 
+@pytest.mark.slow
+def test_a_path_that_changes_mid_test_fails_it_and_loopback_is_never_held_to_the_port_rate(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    box = four_gpu_box()
+    second = dataclasses.replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0")
+    snap = dataclasses.replace(box, nics=(*box.nics, second))
+    out, log = gdr(monkeypatch, tmp_path / "a", snap, FAKE_PERFTEST_FABRIC_RUNS="1")
+    assert out.status is Status.FAILED and not out.measurements
+    assert "the path mlx5_1 -> mlx5_0 failed after 1 sample(s) on it" in out.reason
+    assert "one result would mix the fabric and loopback" in out.reason
+    devices = [c["argv"][c["argv"].index("-d") + 1] for c in log if c.get("role") == "client"]  # type: ignore[index,union-attr]
+    assert devices == ["mlx5_1", "mlx5_1"]  # no loopback sample after a fabric one
+    monkeypatch.delenv("FAKE_PERFTEST_FABRIC_RUNS")
+    fabric, _ = gdr(monkeypatch, tmp_path / "b", snap)
+    loopback, _ = gdr(monkeypatch, tmp_path / "c")
+    capability = t.LinkCapability(snap)
+    (over_wire,), (looped,) = fabric.measurements, loopback.measurements
+    assert capability.of(over_wire) == 200e9 / 8  # the port's rate: the data crossed the wire
+    assert capability.of(looped) is None  # both ends on one NIC: never compared with the port
+
+
 def test_command_lines_and_help_detection() -> None:
     help_text = ("  --use_cuda=<cuda device id> Use CUDA\n  --use_cuda_bus_id=<cuda full BUS id> Use CUDA\n"
                  "  --use_cuda_dmabuf Use CUDA DMA-BUF\n  --perform_warm_up Perform some iterations\n")

@@ -7,10 +7,23 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from probes import BUS_FACTORS, CPU_SPECS, CUDA_SPECS, Target
-from probes.core import ProbeError, all_reduce_bytes, counts, expected, modes, moved, sent
+from probes.core import (
+    ProbeError,
+    Segment,
+    all_reduce_bytes,
+    checked,
+    counts,
+    element_values,
+    modes,
+    moved,
+    received_segments,
+    sent_segment,
+    summed_values,
+)
 from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch, sm_copy_bytes
 from probes.cuda._legs import Initiator, issuer, legs, peer_pairs
 
@@ -41,17 +54,66 @@ def test_collective_counts_are_nccl_tests() -> None:
     a2a = counts("alltoall", 1 << 20, 8)
     assert (a2a.send, a2a.recv, a2a.param) == (1 << 18, 1 << 18, 1 << 15)
     assert moved("all_gather", 1000, 3) == 960 and moved("all_reduce", 1000, 3) == 1000
-    assert modes("alltoall") == ("out_of_place",) and modes("all_gather") == ("out_of_place", "in_place")
+    assert modes("alltoall") == modes("all_gather") == ("out_of_place", "in_place")  # nccl-tests times both
+    assert not checked("alltoall", "in_place") and checked("alltoall", "out_of_place")
     with pytest.raises(ValueError):
         counts("broadcast", 1, 1)
 
 
-def test_the_data_check_values_agree_with_what_is_sent() -> None:
-    n = 5
-    for p in range(n):  # alltoall: chunk j of rank p comes from rank j's chunk p
-        assert [expected("alltoall", p, n, j) for j in range(n)] == [sent("alltoall", j, n, p) for j in range(n)]
-    assert [expected("all_gather", 0, n, j) for j in range(n)] == [sent("all_gather", j, n, 0) for j in range(n)]
-    assert expected("reduce_scatter", 2, n, 0) == sum(sent("reduce_scatter", r, n, 0) for r in range(n)) == 15
+def _values(seg: Segment) -> np.ndarray:
+    return np.asarray(element_values(np.arange(seg.base, seg.base + seg.count, dtype=np.int64), seg.ranks),
+                      dtype=np.float32)
+
+
+def _collective(op: str, sends: list[np.ndarray], share: int) -> list[np.ndarray]:
+    """What each rank receives, by the collective's definition (a reference, in numpy)."""
+    n = len(sends)
+    if op == "all_reduce":
+        return [sum(sends)] * n  # type: ignore[list-item]
+    if op == "reduce_scatter":
+        total = sum(sends)
+        return [total[p * share:(p + 1) * share] for p in range(n)]  # type: ignore[index]
+    if op == "all_gather":
+        return [np.concatenate(sends)] * n
+    return [np.concatenate([sends[j][p * share:(p + 1) * share] for j in range(n)]) for p in range(n)]
+
+
+def _wrong(op: str, received: list[np.ndarray], n: int, size: int) -> int:
+    c = counts(op, size, n)
+    return sum(int(np.count_nonzero(received[p][seg.offset:seg.offset + seg.count] != _values(seg)))
+               for p in range(n) for seg in received_segments(op, p, n, c))
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "alltoall"])
+def test_the_data_check_values_depend_on_rank_and_position(op: str) -> None:
+    n, size = 5, 4000
+    c = counts(op, size, n)
+    sends = [_values(sent_segment(r, c)) for r in range(n)]
+    assert all(len(set(s.tolist())) > 1 for s in sends)  # not one constant per rank
+    assert not np.array_equal(sends[0], sends[1])  # nor the same for every rank
+    right = _collective(op, sends, c.param)
+    assert _wrong(op, right, n, size) == 0
+    shifted = [np.roll(r, 1) for r in right]  # every element in the same wrong place
+    assert _wrong(op, shifted, n, size) > 0.9 * sum(len(r) for r in right)
+    if op in ("all_gather", "alltoall"):
+        swapped = _collective(op, [sends[1], sends[0], *sends[2:]], c.param)  # two ranks' data exchanged
+        assert _wrong(op, swapped, n, size) > 0
+    else:
+        left_out = _collective(op, [sends[0] * 0, *sends[1:]], c.param)  # one rank's data not summed
+        assert _wrong(op, left_out, n, size) == sum(len(r) for r in right)
+    missing = [r.copy() for r in right]
+    missing[3][-1] = 0  # one element not written
+    assert _wrong(op, missing, n, size) == 1
+
+
+def test_the_data_check_values_are_exact_in_float32() -> None:
+    everyone = tuple(range(256))
+    biggest = max(int(element_values(i, everyone)) for i in range(0, 10_000_000, 9973))
+    assert biggest < 2**24  # every sum a float32 holds exactly
+    assert element_values(7, (3,)) == (7 * 2654435761 + 3 * 40503) % 65521 + 1
+    where = np.arange(0, 3_000_000, 7, dtype=np.int64)
+    for ranks in ((0,), (2, 5), tuple(range(8)), tuple(range(72))):  # the closed form the GPUs use agrees
+        assert np.array_equal(summed_values(np, where, ranks), element_values(where, ranks))
 
 
 def test_all_reduce_counts_whole_floats_once() -> None:
@@ -154,8 +216,8 @@ def test_leg_directions_match_the_spec_channels() -> None:
         timed = [leg for leg in legs(spec.name, targets) if leg.timed]
         for leg, direction in zip(timed, spec.channels, strict=True):
             a, b = targets
-            if leg.engine == "sm-split":  # both ways at once: the channel is the test's named direction
-                assert direction == ("b->a" if spec.name.startswith(("device_to_host", "all_to_host")) else "a->b")
+            if leg.engine == "sm-split":  # both ways at once: one figure, one channel for both directions
+                assert direction == "a<->b"
                 continue
             assert direction == ("a->b" if (leg.src, leg.dst) == (a, b) else "b->a")
 

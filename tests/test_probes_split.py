@@ -40,6 +40,14 @@ def test_split_legs_are_nvbandwidths_buffers() -> None:
     assert shape("host_to_all_bidirectional_memcpy_sm", (H, A), (H, B, H1, C)) == [*one, *others]
 
 
+def test_one_record_and_one_method_per_split_figure() -> None:
+    specs = [probes.core.spec("cuda", name) for name in SPLIT_TESTS]
+    assert {(s.method, s.channels) for s in specs} == {("sm-split-warp", ("a<->b",))}
+    # every other kind of test keeps one method name per kind: copy engine, SM kernel, totals
+    names = {s.method for s in probes.CUDA_SPECS if s.kind is probes.core.Kind.COPY and s.name not in SPLIT_TESTS}
+    assert names == {"ce", "sm", "ce-read", "ce-write", "sm-read", "sm-write", "ce-total", "sm-total"}
+
+
 def test_split_geometry_is_one_thread_per_word_in_blocks_of_1024() -> None:
     assert split_geometry(256 << 10) == (16, 1024)
     assert split_copy_bytes(256 << 10) == 256 << 10
@@ -76,8 +84,10 @@ def test_split_copies_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     for test in SPLIT_TESTS:
         for o in outcomes(report, test):
             (m,) = o.measurements
-            assert m.method in ("sm-split-warp", "sm") and m.source is t.Source.SIMULATED
+            assert m.method == "sm-split-warp" and m.source is t.Source.SIMULATED
+            assert m.direction == "a<->b"  # one figure, one record: never a->b and b->a holding one number
             assert "split-warp SM kernel" in dict(m.conditions)["engine"]
+            assert dict(m.conditions)["bidirectional"].startswith("one figure for both directions")
             # the kernel moves 256 KiB both ways together at the fake's host rate; half is each direction's
             assert m.value == pytest.approx(RATES["h2d"] / 2, rel=0.05)
     both = outcomes(report, "all_to_host_bidirectional_memcpy_sm")[0].measurements[0]
@@ -86,3 +96,15 @@ def test_split_copies_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     for test in SPLIT_TESTS:
         assert f"Running {test}.\nmemcpy SM CPU(row) <-> GPU(column) bandwidth (GB/s)" in text
     assert f"{bus(0)}" in dict(both.conditions)["interference"] or f"{bus(1)}" in dict(both.conditions)["interference"]
+
+
+@pytest.mark.slow
+def test_a_failed_odd_warp_copy_is_caught(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The set-up fills the GPU buffer and clears the warps that will write into it on one stream: were the
+    fill left on the legacy stream, the fake would run it after the clear (as CUDA may), the buffer would hold
+    the pattern already, and odd warps that copy nothing would pass the check."""
+    configure(monkeypatch, tmp_path, gpus=1, FAKECUDA_SPLIT_FAULT="odd")
+    report = probes.run_probes(gpu_box(1), profile_name=TINY, backend="cuda",
+                               tests=["host_to_device_bidirectional_memcpy_sm"])
+    assert report.outcomes and {o.status for o in report.outcomes} == {Status.FAILED}
+    assert all("data check failed" in o.reason for o in report.outcomes), [o.reason for o in report.outcomes]

@@ -78,9 +78,35 @@ def test_waived_with_one_gpu_without_peers_and_beyond_eight_others() -> None:
     plan = make_plan(ten, FULL, caps(tuple(bus(i) for i in range(10))))
     why = {w.subjects: w.reason for w in plan.waived if w.test == "one_to_all_read_sm"}
     assert len(why) == 10 and not [i for i in plan.items if i.test == "one_to_all_read_sm"]
-    assert "would need peer access to all 9 other GPUs at once; a device maps at most 8 peers" in why[(bus(0),)]
+    assert "would need peer access to all 9 other GPUs at once; over PCIe a device maps at most 8 peers" in why[
+        (bus(0),)]
+    switched = make_plan(nvswitch_box(10), FULL, caps(tuple(bus(i) for i in range(10))))
+    assert len([i for i in switched.items if i.test == "one_to_all_read_sm"]) == 10  # no limit on NVSwitch
     nine = make_plan(gpu_box(9), FULL, caps(tuple(bus(i) for i in range(9))))
     assert len([i for i in nine.items if i.test == "one_to_all_read_sm"]) == 9  # 8 others: within the limit
+
+
+def nvswitch_box(gpus: int) -> t.Snapshot:
+    """``gpus`` fake GPUs on one NVSwitch fabric (every GPU's NVLinks to the one switch)."""
+    sw = "nvswitch0"
+    return dataclasses.replace(gpu_box(gpus), nvswitches=(t.NvSwitch(id=sw, visible_on_pci=False),), links=tuple(
+        t.Link(a=bus(i), b=sw, kind=t.LinkKind.NVLINK, count=18, nvlink_version=4, bytes_per_second=450e9)
+        for i in range(gpus)))
+
+
+@pytest.mark.slow
+def test_ten_gpus_on_nvswitch_map_all_nine_peers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = configure(monkeypatch, tmp_path, gpus=10, FAKECUDA_NVSWITCH="all")
+    report = probes.run_probes(nvswitch_box(10), profile_name=TINY, backend="cuda", tests=["all_to_one_write_ce"])
+    assert [o.status for o in report.outcomes] == [Status.OK] * 10, [o.reason for o in report.outcomes]
+    assert max(c["mapped"] for c in fake.calls("peer_enable")) == 9 and not fake.calls("peer_refused")
+    monkeypatch.delenv("FAKECUDA_NVSWITCH")
+    fake = configure(monkeypatch, tmp_path / "pcie", gpus=10)  # the same plan on PCIe GPUs: the fake refuses
+    caps = probes.harness.ask_capabilities("cuda")
+    plan = make_plan(nvswitch_box(10), TINY, caps, tests=["all_to_one_write_ce"])
+    (raw,) = probes.harness.run_items("cuda", plan.items[:1], startup_budget_s=60).values()
+    assert raw.status is Status.WAIVED and "TooManyPeers" in raw.reason, raw.reason
+    assert fake.calls("peer_refused")
 
 
 def test_a_total_has_no_link_bound_and_is_no_pair_measurement() -> None:

@@ -62,15 +62,21 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
 
 
 class ProgressBar:
-    """A one-line bar on standard error, drawn only when it is a terminal."""
+    """Progress on standard error (never standard output, which may carry the JSON report): a one-line bar
+    on a terminal; one line per test started otherwise (a log, a pipe, ``kubectl logs``)."""
 
-    def __init__(self, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.stream, self.width = stream, width
-        self.active = stream.isatty()
+    def __init__(self, stream: TextIO | None = None, width: int = 30) -> None:
+        self.stream, self.width = stream or sys.stderr, width
+        self.active = self.stream.isatty()
         self.drawn = False
 
     def __call__(self, done: int, total: int, key: str) -> None:
-        if not self.active or total == 0:
+        if total == 0:
+            return
+        if not self.active:
+            if key:
+                self.stream.write(f"topolink probe: [{done + 1}/{total}] {key}\n")
+                self.stream.flush()
             return
         filled = self.width * done // total
         bar = "#" * filled + "." * (self.width - filled)
@@ -113,7 +119,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
         import topology
 
         why = (topology.no_gpu_reason(snap) or "No NVIDIA GPU found").rstrip(".")
-        print(f"topolink probe: --backend cuda: {why}; --backend cpu measures host memory", file=sys.stderr)
+        print(f"topolink probe: --backend cuda: no test could run: {why}; --backend cpu measures host memory",
+              file=sys.stderr)
         return EXIT_NONE_RAN
     return run_probe(args, snap)
 

@@ -20,6 +20,8 @@ How nvbandwidth builds the tests added here:
   truncation to the SM grid, and what is reported is half the bytes moved over the kernel's time (its
   estimate of one direction). The device_to_host form runs the very same copy as the host_to_device one.
   In the all-host forms every other GPU runs the same split copy, of the same size, with its own node.
+  That one figure is one record, direction ``a<->b`` and method ``sm-split-warp`` in all four tests,
+  never two records ``a->b`` and ``b->a`` holding the same number.
 - ``all_to_one_*`` / ``one_to_all_*``: every other GPU copies a buffer of the timed size to (from) one
   GPU at once, and the row of the target GPU is the TOTAL: the bytes of every copy over the time from the
   first copy's start to the last one's end (direction ``all->a`` into the target, ``a->all`` out of it).
@@ -55,6 +57,10 @@ from ._specs import (
 _NO_GPU = "no GPU in the snapshot"
 _TWO = "needs two GPUs"
 _TWO_HOST = "needs two GPUs (with one, it is the plain host copy)"
+# nvbandwidth's split-warp figure is one number for both directions (half the bytes moved both ways): one
+# record, direction "a<->b", one method name for every test that takes it
+SPLIT_METHOD = "sm-split-warp"
+SPLIT_CHANNEL = "a<->b"
 
 
 def _heading(engine: str, arrow: str, pair: str = "CPU(row) {} GPU(column)") -> str:
@@ -67,7 +73,8 @@ def _host(name: str, engine: str, method: str, arrow: str, channel: str) -> Prob
 
 
 def _all_host(name: str, engine: str, arrow: str, channel: str) -> ProbeSpec:
-    return ProbeSpec(name=name, backend="cuda", kind=Kind.COPY, method=engine.lower(),
+    split = channel == SPLIT_CHANNEL
+    return ProbeSpec(name=name, backend="cuda", kind=Kind.COPY, method=SPLIT_METHOD if split else engine.lower(),
                      description=_heading(engine, arrow), channels=(channel,), endpoints=all_host,
                      none_reason=_TWO_HOST, others=other_gpus_with_their_nodes)
 
@@ -125,16 +132,16 @@ CUDA_SPECS: tuple[ProbeSpec, ...] = (
     _all_host("host_to_all_bidirectional_memcpy_ce", "CE", "<->", "a->b"),
     _host("host_to_device_memcpy_sm", "SM", "sm", "->", "a->b"),
     _host("device_to_host_memcpy_sm", "SM", "sm", "<-", "b->a"),
-    _host("host_to_device_bidirectional_memcpy_sm", "SM", "sm-split-warp", "<->", "a->b"),
-    _host("device_to_host_bidirectional_memcpy_sm", "SM", "sm-split-warp", "<->", "b->a"),
+    _host("host_to_device_bidirectional_memcpy_sm", "SM", SPLIT_METHOD, "<->", SPLIT_CHANNEL),
+    _host("device_to_host_bidirectional_memcpy_sm", "SM", SPLIT_METHOD, "<->", SPLIT_CHANNEL),
     _d2d("device_to_device_memcpy_read_sm", "SM", "read", "->", ("b->a",)),
     _d2d("device_to_device_memcpy_write_sm", "SM", "write", "<-", ("a->b",)),
     _d2d("device_to_device_bidirectional_memcpy_read_sm", "SM", "read", "<->", ("b->a", "a->b")),
     _d2d("device_to_device_bidirectional_memcpy_write_sm", "SM", "write", "<->", ("a->b", "b->a")),
     _all_host("all_to_host_memcpy_sm", "SM", "<-", "b->a"),
     _all_host("host_to_all_memcpy_sm", "SM", "->", "a->b"),
-    _all_host("all_to_host_bidirectional_memcpy_sm", "SM", "<->", "b->a"),
-    _all_host("host_to_all_bidirectional_memcpy_sm", "SM", "<->", "a->b"),
+    _all_host("all_to_host_bidirectional_memcpy_sm", "SM", "<->", SPLIT_CHANNEL),
+    _all_host("host_to_all_bidirectional_memcpy_sm", "SM", "<->", SPLIT_CHANNEL),
     _total("all_to_one_write_ce", "<-"),
     _total("all_to_one_read_ce", "->"),
     _total("one_to_all_write_ce", "->"),

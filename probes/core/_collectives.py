@@ -10,16 +10,20 @@ From NVIDIA/nccl-tests 2.19.6 (``src/<op>.cu``: ``*GetCollByteCount`` and ``*Get
 - algbw = S / t, busbw = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather, reduce_scatter
   and alltoall;
 - in place: all_gather sends from its own slot of the receive buffer (rank x share), reduce_scatter
-  receives into its own slot of the send buffer; all_reduce uses one buffer. alltoall has no in-place
-  form here: nccl-tests passes one buffer as both ends of ncclSend/ncclRecv, which this probe does not
-  time;
-- "Avg bus bandwidth" is the mean busbw over every printed cell (all sizes, out of place and in place).
+  receives into its own slot of the send buffer; all_reduce and alltoall use one buffer for both ends
+  (nccl-tests times the in-place alltoall but does not count its wrong elements);
+- "Avg bus bandwidth" is the mean busbw over every printed cell (all sizes, out of place and in place);
+- the data check's values depend on the sending rank and on the element's position, as nccl-tests'
+  (``ncclVerifiablePrepareInput``) do, so an element from the wrong rank or the wrong place, or one not
+  written, is counted wrong: here ``(position x 2654435761 + rank x 40503) mod 65521 + 1``, a sum of up
+  to 256 of them exact in float32.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 FLOAT_BYTES = 4
 
@@ -76,8 +80,14 @@ def all_reduce_bytes(size: int, ranks: int) -> int:
 
 
 def modes(op: str) -> tuple[str, ...]:
-    """The variants timed per size, in nccl-tests' order (out of place first)."""
-    return (OUT_OF_PLACE,) if op == "alltoall" else (OUT_OF_PLACE, IN_PLACE)
+    """The variants timed per size, in nccl-tests' order (out of place first), every op both."""
+    del op
+    return (OUT_OF_PLACE, IN_PLACE)
+
+
+def checked(op: str, mode: str) -> bool:
+    """Whether nccl-tests counts the wrong elements of this variant (not the in-place alltoall)."""
+    return not (op == "alltoall" and mode == IN_PLACE)
 
 
 def rotation_offset(iteration: int, size: int, capacity: int) -> int:
@@ -86,21 +96,55 @@ def rotation_offset(iteration: int, size: int, capacity: int) -> int:
     return size * (iteration % slots)
 
 
-def expected(op: str, rank: int, ranks: int, chunk: int) -> float:
-    """The value every element of chunk ``chunk`` of ``rank``'s receive buffer must hold after the data
-    check, when rank r sent r+1 (all_reduce, all_gather, reduce_scatter) or r x n + p + 1 to peer p
-    (alltoall). Exact in float32 for any node's rank count."""
-    if op in ("all_reduce", "reduce_scatter"):
-        return ranks * (ranks + 1) / 2
+_MULT, _RANK_MULT, _MOD = 2654435761, 40503, 65521
+
+
+def element_values(position: Any, ranks: tuple[int, ...]) -> Any:
+    """The sum over ``ranks`` of what each puts at ``position`` (an int, or an int64 array of numpy, CuPy
+    or torch): the data check's values."""
+    total: Any = 0
+    for r in ranks:
+        total = total + (position * _MULT + r * _RANK_MULT) % _MOD + 1
+    return total
+
+
+def summed_values(xp: Any, position: Any, ranks: tuple[int, ...]) -> Any:
+    """``element_values`` over an int64 array of an array module with ``searchsorted`` (numpy, CuPy), in a
+    fixed number of array operations whatever the rank count: with b = position x 2654435761 mod 65521 and
+    c_r = r x 40503 mod 65521, each term is b + c_r + 1, less 65521 where b + c_r >= 65521, and how many
+    c_r reach 65521 - b is one binary search in the sorted c_r."""
+    c = sorted((r * _RANK_MULT) % _MOD for r in ranks)
+    n = len(c)
+    b = position * _MULT % _MOD
+    below = xp.searchsorted(xp.asarray(c, dtype=xp.int64), _MOD - b, side="left")
+    return b * n + (sum(c) + n) - (n - below) * _MOD
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """``count`` elements from element ``offset`` of a buffer, each the sum over ``ranks`` of what they put
+    at position ``base`` + i of their send buffers."""
+
+    offset: int
+    count: int
+    ranks: tuple[int, ...]
+    base: int
+
+
+def sent_segment(rank: int, c: Counts) -> Segment:
+    """What ``rank`` puts in its send buffer for the data check: its own values, by position."""
+    return Segment(0, c.send, (rank,), 0)
+
+
+def received_segments(op: str, rank: int, ranks: int, c: Counts) -> tuple[Segment, ...]:
+    """What ``rank``'s receive buffer must hold after the operation, segment by segment."""
+    everyone, share = tuple(range(ranks)), c.param
+    if op == "all_reduce":
+        return (Segment(0, c.recv, everyone, 0),)
+    if op == "reduce_scatter":
+        return (Segment(0, share, everyone, rank * share),)
     if op == "all_gather":
-        return float(chunk + 1)
+        return tuple(Segment(j * share, share, (j,), 0) for j in range(ranks))
     if op == "alltoall":
-        return float(chunk * ranks + rank + 1)
+        return tuple(Segment(j * share, share, (j,), rank * share) for j in range(ranks))
     raise ValueError(f"{op} is not a collective")
-
-
-def sent(op: str, rank: int, ranks: int, chunk: int) -> float:
-    """What ``rank`` puts in chunk ``chunk`` of its send buffer for the data check (see ``expected``)."""
-    if op == "alltoall":
-        return float(rank * ranks + chunk + 1)
-    return float(rank + 1)

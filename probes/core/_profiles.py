@@ -26,6 +26,7 @@ def powers_of_two(lo: int, hi: int, step: int = 2) -> tuple[int, ...]:
 class Profile:
     name: str
     copy_bytes: int  # buffer per copy (nvbandwidth -b)
+    host_copy_bytes: int | None = None  # the cpu backend's host copies (None: copy_bytes)
     copy_warmup: int  # untimed copies before each sample (nvbandwidth WARMUP_COUNT)
     copy_iters: int  # timed copies per sample (nvbandwidth --loopCount)
     samples: int  # samples per measurement; the median is reported (nvbandwidth -i)
@@ -37,6 +38,7 @@ class Profile:
     host_collective_sizes: tuple[int, ...]  # bytes per rank, CPU ranks over gloo
     collective_warmup: int = 1  # nccl-tests -w since 2.16.8
     collective_iters: int = 20  # nccl-tests -n
+    collective_graph_launches: int = 1  # nccl-tests -G: launches of the captured loop per timed window
     host_ranks: int = 2  # gloo processes (at least one per NUMA node with CPUs)
     rdma_bytes: int = 65536  # perftest message size (DEF_SIZE_BW)
     rdma_iters: int = 5000  # perftest write-BW iterations (DEF_ITERS_WB)
@@ -46,9 +48,14 @@ class Profile:
     tests: tuple[str, ...] | None = None  # the tests run when none are named (None: every test)
 
 
+# The cpu backend's full profile is bounded by the agent's memory (the probe child runs inside its
+# container): host copies of 128 MiB (well past any CPU cache a single copy thread sees; the bidirectional
+# test holds 6 x that, its copy back being twice the size) and gloo sizes to 16 MiB (two ranks forked after
+# torch, a send and a receive buffer each, and gloo's own copies). benchmarks/probes.py --memory prints the
+# peaks; README "Probes" gives them.
 FULL = Profile(
-    name="full", copy_bytes=512 * MiB, copy_warmup=4, copy_iters=16, samples=3,
-    collective_sizes=powers_of_two(1 * MiB, 8 * GiB), host_collective_sizes=powers_of_two(1 * MiB, 256 * MiB, 4),
+    name="full", copy_bytes=512 * MiB, host_copy_bytes=128 * MiB, copy_warmup=4, copy_iters=16, samples=3,
+    collective_sizes=powers_of_two(1 * MiB, 8 * GiB), host_collective_sizes=powers_of_two(1 * MiB, 16 * MiB, 4),
 )
 # GPUDirect RDMA is not in quick: each run starts two perftest processes and a CUDA context in one (about
 # a second each), which alone would overrun the pass on a node with eight NICs.

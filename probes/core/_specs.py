@@ -128,17 +128,28 @@ def other_gpus(subjects: Subjects, snap: Snapshot) -> Subjects:
     return tuple(g.id for g in gpus(snap) if g.id not in subjects)
 
 
-MAX_PEERS = 8  # CUDA: a device maps at most 8 peers at once (cudaErrorTooManyPeers)
+MAX_PEERS = 8  # CUDA: a device maps at most 8 peers over PCIe at once (cudaErrorTooManyPeers)
+
+
+def switch_peers(snap: Snapshot, target: str) -> frozenset[str]:
+    """The GPUs ``target`` reaches through an NVSwitch fabric: CUDA imposes no 8-peer limit there (HGX and
+    DGX systems map every other GPU of the fabric, 15 on a 16-GPU one); none without NVSwitches."""
+    if not snap.nvswitches:
+        return frozenset()
+    island = next((i for i in nvlink_islands(snap) if target in i.gpus), None)
+    return frozenset(island.gpus) - {target} if island else frozenset()
 
 
 def peer_with_all_others(subjects: Subjects, snap: Snapshot, caps: Capabilities) -> str | None:
-    """The target maps every other GPU at once (nvbandwidth enables each pair both ways): beyond 8 others
-    that cannot be done, and a total over a chosen subset would not be the test, so it is waived."""
+    """The target maps every other GPU at once (nvbandwidth enables each pair both ways). Over PCIe a
+    device maps at most 8 peers, and a total over a chosen subset would not be the test, so beyond 8 others
+    it is waived; on an NVSwitch fabric that limit does not exist and the test runs."""
     (target,) = subjects
     others = other_gpus(subjects, snap)
-    if len(others) > MAX_PEERS:
-        return (f"{target} would need peer access to all {len(others)} other GPUs at once; a device maps at most "
-                f"{MAX_PEERS} peers (cudaErrorTooManyPeers): N/A")
+    fabric = switch_peers(snap, target)
+    if len(others) > MAX_PEERS and not set(others) <= fabric:
+        return (f"{target} would need peer access to all {len(others)} other GPUs at once; over PCIe a device maps "
+                f"at most {MAX_PEERS} peers (cudaErrorTooManyPeers): N/A")
     missing = [o for o in others if not (caps.peer(target, o) and caps.peer(o, target))]
     if missing:
         return f"no peer access between {target} and {', '.join(missing)}: N/A (the total needs every pair)"

@@ -6,8 +6,9 @@ of each rank) are kept for the whole pass and serve every collective planned on 
 
 Per sample and mode: barrier, wall clock around ``iters`` operations (float32, the buffers shifted inside
 buffers of the largest size as nccl-tests does), the time averaged over ranks (nccl-tests ``-a 1``). The
-data check runs apart, once per size and mode: rank r sends r+1 (all_gather, reduce_scatter, all_reduce)
-or r x n + p + 1 to peer p (alltoall), and every element received must be what nccl-tests expects.
+data check runs apart, once per size and mode: every rank sends values that depend on its rank and on each
+element's position (``element_values``), and every element received must be what the collective makes of
+them, so a misplaced, foreign or missing element is counted wrong.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import multiprocessing as mp
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
@@ -24,9 +26,24 @@ from typing import Any
 
 from topology import format_cpulist
 
-from ..core import IN_PLACE, Item, Pairs, ProbeError, Waived, counts, expected, moved, rotation_offset, sent
+from ..core import (
+    IN_PLACE,
+    Item,
+    Pairs,
+    ProbeError,
+    Segment,
+    Waived,
+    checked,
+    counts,
+    element_values,
+    moved,
+    received_segments,
+    rotation_offset,
+    sent_segment,
+)
 
 _INIT_TIMEOUT_S = 60
+_CHECK_CHUNK = 1 << 20  # elements per step of the data check (8 MiB of int64 positions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,18 +110,29 @@ class _Rank:
         return seconds
 
     def check(self, call: _Call) -> int:
-        rank, ranks = self.rank, self.ranks
+        rank, ranks, c = self.rank, self.ranks, counts(call.op, call.size, self.ranks)
         self.recv.zero_()
         inp, out = self.views(call, 0)
-        for j, part in enumerate(inp.chunk(ranks if call.op == "alltoall" else 1)):
-            part.fill_(sent(call.op, rank, ranks, j))
+        for part, values in self._values(sent_segment(rank, c)):
+            inp.narrow(0, *part).copy_(values)
         _run(self.dist, call.op, inp, out)
-        parts = out.chunk(ranks if call.op in ("all_gather", "alltoall") else 1)
-        wrong = sum(int((part != expected(call.op, rank, ranks, j)).sum().item()) for j, part in enumerate(parts))
+        wrong = 0
+        if checked(call.op, call.mode):
+            for seg in received_segments(call.op, rank, ranks, c):
+                wrong += sum(int((out.narrow(0, *part) != v).sum().item()) for part, v in self._values(seg))
         total = self.torch.tensor([wrong], dtype=self.torch.int64)
         self.dist.all_reduce(total)
         self.send.zero_()
+        self.recv.zero_()  # zeros stay zeros in the timed loop
         return int(total.item())
+
+    def _values(self, seg: Segment) -> Iterator[tuple[tuple[int, int], Any]]:
+        """((offset, count), float32 values) of the segment, a bounded chunk at a time."""
+        torch = self.torch
+        for start in range(0, seg.count, _CHECK_CHUNK):
+            n = min(_CHECK_CHUNK, seg.count - start)
+            where = torch.arange(seg.base + start, seg.base + start + n, dtype=torch.int64)
+            yield (seg.offset + start, n), element_values(where, seg.ranks).to(torch.float32)
 
 
 def _rank_main(rank: int, world: int, cpus: tuple[int, ...], store: str, conn: Connection) -> None:

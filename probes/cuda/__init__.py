@@ -1,6 +1,7 @@
 """The cuda backend: copies by copy engine or SM kernel, timed with events behind a latch kernel and
-checked after every sample; pointer-chase latency; NCCL collectives in one process, timed on the GPUs
-as CUDA graphs; and GPUDirect RDMA through perftest. ``_backend`` opens a session per item; the sessions
+checked after every sample; pointer-chase latency; NCCL collectives in one process, timed as nccl-tests
+times them (the host's wall clock over CUDA graph launches, or over the calls where capture is refused);
+and GPUDirect RDMA through perftest. ``_backend`` opens a session per item; the sessions
 (``_copy``, ``_latency``, ``_nccl``, ``_perftest``) share the buffers, latch and pattern of ``_buffers``
 and the per-item peer access of ``_peers``, above the runtime constants and helpers of ``_runtime`` and
 the GPU-free decisions of ``_legs`` and ``_kernels``; none imports the backend back. Importing any of it

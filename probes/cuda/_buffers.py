@@ -99,17 +99,23 @@ class Pattern:
                 self._streams[ordinal] = self.cp.cuda.Stream(non_blocking=True)
         return self._device[ordinal]
 
-    def fill(self, buf: Buffer, n: int) -> None:
-        """The pattern repeated over the first ``n`` bytes of ``buf``."""
+    def fill(self, buf: Buffer, n: int, stream: Any = None) -> None:
+        """The pattern repeated over the first ``n`` bytes of ``buf``: for device memory, copies queued on
+        ``stream`` (what runs next on it sees them), or done before this returns when no stream is given.
+        Never a bare ``cudaMemcpy`` between device buffers: it returns before the copy is done, on the legacy
+        stream, which orders nothing on a non-blocking one."""
         rt = self.cp.cuda.runtime
         src = self.on(buf.ordinal) if buf.host is None else ctypes.addressof(self.host)
-        for off in range(0, n, PATTERN_BYTES):
-            length = min(PATTERN_BYTES, n - off)
-            if buf.host is not None:
-                ctypes.memmove(buf.ptr + off, src, length)
-            else:
-                with self.cp.cuda.Device(buf.ordinal):
-                    rt.memcpy(buf.ptr + off, src, length, MEMCPY_DEFAULT)
+        if buf.host is not None:
+            for off in range(0, n, PATTERN_BYTES):
+                ctypes.memmove(buf.ptr + off, src, min(PATTERN_BYTES, n - off))
+            return
+        queue: Any = stream if stream is not None else self._streams[buf.ordinal]
+        with self.cp.cuda.Device(buf.ordinal):
+            for off in range(0, n, PATTERN_BYTES):
+                rt.memcpyAsync(buf.ptr + off, src, min(PATTERN_BYTES, n - off), MEMCPY_DEFAULT, queue.ptr)
+            if stream is None:
+                queue.synchronize()
 
     def differs(self, buf: Buffer, n: int) -> str | None:
         """What differs from the pattern in the first ``n`` bytes of ``buf``; None when nothing does."""

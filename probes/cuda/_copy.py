@@ -66,10 +66,13 @@ class CopyWorkload:
             if leg.engine != "sm-split":
                 dst.clear()
                 continue
-            # both buffers are sources and destinations: the pattern where a warp reads, zero where one writes
-            self.session.pattern.fill(dst, n)
+            # both buffers are sources and destinations: the pattern where a warp reads, zero where one writes;
+            # the fill and the clears in order on the copy's own stream (the clear must land on the fill)
+            t = self.timers[i]
+            self.session.pattern.fill(dst, n, t.stream)
             self._clear_warps(i, dst, n, odd=True)
             self._clear_warps(i, src, n, odd=False)
+            t.stream.synchronize()
 
     def _clear_warps(self, i: int, buf: Buffer, n: int, *, odd: bool) -> None:
         np = importlib.import_module("numpy")  # a CuPy dependency
@@ -78,7 +81,6 @@ class CopyWorkload:
         with self.cp.cuda.Device(t.ordinal), t.stream:
             kernel((self.session.sms(t.ordinal),), (SM_THREADS_PER_BLOCK,),
                    (np.uint64(buf.device_ptr), np.uint64(n // SM_WORD), np.uint32(odd)))
-        t.stream.synchronize()
 
     def _enqueue(self, i: int, count: int) -> None:
         if count <= 0:
@@ -188,6 +190,10 @@ class CopySession:
             "latch": "spin kernel on a host flag" if self.latch else f"none: {kernel_error}",
             "data_check": "every sample, every destination against the pattern, untimed",
         }
+        if timed[0].engine == "sm-split":
+            self._conditions["bidirectional"] = (
+                "one figure for both directions (a<->b): half the bytes the kernel moved both ways over its time, "
+                "nvbandwidth's estimate of either direction")
         if self.total:
             self._conditions["total"] = (
                 f"all {len(self.legs)} copies at once, the bytes of all of them over the first start to the last "

@@ -1,14 +1,20 @@
-"""NCCL collectives in one process (``ncclCommInitAll`` + grouped calls, nccl-tests' ``-g N``), timed on
-the GPUs: per size and mode, the ``iters`` grouped operations (float32, the buffers shifted inside buffers
-of the largest size as nccl-tests does) are captured once as a CUDA graph per GPU (NCCL supports
-capture; nccl-tests ``-G``), and each sample launches the graphs behind the latch, between CUDA events on
-every GPU; the sample is the slowest GPU's time. Python's cost of issuing the calls (a group start, a
-device switch and a call per GPU, per operation) is then outside the timed window, which it is not when
-small sizes are enqueued one by one. Where capture is refused, the operations are issued one by one and
-timed from the first enqueue (said in the conditions).
+"""NCCL collectives in one process (``ncclCommInitAll`` + grouped calls, nccl-tests' ``-g N``), timed as
+nccl-tests times them: per size and mode, every GPU's stream is synchronised (the barrier), the host's wall
+clock starts, the ``iters`` operations (float32, the buffers shifted inside buffers of the largest size)
+run, every stream is waited for, and the clock stops.
 
-Out of place, then in place (nccl-tests' order); alltoall only out of place. The data check runs apart,
-once per size and mode (nccl-tests ``-c 1``), on the GPUs.
+- ``graph`` mode (nccl-tests ``-G <launches>``): the ``iters`` grouped operations are captured once per size
+  and mode as one CUDA graph per GPU, and the timed window launches every GPU's graph ``launches`` times;
+  the time per operation is the wall time over iterations x launches.
+- ``stream`` mode (nccl-tests without ``-G``): where capture is refused, the grouped operations are issued
+  one by one inside the window; the time per operation is the wall time over iterations.
+
+Either way the launches and the uneven start of the GPUs are inside the window, as in nccl-tests (CUDA
+events on each GPU would leave them out and read high at small sizes); ``conditions.timing_mode`` says
+which mode ran. all-to-all calls ``ncclAlltoAll`` where NCCL has it (2.28 and later) and one ncclSend and
+ncclRecv per peer in a group before, as nccl-tests does. Out of place, then in place (nccl-tests' order),
+every collective. The data check runs apart, once per size and mode (nccl-tests ``-c 1``), on the GPUs:
+values that depend on the sending rank and the element's position (see ``probes.core``).
 """
 
 from __future__ import annotations
@@ -22,30 +28,38 @@ from ..core import (
     Item,
     Pairs,
     ProbeError,
+    Segment,
     Waived,
+    checked,
     counts,
-    expected,
     modes,
     moved,
+    received_segments,
     rotation_offset,
-    sent,
+    sent_segment,
+    summed_values,
 )
-from ._buffers import Latch, Timer
-from ._runtime import cuda_error, device_malloc, load_nccl
+from ._buffers import Timer
+from ._runtime import cuda_error, device_malloc, host_clock, load_nccl, nccl_alltoall
 
 _F32 = 4
+_CHECK_CHUNK = 1 << 21  # elements per step of the data check (16 MiB of int64 positions on the GPU)
 
 
 class NcclSession:
     def __init__(self, cp: Any, item: Item, kernels: Any | None) -> None:
+        del kernels  # nccl-tests holds no latch: its window starts on the host
         nccl, why = load_nccl()
         if nccl is None:
             raise Waived(why)
         self.cp, self.nccl, self.op, self.modes = cp, nccl, item.test, modes(item.test)
+        self.clock = host_clock(cp)
+        self.launches = max(1, int(dict(item.options).get("graph_launches", "1")))
         self.devices = [t.index for t in item.targets if t.index is not None]
         if len(self.devices) != len(item.targets):
             raise ProbeError(f"every GPU of an {self.op} needs a CUDA ordinal")
         self.ranks = len(self.devices)
+        self.alltoall = nccl_alltoall(nccl) if self.op == "alltoall" else None
         try:
             self.comms = nccl.NcclCommunicator.initAll(self.devices)
         except Exception as exc:  # NcclError, CUDA errors: all a failed init
@@ -55,34 +69,46 @@ class NcclSession:
         self.send: list[int] = []
         self.recv: list[int] = []
         self.timers: list[Timer] = []
-        self.latch: Latch | None = None
         try:
             for d in self.devices:
                 self.send.append(device_malloc(cp, d, self.capacity))
                 self.recv.append(device_malloc(cp, d, self.capacity))
                 self.timers.append(Timer(cp, d))
             self.zero()
-            self.latch = Latch(cp, kernels) if kernels is not None else None
         except BaseException:
             self.close()
             raise
         self.graph_refused = ""  # why capture failed, once it has
         env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+        version = int(nccl.get_version())
         self._conditions: dict[str, str] = {
-            "nccl": str(nccl.get_version()), "ranks": str(self.ranks),
+            "nccl": str(version), "ranks": str(self.ranks),
             "modes": ", ".join(m.replace("_", " ") for m in self.modes),
             "launch": "one process, grouped calls (nccl-tests -g)",
             "nccl_env": " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "defaults",
-            "data_check": "once per size and mode, on the GPUs, untimed (nccl-tests -c 1)",
+            "data_check": "once per size and mode, on the GPUs, untimed (nccl-tests -c 1); values depend on the "
+                          "sending rank and the element's position"
+                          + ("; the in-place alltoall is timed, not checked (nccl-tests)" if self.op == "alltoall"
+                             else ""),
         }
+        if self.op == "alltoall":
+            self._conditions["alltoall"] = (
+                f"ncclAlltoAll (NCCL {version} >= 2.28, as nccl-tests calls it)" if self.alltoall else
+                f"one ncclSend and ncclRecv per peer in a group (NCCL {version}: no ncclAlltoAll, as nccl-tests)")
 
     @property
     def conditions(self) -> Pairs:
-        how = ("the timed loop captured as one CUDA graph per GPU, launched behind a latch; CUDA events on every "
-               "GPU, the slowest one's time (nccl-tests -G, timed on the GPUs)")
         if self.graph_refused:
-            how = f"operations issued one by one from Python between CUDA events (no graph: {self.graph_refused})"
-        return (*self._conditions.items(), ("timing", how))
+            mode, how = "stream", (
+                "the host's wall clock after every GPU's stream is synchronised, around the operations issued "
+                "one by one; divided by iterations (nccl-tests without -G; capture refused: "
+                f"{self.graph_refused})")
+        else:
+            mode, how = "graph", (
+                f"the timed loop captured as one CUDA graph per GPU; the host's wall clock after every GPU's "
+                f"stream is synchronised, around {self.launches} launch(es) of every GPU's graph; divided by "
+                f"iterations x launches (nccl-tests -G {self.launches})")
+        return (*self._conditions.items(), ("timing_mode", mode), ("timing", how))
 
     def zero(self) -> None:
         for d, s, r in zip(self.devices, self.send, self.recv, strict=True):
@@ -119,6 +145,8 @@ class NcclSession:
             comm.allGather(s, r, c.param, nccl.NCCL_FLOAT32, stream)
         elif self.op == "reduce_scatter":
             comm.reduceScatter(s, r, c.param, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, stream)
+        elif self.op == "alltoall" and self.alltoall is not None:
+            self.alltoall(comm, s, r, c.param, nccl.NCCL_FLOAT32, stream)
         elif self.op == "alltoall":  # nccl-tests before NCCL 2.28: a send and a receive per peer, grouped
             for peer in range(self.ranks):
                 comm.send(s + peer * c.param * _F32, c.param, nccl.NCCL_FLOAT32, peer, stream)
@@ -154,29 +182,20 @@ class NcclSession:
         return None if self.graph_refused else graphs
 
     def timed(self, size: int, mode: str, iters: int, graphs: list[Any] | None) -> float:
-        """Seconds for ``iters`` operations: the slowest GPU's, between its own events."""
-        cp, latch = self.cp, self.latch if graphs is not None else None
-        if latch:
-            latch.arm()
-        for t in self.timers:
-            with cp.cuda.Device(t.ordinal):
-                if latch:
-                    latch.hold(t.ordinal, t.stream)
-                t.start.record(t.stream)
+        """Seconds for ``iters`` operations on the host's wall clock, as nccl-tests takes them."""
+        self.sync()  # the barrier: every GPU idle before the clock starts
+        t0 = self.clock()
         if graphs is not None:
-            for t, g in zip(self.timers, graphs, strict=True):
-                with cp.cuda.Device(t.ordinal):
-                    g.launch(t.stream)
+            for _ in range(self.launches):
+                for t, g in zip(self.timers, graphs, strict=True):
+                    with self.cp.cuda.Device(t.ordinal):
+                        g.launch(t.stream)
         else:
             for i in range(iters):
                 self.issue(size, mode, i)
-        for t in self.timers:
-            with cp.cuda.Device(t.ordinal):
-                t.end.record(t.stream)
-        if latch:
-            latch.release()
-        self.sync()
-        return max(float(cp.cuda.get_elapsed_time(t.start, t.end)) for t in self.timers) / 1e3
+        self.sync()  # nccl-tests' completeColl: every stream done
+        elapsed = self.clock() - t0
+        return elapsed / (self.launches if graphs is not None else 1)
 
     def workload(self, size: int) -> _Collective:
         return _Collective(self, size)
@@ -188,9 +207,6 @@ class NcclSession:
         for ptr in self.send + self.recv:
             self.cp.cuda.runtime.free(ptr)  # cudaFree finds the owning device from the address (UVA)
         self.send, self.recv = [], []
-        if self.latch is not None:
-            self.latch.close()
-            self.latch = None
 
 
 class _Collective:
@@ -221,40 +237,49 @@ class _Collective:
         return tuple(out)
 
     def verify(self) -> str | None:
-        """Rank r sends what ``sent`` says; every element received must be what ``expected`` says."""
+        """Each rank sends its values by position; every element received must be what the collective makes
+        of them (nccl-tests' rank- and position-dependent check)."""
         s, cp = self.session, self.session.cp
         c = counts(s.op, self.size, s.ranks)
         for mode in s.modes:
             s.zero()
             for rank, d in enumerate(s.devices):
                 with cp.cuda.Device(d):
-                    for j, (ptr, n) in enumerate(self._chunks(rank, c, mode, sending=True)):
-                        _view(cp, ptr, n).fill(sent(s.op, rank, s.ranks, j))
+                    _put(cp, s.ends(rank, c, mode, 0)[0], sent_segment(rank, c))
                     cp.cuda.runtime.deviceSynchronize()
             s.issue(self.size, mode, 0)
             s.sync()
             wrong = 0
             for rank, d in enumerate(s.devices):
                 with cp.cuda.Device(d):
-                    for j, (ptr, n) in enumerate(self._chunks(rank, c, mode, sending=False)):
-                        wrong += int(cp.count_nonzero(_view(cp, ptr, n) != expected(s.op, rank, s.ranks, j)))
+                    receive = s.ends(rank, c, mode, 0)[1]
+                    if checked(s.op, mode):
+                        wrong += sum(_wrong(cp, receive, seg) for seg in received_segments(s.op, rank, s.ranks, c))
             if wrong:
                 s.zero()
                 return f"{wrong} wrong elements over all ranks ({mode.replace('_', ' ')})"
         s.zero()
         return None
 
-    def _chunks(self, rank: int, c: Counts, mode: str, *, sending: bool) -> list[tuple[int, int]]:
-        """(address, elements) of each chunk ``rank`` sends from or receives into."""
-        s = self.session
-        src, dst = s.ends(rank, c, mode, 0)
-        ptr, total = (src, c.send) if sending else (dst, c.recv)
-        parts = s.ranks if (s.op == "alltoall" or (s.op == "all_gather" and not sending)) else 1
-        each = total // parts
-        return [(ptr + j * each * _F32, each) for j in range(parts)]
-
     def close(self) -> None:
         self.graphs = {}
+
+
+def _chunks(cp: Any, ptr: int, seg: Segment) -> Any:
+    """(view of the device buffer, the values it must hold), a bounded chunk of the segment at a time."""
+    for start in range(0, seg.count, _CHECK_CHUNK):
+        n = min(_CHECK_CHUNK, seg.count - start)
+        where = cp.arange(seg.base + start, seg.base + start + n, dtype=cp.int64)
+        yield _view(cp, ptr + (seg.offset + start) * _F32, n), summed_values(cp, where, seg.ranks).astype(cp.float32)
+
+
+def _put(cp: Any, ptr: int, seg: Segment) -> None:
+    for view, values in _chunks(cp, ptr, seg):
+        view[...] = values
+
+
+def _wrong(cp: Any, ptr: int, seg: Segment) -> int:
+    return sum(int(cp.count_nonzero(view != values)) for view, values in _chunks(cp, ptr, seg))
 
 
 def _view(cp: Any, ptr: int, count: int) -> Any:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib.util
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,39 @@ def load_nccl() -> tuple[Any, str]:
     if not getattr(nccl, "available", True):
         return None, "CuPy could not load libnccl.so.2 (pip install nvidia-nccl-cu12, or cu13)"
     return nccl, ""
+
+
+NCCL_ALLTOALL_SINCE = 22800  # NCCL 2.28 added ncclAlltoAll; nccl-tests calls it from then on
+AllToAll = Callable[[Any, int, int, int, int, int], None]  # (comm, send, recv, count, dtype, stream)
+
+
+def nccl_alltoall(nccl: Any) -> AllToAll | None:
+    """``ncclAlltoAll`` where the loaded NCCL has it (2.28 and later): CuPy's binding when it has one, else
+    the library's own symbol called on the communicator's handle; None before 2.28 (send/recv then)."""
+    if int(nccl.get_version()) < NCCL_ALLTOALL_SINCE:
+        return None
+    if hasattr(nccl.NcclCommunicator, "allToAll"):
+        return lambda comm, s, r, n, dtype, stream: comm.allToAll(s, r, n, dtype, stream)
+    try:
+        fn = ctypes.CDLL("libnccl.so.2").ncclAlltoAll  # the library CuPy loaded (same soname)
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def call(comm: Any, s: int, r: int, n: int, dtype: int, stream: int) -> None:  # noqa: PLR0917 - NCCL's
+        status = fn(s, r, n, dtype, comm.ptr, stream)
+        if status:
+            raise ProbeError(f"ncclAlltoAll returned {status}")
+
+    return call
+
+
+def host_clock(cp: Any) -> Callable[[], float]:
+    """The host's wall clock: ``time.perf_counter``, or the simulated host's when the CuPy in use is a
+    simulation of a machine (which then says so, and keeps its host and GPU clocks in one time base)."""
+    simulated: Callable[[], float] | None = getattr(cp, "TOPOLINK_HOST_CLOCK", None)
+    return simulated if simulated is not None and bool(getattr(cp, "TOPOLINK_SIMULATION", None)) else time.perf_counter
 
 
 def cuda_error(cp: Any, exc: Exception, what: str) -> Exception:

@@ -106,7 +106,8 @@ def _targets(subjects: Subjects, snap: Snapshot, caps: Capabilities) -> tuple[Ta
 
 def _sizes(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile) -> tuple[int, ...]:
     if spec.kind is Kind.COPY:
-        return (profile.copy_bytes,)
+        host = spec.backend == "cpu" and profile.host_copy_bytes is not None
+        return (profile.host_copy_bytes if host and profile.host_copy_bytes else profile.copy_bytes,)
     if spec.kind is Kind.LATENCY:
         return (profile.latency_bytes,)
     if spec.kind is Kind.RDMA:
@@ -138,7 +139,8 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
     elif spec.kind is Kind.COLLECTIVE:
         warmup, iters = profile.collective_warmup, profile.collective_iters
         # each rank sends and receives about 2 x S per operation, in every mode
-        moved = sum(sizes) * (warmup + iters + 1) * profile.samples * 2 * len(spec.channels)
+        launches = profile.collective_graph_launches
+        moved = sum(sizes) * (warmup + iters * launches + 1) * profile.samples * 2 * len(spec.channels)
         wall = 3 * _SETUP_S + moved / floor
         memory = _COLLECTIVE_BASE_MEMORY[spec.backend] + 4 * max(sizes)
     else:
@@ -148,6 +150,8 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
     options: tuple[tuple[str, str], ...] = ()
     if spec.kind is Kind.RDMA:
         options = _rdma_options(snap, subjects)
+    elif spec.kind is Kind.COLLECTIVE and spec.backend == "cuda":
+        options = (("graph_launches", str(profile.collective_graph_launches)),)
     return Item(
         key=f"{spec.name}[{','.join(subjects)}]", test=spec.name, targets=_targets(subjects, snap, caps),
         sizes=sizes, warmup=warmup, iters=iters, samples=profile.samples, wall_budget_s=round(wall, 1),

@@ -36,9 +36,13 @@ def nics(hcas: Sequence[IbDeviceFacts], interfaces: Sequence[NetIfFacts], funcs:
             driver=f.driver if f else None,
         )
     _netdevs_placed(hcas, interfaces, problems)
+    # An interface an RDMA device names is that device's, wherever its own link points: where the two witnesses
+    # disagree (``nic-function``) the dispute is reported, and no second NIC is made up at the other function.
+    named = {name for hca in hcas for name in hca.netdevs}
     by_function: dict[str, list[NetIfFacts]] = {}
     for iface in interfaces:
-        if not iface.virtual and iface.pci_bus_id is not None and iface.pci_bus_id not in out:
+        if (not iface.virtual and iface.pci_bus_id is not None and iface.pci_bus_id not in out
+                and iface.name not in named):
             by_function.setdefault(iface.pci_bus_id, []).append(iface)
     for bdf, ifaces in by_function.items():
         ifaces.sort(key=lambda i: i.name)

@@ -11,11 +11,20 @@ from __future__ import annotations
 import numpy as np
 
 from . import cuda
-from ._array import count_nonzero, ndarray
+from ._array import arange, asarray, count_nonzero, ndarray, searchsorted
 from ._kernels import RawKernel, RawModule
+from ._machine import MACHINE
 
 __version__ = "0.0+fake"
 TOPOLINK_SIMULATION = "the fake CUDA runtime of the tests (tests/fakecuda): device memory in host RAM, a made-up clock"
 float32 = np.float32
+int64 = np.int64
 
-__all__ = ["TOPOLINK_SIMULATION", "RawKernel", "RawModule", "count_nonzero", "cuda", "float32", "ndarray"]
+
+def TOPOLINK_HOST_CLOCK() -> float:  # noqa: N802 - the name the probes look for
+    """The simulated host's clock (seconds), in the time base of the simulated GPUs' events."""
+    return MACHINE.host
+
+
+__all__ = ["TOPOLINK_HOST_CLOCK", "TOPOLINK_SIMULATION", "RawKernel", "RawModule", "arange", "asarray",
+           "count_nonzero", "cuda", "float32", "int64", "ndarray", "searchsorted"]

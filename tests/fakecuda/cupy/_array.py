@@ -1,6 +1,6 @@
-"""The few ndarray operations the probes use on device memory (``fill``, ``!=``, ``count_nonzero``), on
-numpy views of the fake's device memory. Each first runs what is enqueued, as a synchronous call would
-wait for it."""
+"""The few ndarray operations the probes use on device memory (``fill``, ``!=``, ``count_nonzero``, item
+assignment, ``arange`` and integer arithmetic), on numpy views of the fake's device memory. Each first
+runs what is enqueued, as a synchronous call would wait for it."""
 
 from __future__ import annotations
 
@@ -31,13 +31,55 @@ class ndarray:  # noqa: N801 - CuPy's name
 
     def __ne__(self, other: object) -> ndarray:  # type: ignore[override]
         MACHINE.drain()
-        return ndarray((), _host=self._a != other)
+        return ndarray((), _host=self._a != _raw(other))
 
     def __eq__(self, other: object) -> ndarray:  # type: ignore[override]
         MACHINE.drain()
-        return ndarray((), _host=self._a == other)
+        return ndarray((), _host=self._a == _raw(other))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        MACHINE.drain()
+        self._a[key] = _raw(value)
+
+    def __add__(self, other: Any) -> ndarray:
+        return ndarray((), _host=self._a + _raw(other))
+
+    __radd__ = __add__
+
+    def __mul__(self, other: Any) -> ndarray:
+        return ndarray((), _host=self._a * _raw(other))
+
+    __rmul__ = __mul__
+
+    def __sub__(self, other: Any) -> ndarray:
+        return ndarray((), _host=self._a - _raw(other))
+
+    def __rsub__(self, other: Any) -> ndarray:
+        return ndarray((), _host=_raw(other) - self._a)
+
+    def __mod__(self, other: Any) -> ndarray:
+        return ndarray((), _host=self._a % _raw(other))
+
+    def astype(self, dtype: Any) -> ndarray:
+        return ndarray((), _host=self._a.astype(dtype))
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _raw(value: Any) -> Any:
+    return value._a if isinstance(value, ndarray) else value
+
+
+def arange(start: int, stop: int, dtype: Any = np.int64) -> ndarray:
+    return ndarray((), _host=np.arange(start, stop, dtype=dtype))
+
+
+def asarray(values: Any, dtype: Any = None) -> ndarray:
+    return ndarray((), _host=np.asarray(_raw(values), dtype=dtype))
+
+
+def searchsorted(a: ndarray, v: Any, side: str = "left") -> ndarray:
+    return ndarray((), _host=np.searchsorted(_raw(a), _raw(v), side=side))  # type: ignore[call-overload]
 
 
 def count_nonzero(a: ndarray) -> int:

@@ -6,6 +6,7 @@ it runs on: its own memory, mapped host memory, or a peer's with peer access ena
 
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import Any
 
@@ -19,6 +20,7 @@ _LATENCY_S = {"local": 0.3e-6, "host": 1.0e-6, "peer": 0.8e-6}
 
 def _latch(s: Stream, flag: int, timeout_clocks: int) -> None:
     MACHINE.reachable(s.device, flag, 4)
+    s.clock = max(s.clock, MACHINE.host)  # held until the host released it, before this synchronisation
     if int.from_bytes(MACHINE.read(flag, 4), "little") == 0:
         MACHINE.log("latch_timeout", device=s.device)
         s.clock += timeout_clocks / (runtime._CLOCK_KHZ * 1e3)
@@ -50,8 +52,8 @@ def _chase(s: Stream, start: int, hops: int, target_block: int, sink: int) -> No
 def _copy_sm(s: Stream, dst: int, src: int, words: int, loops: int) -> None:
     size = words * 16
     ways = {MACHINE.reachable(s.device, dst, size), MACHINE.reachable(s.device, src, size)}
-    data = MACHINE.read(src, size)
-    MACHINE.write(dst, data[:-1] if MACHINE.corrupt and size > 1 else data)
+    n = size - 1 if MACHINE.corrupt and size > 1 else size
+    ctypes.memmove(MACHINE.address(dst, size), MACHINE.address(src, size), n)
     rate = RATES["peer"] if "peer" in ways else RATES["h2d"] if "host" in ways else RATES["local"]
     s.clock += loops * size / rate
 
@@ -70,7 +72,8 @@ def _copy_split(s: Stream, grid: int, block: int, a: int, b: int, loops: int) ->
     words = grid * block  # one thread per 16-byte word; past either buffer is an illegal address
     ways = {MACHINE.reachable(s.device, a, words * 16), MACHINE.reachable(s.device, b, words * 16)}
     rows_a, rows_b, odd = _rows(a, words), _rows(b, words), _odd_warps(words)
-    rows_b[odd] = rows_a[odd]
+    if MACHINE.split_fault != "odd":  # FAKECUDA_SPLIT_FAULT=odd: the odd warps copy nothing
+        rows_b[odd] = rows_a[odd]
     rows_a[~odd] = rows_b[~odd]
     rate = RATES["peer"] if "peer" in ways else RATES["h2d"] if "host" in ways else RATES["local"]
     s.clock += loops * words * 16 / rate
@@ -85,8 +88,11 @@ def _check(s: Stream, buf: int, pattern: int, words: int, pattern_words: int, wr
     for ptr, n in ((buf, words * 4), (pattern, pattern_words * 4), (wrong, 8)):
         MACHINE.reachable(s.device, ptr, n)
     have = np.frombuffer(MACHINE.view(buf, words * 4), dtype=np.uint32)
-    want = np.resize(np.frombuffer(MACHINE.view(pattern, pattern_words * 4), dtype=np.uint32), words)
-    count = int(np.count_nonzero(have != want)) + int.from_bytes(MACHINE.read(wrong, 8), "little")
+    want = np.frombuffer(MACHINE.view(pattern, pattern_words * 4), dtype=np.uint32)
+    whole = words - words % pattern_words
+    count = int(np.count_nonzero(have[:whole].reshape(-1, pattern_words) != want))  # period by period
+    count += int(np.count_nonzero(have[whole:] != want[:words - whole]))
+    count += int.from_bytes(MACHINE.read(wrong, 8), "little")
     MACHINE.write(wrong, count.to_bytes(8, "little"))
 
 
@@ -111,6 +117,7 @@ class RawKernel:
             values = (int(grid[0]), int(block[0]), *values)
         body = BODIES[self.name]
         MACHINE.log("kernel", name=self.name, device=stream.device, grid=int(grid[0]), block=int(block[0]))
+        MACHINE.launch()
         MACHINE.enqueue(stream, Op(self.name, lambda s: body(s, *values)))
 
 

@@ -1,17 +1,31 @@
 """The simulated machine behind the fake CuPy: devices, memory, streams, events and a clock.
 
-Device memory is host ``bytearray``s at addresses no CPU pointer can have (from 2**48 up), so a device
-address handed to the CPU, or a host address a kernel was never given access to, is an error here as it
-is on a GPU. Work enqueued on a stream runs when something synchronises (stream, device, a synchronous
-copy, an elapsed time): each stream then runs its queue in order, waits on events across streams, and
-advances its own clock by bytes over a made-up rate. The numbers are simulated; tests assert what was
+Device memory is shared anonymous memory in host RAM (``mmap``: shared memory, so that a measurement of the
+probe's host memory can leave it out, and outside RLIMIT_DATA, which a GPU's memory is outside of too) at
+addresses no CPU pointer can have (from 2**48 up), so a device address handed to the CPU, or a host address a
+kernel was never given access to, is an error here as it is on a GPU. Copies move bytes in place, without a copy
+in between. Work enqueued on a stream runs when something synchronises (stream, device, a synchronous copy, an
+elapsed time): each stream then runs its queue in order, waits on events across streams, and advances its own
+clock by bytes over a made-up rate. The host has a clock of its own in the same time base (``host``, what
+``cupy.TOPOLINK_HOST_CLOCK`` reads): each launch (kernel, async copy, NCCL call, graph launch) costs it
+``FAKECUDA_LAUNCH_US``, an operation starts on its stream no earlier than the host time it was enqueued at, a
+latch kernel holds its stream until the host time of the synchronisation that finds it released, and a
+synchronisation brings the host up to the GPUs' clocks. So CUDA events between two points of a stream time the
+GPU's work alone, while the host's wall clock around a loop also counts the launches and the uneven start of the
+streams, as on a GPU. The legacy default stream (``cudaMemcpy`` between two device buffers, which returns before
+the copy is done) is run after every other stream that has work ready, as CUDA is free to: work on a non-
+blocking stream that does not wait for it sees it undone. The numbers are simulated; tests assert what was
 called, in which order, and what data arrived, never speed.
 
 Configuration (environment, read once): ``FAKECUDA_GPUS`` (count, default 2), ``FAKECUDA_BUS`` (comma
 separated PCI bus ids), ``FAKECUDA_PEERS`` (``all``, ``none``), ``FAKECUDA_MEMORY`` (bytes per device),
-``FAKECUDA_LOG`` (a file that gets one JSON line per notable call), ``FAKECUDA_NO_NVRTC`` and
+``FAKECUDA_NVSWITCH`` (``all`` or comma separated ordinals: the GPUs on one NVSwitch fabric, between which
+CUDA's limit of 8 mapped peers does not apply; it applies to every other pair, as over PCIe),
+``FAKECUDA_LAUNCH_US`` (host microseconds per launch, default 0), ``FAKECUDA_LOG`` (a file that gets one JSON
+line per notable call), ``FAKECUDA_NO_NVRTC`` and
 ``FAKECUDA_NO_CAPTURE`` (refuse kernel compilation / graph capture), ``FAKECUDA_CORRUPT`` (copies leave
-their last byte unwritten, NCCL the last element it receives).
+their last byte unwritten, NCCL the last element it receives), ``FAKECUDA_SPLIT_FAULT=odd`` (the split-warp
+copy's odd warps copy nothing).
 """
 
 from __future__ import annotations
@@ -19,14 +33,16 @@ from __future__ import annotations
 import bisect
 import collections
 import ctypes
+import dataclasses
 import itertools
 import json
+import mmap
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_PEERS = 8  # CUDA: a device maps at most 8 peers at once
+MAX_PEERS = 8  # CUDA: a device maps at most 8 peers at once over PCIe (none on an NVSwitch fabric)
 DEVICE_BASE = 1 << 48
 RATES = {"h2d": 20e9, "d2h": 20e9, "local": 500e9, "peer": 100e9, "staged": 10e9}
 
@@ -42,7 +58,8 @@ class Allocation:
     base: int
     size: int
     device: int
-    data: bytearray
+    data: mmap.mmap
+    address: int  # where ``data`` is in this process
 
 
 @dataclass
@@ -61,6 +78,7 @@ class Op:
     run: Callable[[Stream], None]
     ready: Callable[[Stream], bool] = lambda stream: True
     clone: Callable[[], Op] | None = None  # a fresh copy, for a graph launched again
+    at: float = 0.0  # the host time it was enqueued at (set by ``Machine.enqueue``)
 
 
 @dataclass
@@ -70,6 +88,7 @@ class Stream:
     queue: collections.deque[Op] = field(default_factory=collections.deque)
     clock: float = 0.0
     capturing: list[Op] | None = None
+    legacy: bool = False  # the legacy default stream: ordered with no non-blocking stream
 
 
 class Machine:
@@ -80,10 +99,13 @@ class Machine:
         self.buses = buses or [f"0000:{0x10 + i:02x}:00.0" for i in range(self.count)]
         self.peers_possible = env.get("FAKECUDA_PEERS", "all") == "all"
         self.memory = int(env.get("FAKECUDA_MEMORY", str(2 << 30)))
+        fabric = env.get("FAKECUDA_NVSWITCH", "")
+        self.nvswitch = set(range(self.count)) if fabric == "all" else {int(d) for d in fabric.split(",") if d}
         self.log_path = env.get("FAKECUDA_LOG", "")
         self.no_nvrtc = env.get("FAKECUDA_NO_NVRTC") == "1"
         self.no_capture = env.get("FAKECUDA_NO_CAPTURE") == "1"
         self.corrupt = env.get("FAKECUDA_CORRUPT") == "1"
+        self.split_fault = env.get("FAKECUDA_SPLIT_FAULT", "")
         self.allocations: dict[int, Allocation] = {}
         self._bases: list[int] = []
         self._next = [DEVICE_BASE + (d << 40) for d in range(self.count)]
@@ -93,6 +115,9 @@ class Machine:
         self.host_keep: dict[int, ctypes.Array[ctypes.c_char]] = {}
         self.streams: dict[int, Stream] = {}
         self._ptrs = itertools.count(0x1000)
+        self.launch_s = float(env.get("FAKECUDA_LAUNCH_US", "0")) * 1e-6
+        self.host = 0.0  # the host's clock, in the streams' time base
+        self._legacy: dict[int, Stream] = {}
         self.current_device = [0]
         self.current_stream: list[Stream | None] = [None]
 
@@ -102,6 +127,10 @@ class Machine:
             with open(self.log_path, "a") as f:
                 f.write(json.dumps({"call": call, **fields}) + "\n")
 
+    def limited(self, device: int, peer: int) -> bool:
+        """Whether the mapping counts against the 8-peer limit: every pair but two GPUs of the fabric."""
+        return not (device in self.nvswitch and peer in self.nvswitch)
+
     # -- memory ----------------------------------------------------------------------------------
     def malloc(self, device: int, size: int) -> int:
         if self.used[device] + size > self.memory:
@@ -109,7 +138,8 @@ class Machine:
         base = self._next[device]
         self._next[device] += (size + 0xFFFF) & ~0xFFFF
         self.used[device] += size
-        self.allocations[base] = Allocation(base, size, device, bytearray(size))
+        data = mmap.mmap(-1, max(size, 1))
+        self.allocations[base] = Allocation(base, size, device, data, ctypes.addressof(ctypes.c_char.from_buffer(data)))
         bisect.insort(self._bases, base)
         return base
 
@@ -132,6 +162,11 @@ class Machine:
 
     def mapped(self, ptr: int, size: int) -> bool:
         return any(base <= ptr and ptr + size <= base + n for base, n in self.host_ranges.items())
+
+    def address(self, ptr: int, size: int) -> int:
+        """Where the bytes of ``ptr`` (device or host) are in this process."""
+        alloc = self.find(ptr, size)
+        return ptr if alloc is None else alloc.address + ptr - alloc.base
 
     def read(self, ptr: int, size: int) -> bytes:
         alloc = self.find(ptr, size)
@@ -180,11 +215,21 @@ class Machine:
             raise CUDARuntimeError(400, f"no stream {ptr:#x}")
         return self.streams[ptr]
 
+    def legacy(self, device: int) -> Stream:
+        if device not in self._legacy:
+            stream = Stream(next(self._ptrs), device, legacy=True)
+            self._legacy[device] = self.streams[stream.ptr] = stream
+        return self._legacy[device]
+
+    def launch(self) -> None:
+        """The host's cost of one launch."""
+        self.host += self.launch_s
+
     def enqueue(self, stream: Stream, op: Op) -> None:
         if stream.capturing is not None:
             stream.capturing.append(op)
         else:
-            stream.queue.append(op)
+            stream.queue.append(dataclasses.replace(op, at=self.host))
 
     def drain(self) -> None:
         """Run everything enqueued, as far as it can go; a queue that cannot move is a deadlock."""
@@ -193,10 +238,14 @@ class Machine:
         moved = True
         while moved:
             moved = False
-            for s in list(self.streams.values()):
-                while s.queue and s.queue[0].ready(s):
+            for s in sorted(self.streams.values(), key=lambda s: s.legacy):  # the legacy stream last
+                while s.queue:
+                    s.clock = max(s.clock, s.queue[0].at)  # not before the host enqueued it
+                    if not s.queue[0].ready(s):
+                        break
                     s.queue.popleft().run(s)
                     moved = True
+        self.host = max([self.host, *(s.clock for s in self.streams.values())])
         stuck = [f"{s.ptr:#x}:{s.queue[0].name}" for s in self.streams.values() if s.queue]
         if stuck:
             raise RuntimeError(f"fake CUDA: deadlock, streams waiting: {', '.join(stuck)}")
@@ -222,8 +271,8 @@ class Machine:
 
     def copy_op(self, dst: int, src: int, size: int, how: str) -> Op:
         def run(s: Stream) -> None:
-            data = self.read(src, size)
-            self.write(dst, data[:-1] if self.corrupt and size > 1 else data)
+            n = size - 1 if self.corrupt and size > 1 else size
+            ctypes.memmove(self.address(dst, size), self.address(src, size), n)
             s.clock += size / RATES[how]
 
         return Op(f"copy {how}", run)

@@ -15,5 +15,6 @@ class Graph:
         if target is None:
             raise RuntimeError("fake CUDA: a graph launched on the legacy default stream")
         MACHINE.log("graph_launch", device=self.device, ops=len(self.ops))
+        MACHINE.launch()  # one launch for the whole graph: what capture saves
         for op in self.ops:
             MACHINE.enqueue(target, op.clone() if op.clone else op)

@@ -4,10 +4,15 @@ As in NCCL, one thread that drives several ranks must group its calls (an ungrou
 the other ranks forever): here it is an error. A group becomes one operation per rank on the stream its
 calls name; the k-th group of every rank is one collective, run when every rank's stream has reached it.
 Captured into a graph, a group takes its place in the sequence each time the graph is launched.
+
+The version is ``FAKECUDA_NCCL_VERSION`` (default 22803, NCCL 2.28.3); ``allToAll`` (``ncclAlltoAll``) exists
+from 2.28 on and is refused below it, as the symbol is missing there. Each call costs the host one launch.
+``FAKECUDA_NCCL_FAULT=rotate``: an all-reduce puts every element one place further on.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +30,12 @@ class NcclError(RuntimeError):
     pass
 
 
+_VERSION = int(os.environ.get("FAKECUDA_NCCL_VERSION", "22803"))
+_FAULT = os.environ.get("FAKECUDA_NCCL_FAULT", "")
+
+
 def get_version() -> int:
-    return 22803
+    return _VERSION
 
 
 @dataclass
@@ -71,31 +80,57 @@ def _floats(ptr: int, count: int, device: int) -> Any:
 
 
 def _execute(clique: _Clique, calls: list[_Call]) -> int:
-    """Move the data of one group over all ranks; the bytes moved."""
+    """Move the data of one group over all ranks, in place in the ranks' buffers (a temporary only where
+    an in-place operation reads what it overwrites); the bytes moved."""
     n, dev = len(clique.devices), clique.devices
-    by_rank = [[c for c in calls if c.rank == r and c.kind not in ("send", "recv")] for r in range(n)]
+    by_rank = [[c for c in calls if c.rank == r and c.kind not in ("send", "recv", "allToAll")] for r in range(n)]
     moved = 0
     for i in range(len(by_rank[0])):
         ops = [by_rank[r][i] for r in range(n)]
         kind, count = ops[0].kind, ops[0].args[2]
         if any(o.kind != kind or o.args[2] != count for o in ops):
             raise NcclError(f"ranks disagree on collective {i} of the group")
-        if kind == "allReduce":
-            total = sum(_floats(o.args[0], count, dev[o.rank]).copy() for o in ops)
+        if kind == "allReduce":  # summed into rank 0's receive buffer, which every other rank's then copies
+            first = _floats(ops[0].args[1], count, dev[0])
+            first[:] = _floats(ops[0].args[0], count, dev[0])
+            for o in ops[1:]:
+                first += _floats(o.args[0], count, dev[o.rank])
+            if _FAULT == "rotate":  # every element summed right, one place further on
+                first[:] = np.roll(first, 1)
+            for o in ops[1:]:
+                _floats(o.args[1], count, dev[o.rank])[:] = first
+        elif kind == "allGather":  # in place, each rank's part is already in its own slot
             for o in ops:
-                _floats(o.args[1], count, dev[o.rank])[:] = total
-        elif kind == "allGather":
-            parts = [_floats(o.args[0], count, dev[o.rank]).copy() for o in ops]
-            for o in ops:
-                _floats(o.args[1], count * n, dev[o.rank])[:] = np.concatenate(parts)
+                out = _floats(o.args[1], count * n, dev[o.rank])
+                for j, src in enumerate(ops):
+                    if j != o.rank or src.args[0] != o.args[1] + j * count * 4:
+                        out[j * count:(j + 1) * count] = _floats(src.args[0], count, dev[src.rank])
         elif kind == "reduceScatter":
-            total = sum(_floats(o.args[0], count * n, dev[o.rank]).copy() for o in ops)
             for o in ops:
-                _floats(o.args[1], count, dev[o.rank])[:] = total[o.rank * count:(o.rank + 1) * count]
+                part = sum(_floats(src.args[0], count * n, dev[src.rank])[o.rank * count:(o.rank + 1) * count]
+                           for src in ops)
+                _floats(o.args[1], count, dev[o.rank])[:] = part
         moved += count * 4 * n
+    exchanges = [c for c in calls if c.kind == "allToAll"]  # (send, recv, count): chunk p goes to rank p
+    if exchanges:
+        if len(exchanges) != n or len({c.args[2] for c in exchanges}) != 1:
+            raise NcclError("ranks disagree on the alltoall of the group")
+        count = exchanges[0].args[2]
+        in_place = any(c.args[0] == c.args[1] for c in exchanges)
+        sent = {c.rank: _floats(c.args[0], count * n, dev[c.rank]) for c in exchanges}
+        if in_place:
+            sent = {r: v.copy() for r, v in sent.items()}
+        for c in exchanges:
+            out = _floats(c.args[1], count * n, dev[c.rank])
+            for p in range(n):
+                out[p * count:(p + 1) * count] = sent[p][c.rank * count:(c.rank + 1) * count]
+        moved += count * 4 * n * n
     sends = [c for c in calls if c.kind == "send"]
     recvs = [c for c in calls if c.kind == "recv"]
-    data = {(s.rank, s.args[2]): _floats(s.args[0], s.args[1], dev[s.rank]).copy() for s in sends}
+    in_place = bool({s.args[0] for s in sends} & {r.args[0] for r in recvs})
+    data = {(s.rank, s.args[2]): _floats(s.args[0], s.args[1], dev[s.rank]) for s in sends}
+    if in_place:
+        data = {k: v.copy() for k, v in data.items()}
     for r in recvs:  # recv(buf, count, peer): from rank ``peer`` to ``r.rank``
         key = (r.args[2], r.rank)
         if key not in data or len(data[key]) != r.args[1]:
@@ -174,6 +209,7 @@ class NcclCommunicator:
                             f"context or stream")
         if _depth[0] == 0 and len(self.clique.devices) > 1:
             raise NcclError("an ungrouped call from the thread that drives every rank would wait forever")
+        MACHINE.launch()
         _pending.append((self, _Call(self.rank, kind, args), s))
         if _depth[0] == 0:
             groupStart()
@@ -190,6 +226,11 @@ class NcclCommunicator:
                       stream: int) -> None:
         del op
         self._call("reduceScatter", (send, recv, count), dtype, stream)
+
+    def allToAll(self, send: int, recv: int, count: int, dtype: int, stream: int) -> None:  # noqa: N802
+        if _VERSION < 22800:
+            raise NcclError(f"ncclAlltoAll is not in NCCL {_VERSION} (2.28 added it)")
+        self._call("allToAll", (send, recv, count), dtype, stream)
 
     def send(self, buf: int, count: int, dtype: int, peer: int, stream: int) -> None:
         self._call("send", (buf, count, peer), dtype, stream)

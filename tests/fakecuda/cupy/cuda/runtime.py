@@ -67,7 +67,8 @@ def deviceEnablePeerAccess(peer: int, flags: int = 0) -> None:  # noqa: N802
         raise CUDARuntimeError(217, "peer access is not supported between these devices")
     if peer in MACHINE.peers[dev]:
         raise CUDARuntimeError(704, "peer access is already enabled")
-    if len(MACHINE.peers[dev]) >= MAX_PEERS:
+    limited = [p for p in MACHINE.peers[dev] if MACHINE.limited(dev, p)]
+    if MACHINE.limited(dev, peer) and len(limited) >= MAX_PEERS:
         MACHINE.log("peer_refused", device=dev, peer=peer, mapped=sorted(MACHINE.peers[dev]))
         raise CUDARuntimeError(711, "cudaErrorTooManyPeers")
     MACHINE.peers[dev].add(peer)
@@ -96,18 +97,22 @@ def deviceSynchronize() -> None:  # noqa: N802
 
 def memcpy(dst: int, src: int, size: int, kind: int) -> None:
     del kind  # the addresses say (unified addressing)
+    a, b = MACHINE.find(dst, size), MACHINE.find(src, size)
+    if a is not None and b is not None:  # device to device: queued on the legacy stream, the host not waiting
+        MACHINE.enqueue(MACHINE.legacy(a.device), MACHINE.copy_op(dst, src, size, MACHINE.kind(dst, src, size)))
+        return
     MACHINE.drain()
     MACHINE.write(dst, MACHINE.read(src, size))
 
 
 def memset(ptr: int, value: int, size: int) -> None:
     MACHINE.drain()
-    MACHINE.write(ptr, bytes([value]) * size)
+    ctypes.memset(MACHINE.address(ptr, size), value, size)
 
 
 def memsetAsync(ptr: int, value: int, size: int, stream: int) -> None:  # noqa: N802
     def run(s: Stream) -> None:
-        MACHINE.write(ptr, bytes([value]) * size)
+        ctypes.memset(MACHINE.address(ptr, size), value, size)
 
     MACHINE.enqueue(MACHINE.stream(stream), Op("memset", run))
 
@@ -115,6 +120,7 @@ def memsetAsync(ptr: int, value: int, size: int, stream: int) -> None:  # noqa: 
 def memcpyAsync(dst: int, src: int, size: int, kind: int, stream: int) -> None:  # noqa: N802
     del kind
     s = MACHINE.stream(stream)
+    MACHINE.launch()
     MACHINE.enqueue(s, MACHINE.copy_op(dst, src, size, MACHINE.kind(dst, src, size)))
 
 
