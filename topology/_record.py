@@ -26,13 +26,15 @@ TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up;
 if TYPE_CHECKING:
     from collections.abc import Callable
     from dataclasses import field
-    from typing import Any, TypeVar, dataclass_transform
+    from typing import Any, TypeVar, dataclass_transform, overload
 
     T = TypeVar("T")
-    R = TypeVar("R", bound="Record")
 else:
     def dataclass_transform(**_: object) -> object:  # what mypy reads only: at run time, nothing
         return lambda f: f
+
+    def overload(f: object) -> object:  # the same: the definition that follows replaces it
+        return f
 
     def field(*, default: object = _MISSING, default_factory: object = _MISSING) -> object:
         """``dataclasses.field`` for records (mypy checks it as that), with ``default`` or ``default_factory``."""
@@ -68,7 +70,9 @@ class _Dataclass:
         for name, spec in owner.__dict__["_specs"].items():
             body[name] = spec.default if spec.default_factory is _MISSING else \
                 dataclasses.field(default_factory=spec.default_factory)
-        shadow: Any = dataclasses.dataclass(frozen=True, kw_only=True, repr=False, eq=False)(
+        order = owner.__dict__["_order"]  # dataclass() orders only what it compares
+        shadow: Any = dataclasses.dataclass(frozen=True, kw_only=owner.__dict__["_kw_only"], repr=False, eq=order,
+                                            order=order)(
             type(owner.__name__, (), body))
         for attr in ("__dataclass_fields__", "__dataclass_params__"):
             setattr(owner, attr, getattr(shadow, attr))
@@ -118,10 +122,11 @@ def _frozen(message: str) -> AttributeError:
     return dataclasses.FrozenInstanceError(message)
 
 
-
-def _init(cls: type, names: tuple[str, ...], specs: dict[str, Any]) -> Callable[..., None]:
-    """The class's ``__init__``: keyword-only parameters, each stored through its slot's descriptor (which
-    the frozen ``__setattr__`` does not stand in front of); defaults as given, factories called per instance."""
+def _init(cls: type, names: tuple[str, ...], specs: dict[str, Any], kw_only: bool
+          ) -> Callable[..., None]:
+    """The class's ``__init__``: keyword-only parameters (or positional ones too), each stored through its
+    slot's descriptor (which the frozen ``__setattr__`` does not stand in front of); defaults as given,
+    factories called per instance."""
     scope: dict[str, object] = {"_MISSING": _MISSING}
     params, lines = [], []
     for i, name in enumerate(names):
@@ -139,22 +144,51 @@ def _init(cls: type, names: tuple[str, ...], specs: dict[str, Any]) -> Callable[
         lines.append(f" _s{i}(self, {name})")
     if "__post_init__" in cls.__dict__:
         lines.append(" self.__post_init__()")
-    source = f"def __init__(self, *, {', '.join(params)}):\n" + "\n".join(lines or [" pass"]) if names \
-        else "def __init__(self):\n" + "\n".join(lines or [" pass"])
+    star = "*, " if kw_only and names else ""
+    source = f"def __init__(self, {star}{', '.join(params)}):\n" + "\n".join(lines or [" pass"])
     exec(source, scope)  # our own text, built from the class's field names
     init: Any = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init  # type: ignore[no-any-return]
 
 
+def _lt(a: Record, b: object) -> bool:
+    return a._values(a) < a._values(b) if b.__class__ is a.__class__ else NotImplemented
+
+
+def _le(a: Record, b: object) -> bool:
+    return a._values(a) <= a._values(b) if b.__class__ is a.__class__ else NotImplemented
+
+
+def _gt(a: Record, b: object) -> bool:
+    return a._values(a) > a._values(b) if b.__class__ is a.__class__ else NotImplemented
+
+
+def _ge(a: Record, b: object) -> bool:
+    return a._values(a) >= a._values(b) if b.__class__ is a.__class__ else NotImplemented
+
+
 def _is_classvar(annotation: object) -> bool:
     return isinstance(annotation, str) and annotation.startswith(("ClassVar", "typing.ClassVar"))
 
 
+@overload
+def record(cls: type[T], /) -> type[T]: ...
+@overload
+def record(*, kw_only: bool = True, order: bool = False) -> Callable[[type[T]], type[T]]: ...  # noqa: F811
 @dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(field,))
-def record(cls: type[T]) -> type[T]:
+def record(  # noqa: F811 -- at run time the overloads above are replaced by this definition
+        cls: type[T] | None = None, /, *, kw_only: bool = True, order: bool = False
+) -> type[T] | Callable[[type[T]], type[T]]:
     """``@dataclass(frozen=True, slots=True, kw_only=True)``, with the shared methods of :class:`Record`,
-    which the class is made to derive from. Fields take a default or ``field(default_factory=...)``."""
+    which the class is made to derive from. Fields take a default or ``field(default_factory=...)``.
+    ``@record(kw_only=False)`` takes positional arguments too, ``@record(order=True)`` orders by the fields."""
+    if cls is None:
+        return lambda c: _build(c, kw_only, order)
+    return _build(cls, kw_only, order)
+
+
+def _build(cls: type[T], kw_only: bool, order: bool) -> type[T]:
     if cls.__bases__ != (object,):
         raise TypeError(f"record {cls.__qualname__}: a record derives from nothing")
     annotations: dict[str, object] = dict(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063 -- no inspect
@@ -165,10 +199,13 @@ def record(cls: type[T]) -> type[T]:
         if name in cls.__dict__:
             value = cls.__dict__[name]
             specs[name] = value if isinstance(value, _Spec) else _Spec(value, _MISSING)
-    body.update(__slots__=names, __match_args__=(), _annotations=annotations, _specs=specs, _names=names)
+    body.update(__slots__=names, __match_args__=() if kw_only else names, _annotations=annotations, _specs=specs,
+                _names=names, _kw_only=kw_only, _order=order)
+    if order:
+        body.update(__lt__=_lt, __le__=_le, __gt__=_gt, __ge__=_ge)
     made: Any = type(cls.__name__, (Record,), body)
     made.__qualname__ = cls.__qualname__
-    made.__init__ = _init(made, names, specs)
+    made.__init__ = _init(made, names, specs, kw_only)
     get = attrgetter(*names) if names else (lambda o: ())
     made._values = staticmethod(get if len(names) != 1 else lambda o: (get(o),))
     return made  # type: ignore[no-any-return]
@@ -179,12 +216,14 @@ def field_names(cls: type) -> tuple[str, ...] | None:
     return cls.__dict__.get("_names") if isinstance(cls, type) and issubclass(cls, Record) else None
 
 
-def replace(obj: R, /, **changes: Any) -> R:
-    """``dataclasses.replace`` for a record: a copy with the fields named changed (a TypeError for others)."""
-    names = obj._names
-    unknown = changes.keys() - set(names)
-    if unknown:
-        raise TypeError(f"{obj.__class__.__qualname__}.__init__() got an unexpected keyword argument "
-                        f"{sorted(unknown)[0]!r}")
-    return obj.__class__(**{n: changes[n] if n in changes else getattr(obj, n) for n in names})
-
+if TYPE_CHECKING:  # mypy checks the changes against the fields
+    from dataclasses import replace
+else:
+    def replace(obj, /, **changes):
+        """``dataclasses.replace`` for a record: a copy with the fields named changed (a TypeError for others)."""
+        names = obj._names
+        unknown = changes.keys() - set(names)
+        if unknown:
+            raise TypeError(f"{obj.__class__.__qualname__}.__init__() got an unexpected keyword argument "
+                            f"{sorted(unknown)[0]!r}")
+        return obj.__class__(**{n: changes[n] if n in changes else getattr(obj, n) for n in names})

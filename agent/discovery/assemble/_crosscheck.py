@@ -32,7 +32,6 @@ rdma without infiniband     Mellanox functions bound to mlx5_core/mlx4_core whil
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -47,6 +46,7 @@ from topology import (
     facts_of,
     node_fact,
 )
+from topology import _record as dataclasses  # replace() for records, without loading dataclasses
 
 _MELLANOX = 0x15B3
 _RDMA_DRIVERS = ("mlx5_core", "mlx4_core")

@@ -13,7 +13,6 @@ import functools
 import posixpath
 import re
 import struct
-from dataclasses import dataclass
 
 from topology import (
     Aspect,
@@ -75,7 +74,7 @@ class PciFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class _Place:
     path: str  # the function's directory below the root
     parent: str
