@@ -178,8 +178,6 @@ import sys, time
 marks = [("start", time.perf_counter())]
 import argparse
 marks.append(("argparse (with re, enum, gettext)", time.perf_counter()))
-import dataclasses
-marks.append(("dataclasses (with inspect, ast, dis)", time.perf_counter()))
 import topology._model
 marks.append(("the model's classes (topology._model and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
@@ -195,10 +193,12 @@ print(json.dumps([(b[0], (b[1] - a[1]) * 1e3) for a, b in zip(marks, marks[1:])]
 """
 
 
-# dataclass() on every class discover builds, timed by wrapping dataclasses' private _process_class
+# record() on every class discover builds, timed by wrapping topology._record's _build; and whether discover
+# loaded dataclasses or typing at all
 _CLASSES = """
-import dataclasses, json, sys, time
-built, wrapped = {}, dataclasses._process_class
+import json, sys, time
+import topology._record as r
+built, wrapped = {}, r._build
 def timed(cls, *args):
     t = time.perf_counter()
     try:
@@ -206,13 +206,13 @@ def timed(cls, *args):
     finally:
         n, ms = built.get(cls.__module__.split(".")[0], (0, 0.0))
         built[cls.__module__.split(".")[0]] = (n + 1, ms + (time.perf_counter() - t) * 1e3)
-dataclasses._process_class = timed
+r._build = timed
 from agent.cli import main
 try:
     main(["discover", "--format", "json", "-o", sys.argv[1]])
 except SystemExit:
     pass
-print(json.dumps(built))
+print(json.dumps({"built": built, "loaded": [m for m in ("dataclasses", "typing", "inspect") if m in sys.modules]}))
 """
 
 
@@ -228,22 +228,25 @@ def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None
             samples.setdefault(label, []).append(ms)
     code = ("import time; {pre}t = time.perf_counter(); import topology._model; "
             "print((time.perf_counter() - t) * 1e3)")
-    for label, pre in (("import topology._model alone, dataclasses included", ""),
+    for label, pre in (("import topology._model alone", ""),
                        ("import topology._model alone, dataclasses imported before", "import dataclasses; ")):
         samples[label] = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)],
                                                capture_output=True, text=True, check=True).stdout) for _ in range(n)]
     counts: dict[str, int] = {}
+    loaded: set[str] = set()
     for _ in range(n):
-        out = subprocess.run([str(venv.python), "-I", "-c", _CLASSES, str(tmp / "classes.json")], capture_output=True,
-                             text=True, check=True).stdout
-        for package, (count, ms) in json.loads(out).items():
-            label = f"dataclass() building {package}'s classes during discover"
+        out = json.loads(subprocess.run([str(venv.python), "-I", "-c", _CLASSES, str(tmp / "classes.json")],
+                                        capture_output=True, text=True, check=True).stdout)
+        loaded.update(out["loaded"])
+        for package, (count, ms) in out["built"].items():
+            label = f"record() building {package}'s classes during discover"
             counts[label] = count
             samples.setdefault(label, []).append(ms)
     rows = [(label + (f" ({counts[label]} classes)" if label in counts else ""), f"{statistics.median(ms):.1f}",
              f"{statistics.median(ms) / discover_ms:.0%}" if discover_ms else "") for label, ms in samples.items()]
     table(f"installed discover --format json -o FILE phase by phase after the interpreter's start, and the model's "
-          f"import alone, measured (median of {n})", ("phase", "ms", "share of installed discover's median"), rows)
+          f"import alone, measured (median of {n}); dataclasses, typing, inspect loaded by discover: "
+          f"{', '.join(sorted(loaded)) or 'none'}", ("phase", "ms", "share of installed discover's median"), rows)
 
 
 def pynvml_row() -> None:

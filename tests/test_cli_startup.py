@@ -30,13 +30,14 @@ NEVER = (
     "exporter._core._http_limits", "exporter._metrics", "exporter._webpage", "exporter._placement",
     "urllib", "http", "email", "asyncio", "logging", "socket", "ssl", "pathlib", "importlib.metadata",
     "zipfile",
+    # the model's and discovery's records are built without dataclasses (topology._record), and typing is
+    # read by mypy alone: together with inspect, ast, dis and tokenize they cost more than the discovery
+    "dataclasses", "typing", "inspect", "ast", "dis", "tokenize",
 )
-# Loaded only through the module named: ``inspect`` (with ``ast`` and ``dis``) by ``dataclasses`` alone, which
-# needs it for classes built at import; ``tempfile``, ``random`` and ``shutil`` by ``ctypes.util`` alone, which
+# Loaded only through the module named: ``tempfile``, ``random`` and ``shutil`` by ``ctypes.util`` alone, which
 # pynvml imports where NVML is used (``-o`` writes without the first two, the parser is formatted without
 # shutil).
-ONLY_THROUGH = {"inspect": "dataclasses", "ast": "dataclasses", "dis": "dataclasses", "tokenize": "dataclasses",
-                "tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util"}
+ONLY_THROUGH = {"tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util"}
 
 # Runs main() with a finder first on sys.meta_path that records, for each module loaded, the module whose code
 # asked for it (the first frame outside the import machinery), then prints that map as JSON.

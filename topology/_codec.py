@@ -15,21 +15,24 @@ the subject is not a device), so a v1 snapshot with problems is never taken for 
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
+import sys
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
 
-from ._decode import Bad, decoder
 from ._errors import SchemaError
 from ._facts import NODE, Aspect, Fact
 from ._jsontext import dumps_indented
 from ._model import Snapshot
 from ._numbers import Matrix, MatrixKind
 from ._provenance import Problem
+from ._record import field_names, replace
 from ._validate import check
+
+TYPE_CHECKING = False  # not typing's (see _record)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
 SCHEMA = "topolink.topology/v2"
@@ -41,7 +44,10 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 @cache
 def _field_names(cls: type) -> tuple[str, ...] | None:
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+    if (names := field_names(cls)) is not None:
+        return names
+    dc = sys.modules.get("dataclasses")  # any other dataclass exists only where that module is loaded
+    return tuple(f.name for f in dc.fields(cls)) if dc is not None and dc.is_dataclass(cls) else None
 
 
 def _encode(value: Any) -> Any:
@@ -59,8 +65,6 @@ def _encode(value: Any) -> Any:
         return sorted(m.name for m in MatrixKind if m in value and m.name)
     if isinstance(value, enum.Enum):
         return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple | list):
         return [_encode(v) for v in value]
     return value
@@ -84,6 +88,8 @@ def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     if schema not in READABLE:
         raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")
     body = {k: v for k, v in doc.items() if k != "schema"}
+    from ._decode import Bad, decoder  # here: it loads typing, which writing a snapshot has no use for
+
     try:
         snap: Snapshot = decoder(Snapshot)(body)
     except Bad as bad:
@@ -100,7 +106,7 @@ def _from_v1(snap: Snapshot) -> Snapshot:
                                     unknown=(Fact(subject=p.subject if p.subject in devices else NODE,
                                                   aspect=Aspect.ALL),))
         for p in snap.problems)
-    return dataclasses.replace(snap, problems=problems)
+    return replace(snap, problems=problems)
 
 
 def parse_json(data: str | bytes) -> Any:

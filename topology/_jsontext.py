@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Any
 
 _compact = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 _string = json.encoder.encode_basestring_ascii

@@ -12,12 +12,11 @@ where facts came from and what could not be read (``_provenance``).
 from __future__ import annotations
 
 import enum
-from dataclasses import field
 
 from ._facts import Fact, Knowledge
 from ._numbers import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
-from ._record import record
+from ._record import field, record
 
 
 class LinkKind(enum.StrEnum):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Iterable
 
 from topology import Problem, Snapshot, SourceStatus
+from topology._record import replace
 
 from .assemble import cross_check, merge_nvml, nvml_unread
 from .assemble._snapshot import assemble
@@ -49,9 +49,9 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
 def settle(snap: Snapshot) -> Snapshot:
     """A source that read its subsystem but left some facts unknown is ``partial``, not ``ok``."""
     partial = {p.source for p in snap.problems if p.unknown}
-    outcomes = tuple(dataclasses.replace(o, status=SourceStatus.PARTIAL)
+    outcomes = tuple(replace(o, status=SourceStatus.PARTIAL)
                      if o.status is SourceStatus.OK and o.name in partial else o for o in snap.sources)
-    return dataclasses.replace(snap, sources=outcomes)
+    return replace(snap, sources=outcomes)
 
 
 def _node_name(ctx: DiscoveryContext) -> tuple[str, Problem | None]:

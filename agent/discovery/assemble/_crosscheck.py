@@ -13,7 +13,6 @@ comes from the row (``Witness.dispute``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -26,6 +25,7 @@ from topology import (
     Snapshot,
     SourceStatus,
 )
+from topology import _record as dataclasses  # replace() for records, without loading dataclasses
 
 from . import _crosscheck_gpu as gpu
 from ._witness import CROSS_CHECK, WITNESSES, witness

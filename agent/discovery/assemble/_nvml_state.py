@@ -20,9 +20,8 @@ absence a failure. See ``_pci.gpus``.
 
 from __future__ import annotations
 
-import dataclasses
-
 from topology import Aspect, Problem, Snapshot, SourceOutcome, SourceStatus, facts_of, node_fact
+from topology import _record as dataclasses  # replace() for records, without loading dataclasses
 
 SOURCE = "nvml"
 # What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).

@@ -1,9 +1,9 @@
 """The only door to ``/sys`` and ``/proc``: every read is relative to a root that tests can move.
 
 A root other than ``/`` is a jail. Paths are resolved component by component below it, the way
-``openat2(RESOLVE_IN_ROOT)`` does: absolute symlink targets restart at the root, ``..`` stops at the root
-and a chain of more than 40 links fails with ``ELOOP``. The live root skips that walk and uses plain calls.
-Either way only regular files are read, and each in one bounded read.
+``openat2(RESOLVE_IN_ROOT)`` does: absolute symlink targets restart at the root, ``..`` stops at the root and a
+chain of more than 40 links fails with ``ELOOP``. The live root skips that walk and uses plain calls. Either
+way only regular files are read, each in one bounded read. ``FsRoot`` is a plain class, not a dataclass (start-up).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass, field
 
 from ._jail import (
     ABSENT,
@@ -29,23 +28,31 @@ if TYPE_CHECKING:
     from pathlib import Path  # paths are strings here: pathlib (and urllib, which it loads) cost start-up
 
 
-@dataclass(frozen=True, slots=True)
 class FsRoot:
-    """A directory tree standing for ``/``: the live machine's root or a gathered tree."""
-    base: str | os.PathLike[str] = "/"
-    _prefix: str = field(init=False, repr=False, compare=False)
-    _live: bool = field(init=False, repr=False, compare=False)
-    # Resolved directories below the root, keyed by "<resolved parent>/<name>": a discovery pass reads
-    # thousands of attributes from a few hundred directories, so each directory is walked once. A fixture
-    # tree does not change under a root; the live root does and is never cached.
-    _dirs: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
-    # The same for whole directory paths as callers spell them (``("/sys/bus/pci/devices/0000:00:01.0",)``):
-    # a reader reads a dozen attributes of one directory, and each would walk the path's components again.
-    _paths: dict[tuple[str, ...], str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """A directory tree standing for ``/``: the live machine's root or a gathered tree (immutable, by ``base``)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_live", os.path.realpath(self.base) == "/")
-        object.__setattr__(self, "_prefix", os.fspath(self.base).rstrip("/"))
+    __slots__ = ("_dirs", "_live", "_paths", "_prefix", "base")
+    base: str | os.PathLike[str]
+    _prefix: str
+    _live: bool
+    # Resolved directories below the root by "<resolved parent>/<name>", and whole paths as callers spell them:
+    # each walked once (a pass reads thousands of attributes). A fixture tree does not change; live is not cached.
+    _dirs: dict[str, str]
+    _paths: dict[tuple[str, ...], str]
+
+    def __init__(self, base: str | os.PathLike[str] = "/") -> None:
+        for name, value in (("base", base), ("_live", os.path.realpath(base) == "/"),
+                            ("_prefix", os.fspath(base).rstrip("/")), ("_dirs", {}), ("_paths", {})):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return self.base == other.base if other.__class__ is self.__class__ else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.base,))
 
     def path(self, *parts: str) -> Path:
         # Path("/fx") / "/sys" would drop the fixture root: strip leading slashes, as hwloc does.

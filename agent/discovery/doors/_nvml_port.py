@@ -17,8 +17,8 @@ import ctypes
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NewType, TypeVar
+
+from topology._record import record
 
 from ._nvml_errors import (
     KINDS,
@@ -26,8 +26,15 @@ from ._nvml_errors import (
     NvmlLibraryNotFound,
 )
 
-Handle = NewType("Handle", object)
-T = TypeVar("T")
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Any, NewType, TypeVar
+
+    Handle = NewType("Handle", object)
+    T = TypeVar("T")
+else:
+    def Handle(value: object) -> object:  # NewType's run-time identity  # noqa: N802
+        return value
 
 CPU_SET_WORDS = 64  # 4096 CPUs, 64 per word
 NODE_SET_WORDS = 16  # 1024 NUMA nodes
@@ -35,7 +42,7 @@ _AFFINITY_SCOPE_NODE = 0
 _ARGUMENT_VERSION_MISMATCH = 25
 _FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class RawFabric:
     """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
 
@@ -45,7 +52,7 @@ class RawFabric:
     cluster_uuid: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class RawField:
     """One field value as ``nvmlDeviceGetFieldValues`` returned it."""
     field_id: int

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
+from topology._record import record
 
 from ..doors import DiscoveryContext
 from ._catalog import SOURCE_FLAGS
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
 class SourceError(TopolinkError):
@@ -36,7 +39,7 @@ def too_many(where: str, found: int, most: int | None) -> None:
         raise SourceError(f"{where}: {found}, more than the {most} topolink reads")
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class SourceSpec:
     """A source in the table: its reader, default state, flag help and what it covers."""
     name: str
@@ -50,7 +53,8 @@ _SOURCES: dict[str, SourceSpec] = {}
 _CATALOG = {name: (default, help) for name, default, help in SOURCE_FLAGS}
 
 
-Reader = Callable[[DiscoveryContext], T]
+if TYPE_CHECKING:
+    Reader = Callable[[DiscoveryContext], T]
 
 
 def register(name: str, *, covers: tuple[Aspect, ...], default: bool = True,
@@ -74,7 +78,7 @@ def source_table() -> Mapping[str, SourceSpec]:
     return dict(sorted(_SOURCES.items()))
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class Gathered:
     """Every enabled source's facts (absent or failed ones are missing) and outcomes."""
 

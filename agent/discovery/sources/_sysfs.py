@@ -10,14 +10,17 @@ import functools
 import posixpath
 import re
 from collections.abc import Callable
-from typing import TypeVar
 
 from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
 from ..doors import FsRoot
 from ._registry import SourceError, SubsystemAbsent, too_many
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 # A PCI function's directory name in sysfs: always the full domain, lowercase.
 SYSFS_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

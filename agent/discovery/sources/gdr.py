@@ -9,9 +9,9 @@ proprietary ones do not export GPU memory as dma-buf) and a Linux 5.12 or newer 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from topology import NODE, Aspect, Problem
+from topology._record import record
 
 from ..doors import DiscoveryContext, FsRoot
 from ._registry import register
@@ -25,7 +25,7 @@ _RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
 _MODULE_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class GdrHostFacts:
     """The host's GPUDirect RDMA facts: kernel modules and memory peers."""
     peermem_loaded: bool | None = None

@@ -7,9 +7,9 @@ no place in the PCIe tree.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from topology import Aspect, Problem, node_fact
+from topology._record import record
 
 from ..doors import DiscoveryContext, FsRoot
 from ._parse import decimal
@@ -24,7 +24,7 @@ _PORT = re.compile(r"^[0-9]{1,3}$")
 _PORTS = (Aspect.PORTS,)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class IbPortFacts:
     """One port of an RDMA device."""
     number: int
@@ -33,7 +33,7 @@ class IbPortFacts:
     link_layer: str | None = None  # InfiniBand, Ethernet
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class IbDeviceFacts:
     """One RDMA device: its PCI function, network interfaces and ports."""
     name: str  # mlx5_0
@@ -43,7 +43,7 @@ class IbDeviceFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class InfinibandFacts:
     """What the infiniband source read."""
     devices: tuple[IbDeviceFacts, ...] = ()

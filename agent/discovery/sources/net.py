@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from topology import SNAPSHOT_LIMITS, Aspect, Problem
+from topology._record import record
 
 from ..doors import DiscoveryContext, FsRoot
 from ._parse import bounded, decimal
@@ -16,7 +15,7 @@ _CLASS = "/sys/class/net"
 _VIRTUAL = "/sys/devices/virtual/"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class NetIfFacts:
     """One network interface."""
     name: str
@@ -28,7 +27,7 @@ class NetIfFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class NetFacts:
     """What the net source read."""
     interfaces: tuple[NetIfFacts, ...] = ()

@@ -12,7 +12,6 @@ import functools
 import posixpath
 import re
 import struct
-from dataclasses import dataclass
 
 from topology import (
     Aspect,
@@ -25,6 +24,7 @@ from topology import (
     parse_cpulist,
     parse_cpumask,
 )
+from topology._record import record
 
 from ..doors import DiscoveryContext, FsRoot
 from ._parse import bdf_key, hex_int, link_speed_gts, link_width, numa_node
@@ -40,7 +40,7 @@ _ACS_REQUEST_REDIRECT = 1 << 2
 _EXTENDED_CONFIG = 4096  # bytes of config space when the extended capabilities are readable (root)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PciDeviceFacts:
     """One function as read. ``None`` where sysfs did not say; required attributes missing are problems."""
 
@@ -66,7 +66,7 @@ class PciDeviceFacts:
         return self.class_code is not None and self.class_code >> 8 == 0x0604
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record
 class PciFacts:
     """What the pci source read."""
     devices: tuple[PciDeviceFacts, ...] = ()
@@ -74,7 +74,7 @@ class PciFacts:
     twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
 
 
-@dataclass(frozen=True, slots=True)
+@record(kw_only=False)
 class _Place:
     path: str  # the function's directory below the root
     parent: str
