@@ -25,7 +25,7 @@ from topology import (
     Snapshot,
     SourceStatus,
 )
-from topology import _record as dataclasses  # replace() for records, without loading dataclasses
+from topology._record import replace  # replace() for records, without loading dataclasses
 
 from . import _crosscheck_gpu as gpu
 from ._witness import CROSS_CHECK, WITNESSES, witness
@@ -179,7 +179,7 @@ def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapsho
     sources = snap.sources
     rdma = next((p for p in found if p.source == "infiniband"), None)
     if rdma is not None:  # "absent" was a reading the PCI bus contradicts
-        sources = tuple(dataclasses.replace(o, status=SourceStatus.FAILED, detail=rdma.message)
+        sources = tuple(replace(o, status=SourceStatus.FAILED, detail=rdma.message)
                         if o.name == "infiniband" and o.status is SourceStatus.ABSENT else o for o in sources)
     problems = sorted({*snap.problems, *found}, key=lambda p: (p.source, p.subject, p.message))
-    return dataclasses.replace(snap, sources=sources, problems=tuple(problems))
+    return replace(snap, sources=sources, problems=tuple(problems))

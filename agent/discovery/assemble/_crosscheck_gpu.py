@@ -8,10 +8,10 @@ not read is no disagreement (the failed read is a problem of its own).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 
 from topology import Gpu, LinkKind, PcieLinkState, PciFunction, Problem, Snapshot, format_cpulist, pcie_bytes_per_second
+from topology._record import replace
 
 from ._nvml import SYNTHETIC_SWITCH
 from ._witness import witness
@@ -77,12 +77,12 @@ def adopt_nvml_pcie(snap: Snapshot, found: list[Problem]) -> Snapshot:
     if not won:
         return snap
     nvml = {g.id: g.pcie for g in snap.gpus if g.id in won}
-    pci = tuple(dataclasses.replace(f, link=nvml[f.id]) if f.id in nvml else f for f in snap.pci)
-    links = tuple(dataclasses.replace(lk, pcie=state, bytes_per_second=pcie_bytes_per_second(
+    pci = tuple(replace(f, link=nvml[f.id]) if f.id in nvml else f for f in snap.pci)
+    links = tuple(replace(lk, pcie=state, bytes_per_second=pcie_bytes_per_second(
         state.current_gen, state.current_width) if state else None)
         if lk.kind is LinkKind.PCIE and lk.a in nvml and (state := nvml[lk.a]) is not None else lk
         for lk in snap.links)
-    return dataclasses.replace(snap, pci=pci, links=links)
+    return replace(snap, pci=pci, links=links)
 
 
 def affinity(snap: Snapshot) -> list[Problem]:

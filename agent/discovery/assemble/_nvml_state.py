@@ -21,7 +21,7 @@ absence a failure. See ``_pci.gpus``.
 from __future__ import annotations
 
 from topology import Aspect, Problem, Snapshot, SourceOutcome, SourceStatus, facts_of, node_fact
-from topology import _record as dataclasses  # replace() for records, without loading dataclasses
+from topology._record import replace  # replace() for records, without loading dataclasses
 
 SOURCE = "nvml"
 # What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).
@@ -44,7 +44,7 @@ def nvml_unread(snap: Snapshot, *, nvml_allowed: bool) -> Snapshot:
                "(still loading, or broken)" if nvml_allowed else
                f"NVML is not read for a gathered tree without its own NVML library ({outcome.detail}), and "
                f"{len(snap.gpus)} NVIDIA GPU(s) are in the tree")
-        outcome = dataclasses.replace(outcome, status=status, detail=why)
+        outcome = replace(outcome, status=status, detail=why)
         extra.append(Problem(source=SOURCE, subject=SOURCE, message=why,
                              unknown=tuple(node_fact(a) for a in _NODE_WIDE)))
     if status not in (SourceStatus.FAILED, SourceStatus.DISABLED):
@@ -52,7 +52,7 @@ def nvml_unread(snap: Snapshot, *, nvml_allowed: bool) -> Snapshot:
     unknown = tuple(f for g in snap.gpus for f in facts_of(g.id, *NVML_ONLY))
     extra.append(Problem(source=SOURCE, subject=SOURCE, message=f"NVML not read ({status.value}): identity, "
                          "NVLinks, P2P, fabric and MIG of the GPUs found on the PCI bus are unknown", unknown=unknown))
-    return dataclasses.replace(snap, sources=_with(snap.sources, outcome),
+    return replace(snap, sources=_with(snap.sources, outcome),
                                problems=tuple(sorted({*snap.problems, *extra},
                                                      key=lambda p: (p.source, p.subject, p.message))))
 

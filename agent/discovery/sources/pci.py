@@ -3,8 +3,7 @@
 Each entry there links to the function's directory under ``/sys/devices``; that path is the PCIe tree:
 ``/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:04.0/0000:1a:00.0`` is a function below three
 bridges below the root complex ``pci0000:17`` (the first component, as Kubernetes' ``pcieRoot``). Bridges
-only in a path (partial copies of sysfs) are read from it; a bus id at two directories is a twin.
-"""
+only in a path (partial copies of sysfs) are read from it; a bus id at two directories is a twin."""
 
 from __future__ import annotations
 
