@@ -102,14 +102,15 @@ async def test_a_change_bumps_the_pool_generation(kmock: Any, api: LightkubeApi)
     validate(put.data, "1.34")
 
 
-@pytest.mark.parametrize("status", [409, 429, 500, 503])
+@pytest.mark.parametrize("status", [429, 500, 503])
 async def test_backoff_then_success(kmock: Any, api: LightkubeApi, sleeps: list[float], status: int) -> None:
     kmock["patch", NODES][:2] << status << kmock_lib.headers({"Retry-After": "3"}) << {
         "kind": "Status", "apiVersion": "v1", "code": status, "message": "busy"}
     result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
     assert result.ok and result.written == 1
     assert len(kmock["patch"]) == 3
-    assert len(sleeps) == 2 and (sleeps == [3.0, 3.0] if status == 429 else all(0 <= s <= 8 for s in sleeps))
+    # Retry-After is a floor under the jittered wait (sent with every status here); short waits are slept
+    assert len(sleeps) == 2 and all(2.9 <= s <= 8.0 for s in sleeps)
 
 
 async def test_failure_is_reported_and_nothing_deleted(kmock: Any, api: LightkubeApi, sleeps: list[float]) -> None:

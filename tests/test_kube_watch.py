@@ -25,7 +25,7 @@ pytestmark = pytest.mark.asyncio
 def api(kmock: Any) -> LightkubeApi:
     start_objects(kmock, managed=False)
     return LightkubeApi.connect(server=str(kmock.url).rstrip("/"),
-                                backoff=Backoff(sleep=lambda _: None, rng=random.Random(1)))
+                                backoff=Backoff(base=0.01, sleep=lambda _: None, rng=random.Random(1)))
 
 
 class Woken:
