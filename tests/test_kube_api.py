@@ -118,8 +118,9 @@ async def test_failure_is_reported_and_nothing_deleted(kmock: Any, api: Lightkub
     await run(sink.publish, _snap())
     kmock["list", SLICES] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
     result = await run(sink.publish, t.Snapshot(node=NODE))
-    assert not result.ok and "Unavailable" in result.detail
-    assert len(sleeps) == 3  # four attempts
+    # retried while the waits are short (four tries at most), then left to a later pass
+    assert not result.ok and ("Unavailable" in result.detail or "BackingOff" in result.detail)
+    assert 1 <= len(sleeps) <= 3 and len(kmock["list", SLICES]) <= 4
     assert not [r for r in writes(kmock) if r.method.value.lower() == "delete"]
 
 
@@ -131,7 +132,7 @@ async def test_refused_connection_is_a_reported_failure(sleeps: list[float]) -> 
         port = s.getsockname()[1]
     api = LightkubeApi.connect(server=f"http://127.0.0.1:{port}", backoff=Backoff(sleep=sleeps.append))
     result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
-    assert result.failed == 1 and "Unavailable" in result.detail and len(sleeps) == 3
+    assert result.failed == 1 and "Connection refused" in result.detail and 1 <= len(sleeps) <= 3
 
 
 async def test_taint_rule_for_a_degraded_gpu_removed_on_recovery(kmock: Any, api: LightkubeApi) -> None:

@@ -7,9 +7,10 @@
   the maximum), for requests and for watches alike.
 * **Carried across passes**: a :class:`Backoff` is a streak, shared by every call of one client. While the
   server keeps failing, a request whose next try is further off than ``in_call`` seconds is not sent at all
-  (the caller gets an error at once and the pass moves on); one that is sooner waits for it, at most
-  ``attempts`` tries in one call. Only an answer from the server that is not a failure (any 2xx, 4xx other
-  than 429) ends the streak.
+  (the caller gets :class:`~._errors.BackingOff` at once and the pass moves on); one that is sooner waits
+  for it, at most ``attempts`` tries in one call. The watch never probes a failing server: while a streak
+  is on it waits for a pass's request to be answered, so a failing server gets about one request a pass
+  at most. Only an answer that is not a failure (any 2xx, a 4xx other than 429) ends the streak.
 * **The watch** has a streak of its own (:class:`Backoff` too): a watch counts as a success only when an event
   arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a
   connection closed right after) backs off like any other failure. A first 410 lists again at once; a second
@@ -43,7 +44,7 @@ class Retryable(Exception):  # a signal between the client and Backoff.run
 @dataclass(slots=True, kw_only=True)
 class Backoff:
     attempts: int = 4  # tries in one call, while the waits stay within ``in_call``
-    base: float = 1.0
+    base: float = 2.0
     cap: float = MAX_DELAY_S
     in_call: float = 8.0  # a call waits this long at most; longer waits are left to later calls
     sleep: Callable[[float], None] = time.sleep
@@ -76,10 +77,18 @@ class Backoff:
         with self._lock:
             self.failures, self.not_before = 0, 0.0
 
-    def run(self, call: Callable[[], T], refuse: Callable[[float], Exception]) -> T:
+    def held(self) -> float | None:
+        """For the watch, which never probes a failing server (the passes do, one request each): the seconds
+        to wait while a streak is on, else None."""
+        with self._lock:
+            return max(self.not_before - self.clock(), self.base) if self.failures else None
+
+    def run(self, call: Callable[[], T], refuse: Callable[[float], Exception], probe: bool = True) -> T:
         """``call`` raises :class:`Retryable` for a server failure; the last one is re-raised. A try further off
-        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead. Any other outcome is an answer
-        from the server and ends the streak."""
+        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead (at once while a streak is on and
+        ``probe`` is false). Any other outcome is an answer from the server and ends the streak."""
+        if not probe and (held := self.held()) is not None:
+            raise refuse(held)
         for attempt in range(self.attempts):
             wait = self.wait_s()
             if wait > self.in_call or (wait > 0 and attempt == 0 and self.failures >= self.attempts):

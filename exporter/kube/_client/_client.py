@@ -123,11 +123,11 @@ class LightkubeApi:
                               f"(last: {b.last_error}); next try in {wait:.0f} s", wait)
         return refused
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], probe: bool = True) -> T:
         def once() -> T:
             with _mapped(what):
                 return fn()
-        return self._backoff.run(once, self._refuse(what))
+        return self._backoff.run(once, self._refuse(what), probe)
 
     def _raw_get(self, path: str) -> Any:
         """Discovery and /version: lightkube has no call for them, so its configured httpx client is used."""
@@ -205,10 +205,10 @@ class LightkubeApi:
 
     def list_versioned(self, kind: Kind, labels: Mapping[str, str],
                        fields: Mapping[str, str]) -> tuple[Objs, str]:
-        return self._list(kind, labels, fields, None)
+        return self._list(kind, labels, fields, None, probe=False)  # the watch's list: never a probe
 
     def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              namespace: str | None) -> tuple[Objs, str]:
+              namespace: str | None, probe: bool = True) -> tuple[Objs, str]:
         res = _resource(kind)
         kw: dict[str, Any] = {"labels": dict(labels)} if labels else {}
         if fields:
@@ -225,7 +225,7 @@ class LightkubeApi:
                 return items, str(found.resourceVersion)
             except NotReadyError:  # a list response without a resourceVersion
                 return items, ""
-        found, rv = self._call(f"list {kind.plural}", fetch)
+        found, rv = self._call(f"list {kind.plural}", fetch, probe)
         items = [dict(o.to_dict()) for o in found]
         # the server filtered already; a server that ignores a selector (an emulator) is filtered here
         return [o for o in items if _matches(o, labels, fields)], rv
@@ -252,9 +252,8 @@ class LightkubeApi:
         if resource_version:
             params["resourceVersion"] = resource_version
         what, b = f"watch {kind.plural}", self._backoff
-        wait = b.wait_s()
-        if wait > 0:  # the client's streak: a watch is a request like any other
-            raise self._refuse(what)(wait)
+        if (held := b.held()) is not None:  # the watch never probes a failing server: the passes do
+            raise self._refuse(what)(held)
         try:
             for typ, obj in stream_events(self._http, path_of(kind), params, what):
                 if typ == OPEN:
