@@ -104,13 +104,13 @@ async def test_a_change_bumps_the_pool_generation(kmock: Any, api: LightkubeApi)
 
 @pytest.mark.parametrize("status", [429, 500, 503])
 async def test_backoff_then_success(kmock: Any, api: LightkubeApi, sleeps: list[float], status: int) -> None:
-    kmock["patch", NODES][:2] << status << kmock_lib.headers({"Retry-After": "3"}) << {
+    kmock["patch", NODES][:1] << status << kmock_lib.headers({"Retry-After": "3"}) << {
         "kind": "Status", "apiVersion": "v1", "code": status, "message": "busy"}
     result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
     assert result.ok and result.written == 1
-    assert len(kmock["patch"]) == 3
-    # Retry-After is a floor under the jittered wait (sent with every status here); short waits are slept
-    assert len(sleeps) == 2 and all(2.9 <= s <= 8.0 for s in sleeps)
+    assert len(kmock["patch"]) == 2
+    # Retry-After is a floor under the jittered wait (sent with every status here); a short wait is slept
+    assert len(sleeps) == 1 and all(2.9 <= s <= 8.0 for s in sleeps)
 
 
 async def test_failure_is_reported_and_nothing_deleted(kmock: Any, api: LightkubeApi, sleeps: list[float]) -> None:
@@ -118,9 +118,9 @@ async def test_failure_is_reported_and_nothing_deleted(kmock: Any, api: Lightkub
     await run(sink.publish, _snap())
     kmock["list", SLICES] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
     result = await run(sink.publish, t.Snapshot(node=NODE))
-    # retried while the waits are short (four tries at most), then left to a later pass
+    # retried once while the wait is short, then left to a later pass
     assert not result.ok and ("Unavailable" in result.detail or "BackingOff" in result.detail)
-    assert 1 <= len(sleeps) <= 3 and len(kmock["list", SLICES]) <= 4
+    assert len(sleeps) <= 1 and len(kmock["list", SLICES]) <= 3  # the first pass's list, then two tries
     assert not [r for r in writes(kmock) if r.method.value.lower() == "delete"]
 
 
@@ -132,7 +132,7 @@ async def test_refused_connection_is_a_reported_failure(sleeps: list[float]) -> 
         port = s.getsockname()[1]
     api = LightkubeApi.connect(server=f"http://127.0.0.1:{port}", backoff=Backoff(sleep=sleeps.append))
     result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
-    assert result.failed == 1 and "Connection refused" in result.detail and 1 <= len(sleeps) <= 3
+    assert result.failed == 1 and "Connection refused" in result.detail and len(sleeps) <= 1
 
 
 async def test_taint_rule_for_a_degraded_gpu_removed_on_recovery(kmock: Any, api: LightkubeApi) -> None:

@@ -43,7 +43,8 @@ class Retryable(Exception):  # a signal between the client and Backoff.run
 
 @dataclass(slots=True, kw_only=True)
 class Backoff:
-    attempts: int = 4  # tries in one call, while the waits stay within ``in_call``
+    attempts: int = 2  # tries in one call, while the wait stays within ``in_call``: two at most, so that
+    # a fleet meeting a fault sends no more than twice its steady rate
     base: float = 2.0
     cap: float = MAX_DELAY_S
     in_call: float = 8.0  # a call waits this long at most; longer waits are left to later calls
