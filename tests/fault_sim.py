@@ -15,6 +15,7 @@ import json
 import random
 import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,15 +44,15 @@ class SimClock:
 class CountingTransport(httpx2.HTTPTransport):
     """Counts every request tried, before it is sent: one that is refused counts too."""
 
-    def __init__(self, clock: SimClock, **kw: Any) -> None:
+    def __init__(self, now: Callable[[], float], **kw: Any) -> None:
         super().__init__(**kw)
-        self.sent, self.clock = 0, clock
-        self.log: list[tuple[float, str]] = []  # (simulated time, what) of every request
+        self.sent, self.now = 0, now
+        self.log: list[tuple[float, str]] = []  # (``now()``, what) of every request
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         self.sent += 1
         watch = "watch=true" in str(request.url)
-        self.log.append((self.clock.now_s, f"{'WATCH' if watch else request.method} {request.url.path}"))
+        self.log.append((self.now(), f"{'WATCH' if watch else request.method} {request.url.path}"))
         return super().handle_request(request)
 
 
@@ -81,7 +82,7 @@ def kubeconfig(where: Path, server: str, token: str, ca: Path) -> str:
 def sim_agent(snap: t.Snapshot, *, server: str | None = None, config: str | None = None, ca: Path | None = None,
               seed: int = 1) -> SimAgent:
     clock = SimClock()
-    transport = CountingTransport(clock, verify=ssl.create_default_context(cafile=str(ca)) if ca else True)
+    transport = CountingTransport(clock.now, verify=ssl.create_default_context(cafile=str(ca)) if ca else True)
 
     def backoff(n: int) -> Backoff:
         return Backoff(clock=clock.now, sleep=clock.sleep, rng=random.Random(seed * 7 + n))

@@ -38,7 +38,8 @@ def proxy(kube_apiserver: ApiServer) -> Iterator[FaultProxy]:
 def agent_for(server: ApiServer, proxy: FaultProxy, node: str, tmp: Path) -> SimAgent:
     with server.admin() as http:
         create_node(http, node)
-    config = kubeconfig(tmp / f"{node}.kubeconfig", proxy.url, server.agent_token, server.ca)
+    # the admin token: the agent user is the one the audit-log tests count
+    config = kubeconfig(tmp / f"{node}.kubeconfig", proxy.url, server.token, server.ca)
     return sim_agent(a100_node(node), config=config, ca=server.ca)
 
 

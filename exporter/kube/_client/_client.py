@@ -203,9 +203,9 @@ class LightkubeApi:
             namespace = "*"
         return self._list(kind, labels, fields or {}, namespace)[0]
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
-                       fields: Mapping[str, str]) -> tuple[Objs, str]:
-        return self._list(kind, labels, fields, None, probe=False)  # the watch's list: never a probe
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+                       probe: bool = True) -> tuple[Objs, str]:
+        return self._list(kind, labels, fields, None, probe=probe)
 
     def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               namespace: str | None, probe: bool = True) -> tuple[Objs, str]:
@@ -254,13 +254,16 @@ class LightkubeApi:
         what, b = f"watch {kind.plural}", self._backoff
         if (held := b.held()) is not None:  # the watch never probes a failing server: the passes do
             raise self._refuse(what)(held)
+        opened = False
         try:
             for typ, obj in stream_events(self._http, path_of(kind), params, what):
                 if typ == OPEN:
+                    opened = True
                     b.succeeded()  # the server answered; whether the watch works is the watch's own streak
                 yield typ, obj
         except Unavailable as exc:
-            b.failed(exc, exc.retry_after)
+            if not opened:  # not answered: a server failure; a stream broken later is the watch's own
+                b.failed(exc, exc.retry_after)
             raise
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:

@@ -119,7 +119,8 @@ class ResourceSliceSink:
         cached = None if self._d.distrust else self._cache.view()
         if cached is not None:
             return cached
-        listed = self._api.list(kind, {}, fields=self._fields)
+        listed, rv = self._api.list_versioned(kind, {}, self._fields)
+        self._cache.listed(listed, rv)  # the watch starts from it: a broken watch costs no list of its own
         self._d.distrust = False
         return listed
 

@@ -55,13 +55,16 @@ class SliceWatch:
         self._wake, self._restarts, self._stop = wake, restarts, stop or threading.Event()
         self.backoff = backoff or Backoff()
         self._rv: str | None = None
+        self._expiries = 0  # 410s in a row, no event between
 
     def step(self) -> float:
         b = self.backoff
         try:
             k = self._kind()
-            if self._rv is None:
-                items, self._rv = self._api.list_versioned(k, {}, self._fields)
+            if self._rv is None and b.failures and (rv := self._cache.take_rv()) is not None:
+                self._rv = rv  # a pass listed since this watch failed: watch from there (the cache holds it)
+            elif self._rv is None:
+                items, self._rv = self._api.list_versioned(k, {}, self._fields, probe=False)
                 for missing in self._cache.replace(items):
                     self._wake(missing)
             heard = False
@@ -72,7 +75,7 @@ class SliceWatch:
                     self._cache.fresh()
                     continue
                 if not heard:
-                    heard = True
+                    heard, self._expiries = True, 0
                     b.succeeded()  # an event: the watch works
                 self._rv = resource_version(obj) or self._rv
                 if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
@@ -86,9 +89,10 @@ class SliceWatch:
             self._restarts["expired"] += 1
             self._rv = None
             self._cache.stale()
+            self._expiries += 1
             wait = b.failed(exc, exc.retry_after)
             log.info("resource-slices: watch expired (%s); listing again", exc)
-            return 0.0 if b.failures == 1 else wait  # the usual case: list again at once; again: back off
+            return 0.0 if self._expiries == 1 else wait  # the usual case: list again at once; again: back off
         except _FINAL as exc:
             self._cache.stale()
             log.warning("resource-slices: not watching (%s); a deleted slice is re-created on the next pass", exc)
