@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from exporter.kube._api._retry import MAX_DELAY_S  # noqa: E402
+from exporter.kube._api._retry import MAX_DELAY_S, Backoff  # noqa: E402
 from tests.apiserver import ApiServer  # noqa: E402
 from tests.fault_sim import FAULTS  # noqa: E402
 
@@ -108,6 +108,9 @@ def main() -> None:
         args.interval, args.before, args.during = 60.0, 180.0, 600.0
     from tests.apiserver import assets, running
 
+    b = Backoff()
+    print(f"retry policy: full jitter over {b.base:g} s x 2^n, at most {MAX_DELAY_S:g} s; {b.attempts} tries a call "
+          f"while the wait is under {b.in_call:g} s (exporter/kube/_api/_retry.py)\n")
     found = assets()
     if found is None:
         print("not measured: needs KUBEBUILDER_ASSETS (envtest's kube-apiserver and etcd)")

@@ -59,6 +59,7 @@ SMALLEST: dict[str, list[str]] = {
                  "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
     "placement.py": ["--runs", "1", "--nodes", "200"],
+    "faults.py": ["--agents", "3", "--interval", "1", "--before", "1", "--during", "2", "--faults", "500"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
 
