@@ -166,3 +166,25 @@ async def test_factory_and_prune(kmock: Any, api: LightkubeApi) -> None:
     done = await run(prune, cfg, NODE, api)
     assert (done.labels, done.slices, done.taint_rules) == (1, 1, 1)
     assert writes(kmock)[-3].data["metadata"]["labels"] == {}
+
+
+async def test_a_taint_rule_that_lost_its_labels_is_taken_over_and_a_foreign_one_reported_once(
+        kmock: Any, api: LightkubeApi) -> None:
+    from tests.kmock_support import RULES
+
+    sink = DeviceTaintRuleSink(api, NODE, "gpu.topology")
+    assert (await run(sink.publish, _degraded(_snap()))).written == 1
+    (post,) = [r for r in writes(kmock) if r.method.value.lower() == "post"]
+    name = post.data["metadata"]["name"]
+    stripped = {**post.data, "metadata": {"name": name}}  # every label gone: invisible to the node's list
+    kmock.objects[RULES, None, name] = stripped
+    result = await run(DeviceTaintRuleSink(api, NODE, "gpu.topology").publish, _degraded(_snap()))
+    assert result.ok, result.detail
+    assert kmock.objects[RULES, None, name]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "topolink"
+    foreign = {**stripped, "spec": {**stripped["spec"], "deviceSelector": {
+        "driver": "other.example.com", "pool": NODE, "device": "gpu-1"}}}
+    kmock.objects[RULES, None, name] = foreign
+    other = DeviceTaintRuleSink(api, NODE, "gpu.topology")
+    results = [await run(other.publish, _degraded(_snap())) for _ in range(2)]
+    assert [r.ok for r in results] == [False, True] and "someone else" in results[0].detail
+    assert kmock.objects[RULES, None, name]["spec"]["deviceSelector"]["driver"] == "other.example.com"
