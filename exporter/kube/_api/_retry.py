@@ -7,10 +7,11 @@
   the maximum), for requests and for watches alike.
 * **Carried across passes**: a :class:`Backoff` is a streak, shared by every call of one client. While the
   server keeps failing, a request whose next try is further off than ``in_call`` seconds is not sent at all
-  (the caller gets :class:`~._errors.BackingOff` at once and the pass moves on); one that is sooner waits
-  for it, at most ``attempts`` tries in one call. The watch never probes a failing server: while a streak
-  is on it waits for a pass's request to be answered, so a failing server gets about one request a pass
-  at most. Only an answer that is not a failure (any 2xx, a 4xx other than 429) ends the streak.
+  (the caller gets :class:`~._errors.BackingOff` at once and the pass moves on); a call that starts the
+  streak waits for a sooner one, ``attempts`` tries at most; a call made while it is on tries once, if
+  due. The watch never probes a failing server: while a streak is on it waits for a pass's request to be
+  answered, so a failing server gets about one request a pass at most. Only an answer that is not a
+  failure (any 2xx, a 4xx other than 429) ends the streak.
 * **The watch** has a streak of its own (:class:`Backoff` too): a watch counts as a success only when an event
   arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a
   connection closed right after) backs off like any other failure. A first 410 lists again at once; a second
@@ -90,9 +91,11 @@ class Backoff:
         ``probe`` is false). Any other outcome is an answer from the server and ends the streak."""
         if not probe and (held := self.held()) is not None:
             raise refuse(held)
-        for attempt in range(self.attempts):
+        # a streak already on: one try, when due; a streak that starts in this call: ``attempts`` tries
+        tries = self.attempts if not self.failures else 1
+        for attempt in range(tries):
             wait = self.wait_s()
-            if wait > self.in_call or (wait > 0 and attempt == 0 and self.failures >= self.attempts):
+            if wait > self.in_call or (wait > 0 and attempt == 0):
                 raise refuse(wait)
             if wait > 0:
                 self.sleep(wait)
@@ -100,7 +103,7 @@ class Backoff:
                 result = call()
             except Retryable as exc:
                 self.failed(exc.error, exc.retry_after)
-                if attempt == self.attempts - 1:
+                if attempt == tries - 1:
                     raise exc.error from exc
                 continue
             except Exception:
