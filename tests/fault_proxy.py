@@ -42,6 +42,9 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     proxy: FaultProxy
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a connection the proxy dropped (a mode change) or the client closed: nothing to report
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
