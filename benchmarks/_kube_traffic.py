@@ -16,6 +16,7 @@ import logging
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 import httpx2
 
 DAY_S = 86400
+WIRE_PASSES, WIRE_GAP_S = 3, 6.0
 WATCH_MEAN_S = 450  # the server timeout the client asks for: uniform over 300..600 s
 
 
@@ -66,7 +68,9 @@ def measure(passes: int, watch_s: int, nodes: int) -> dict[str, float]:
     from exporter.kube import LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
     from tests.apiserver import assets, running
     from tests.apiserver_agent import create_node, wait_until
+    from tests.fault_sim import kubeconfig
     from tests.kube_support import discover_profile
+    from tests.tcp_relay import CountingRelay
 
     logging.getLogger("exporter").setLevel(logging.ERROR)  # the watch's thread sees the server stop at the end
     found = assets()
@@ -81,7 +85,10 @@ def measure(passes: int, watch_s: int, nodes: int) -> dict[str, float]:
                 create_node(http, snap.node)
             tally = Tally()
             transport = CountingTransport(tally, ssl.create_default_context(cafile=str(server.ca)))
-            api = LightkubeApi.connect(kubeconfig=str(server.kubeconfig(server.agent_token)), transport=transport)
+            relay = CountingRelay(f"127.0.0.1:{server.port}")  # the bytes on the wire, TLS included
+            config = kubeconfig(Path(tmp) / "relay.kubeconfig", f"https://{relay.address}", server.agent_token,
+                                server.ca)
+            api = LightkubeApi.connect(kubeconfig=config, transport=transport)
             sinks = [NodeLabelSink(api, snap.node, LabelConfig()), ResourceSliceSink(api, snap.node, SliceConfig())]
             stop = threading.Event()
             watcher = threading.Thread(target=sinks[1].watch, args=(stop, lambda why: None), daemon=True)
@@ -93,6 +100,11 @@ def measure(passes: int, watch_s: int, nodes: int) -> dict[str, float]:
             for _ in range(passes):
                 assert all(s.publish(snap).written == 0 for s in sinks)
             requests, read = (a - b for a, b in zip(tally.snapshot(), before, strict=True))
+            wire0 = relay.totals()
+            for _ in range(WIRE_PASSES):  # apart by more than httpx's default keep-alive (5 s)
+                time.sleep(WIRE_GAP_S)
+                assert all(s.publish(snap).written == 0 for s in sinks)
+            up, down, conns = (a - b for a, b in zip(relay.totals(), wire0, strict=True))
             stop.set()
             with server.admin() as http:  # one node's slices as a list returns them, managedFields and all
                 body = http.get("/apis/resource.k8s.io/v1/resourceslices",
@@ -107,6 +119,7 @@ def measure(passes: int, watch_s: int, nodes: int) -> dict[str, float]:
     return {
         "pass_requests": per_pass_requests, "pass_bytes": per_pass_bytes, "reopen_bytes": reopen,
         "bookmark_bytes": bookmark, "slice_list_bytes": one_slice,
+        "wire_up": up / WIRE_PASSES, "wire_down": down / WIRE_PASSES, "wire_connections": conns,
         "day_requests": passes_day * per_pass_requests + reopen_day,
         "day_bytes": passes_day * per_pass_bytes + reopen_day * reopen + (DAY_S / 60) * bookmark,
         "before_day_bytes": passes_day * nodes * one_slice,

@@ -38,8 +38,8 @@ class ScriptedApi:
         self.lists: list[Mapping[str, str]] = []
         self.watches: list[str | None] = []
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
-                       fields: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+                       probe: bool = True) -> tuple[list[dict[str, Any]], str]:
         self.lists.append(dict(fields))
         return list(self.items), self.rv
 

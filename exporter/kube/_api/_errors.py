@@ -8,6 +8,7 @@
         ├── Conflict            409 after the retries
         ├── Expired             410 Gone: a watch's resourceVersion is older than the server keeps (list again)
         ├── Unavailable         429, 5xx, refused connections, timeouts after the retries
+        │   └── BackingOff      not sent: the server kept failing and the next try is not due yet
         └── BadConfig           no usable kubeconfig or in-cluster configuration: nothing was sent
 """
 
@@ -17,7 +18,7 @@ from topology import TopolinkError
 
 
 class PublishError(TopolinkError):
-    pass
+    retry_after: float | None = None  # the server's Retry-After, where it sent one
 
 
 class InvalidObject(PublishError):
@@ -38,6 +39,12 @@ class Conflict(PublishError):
 
 class Unavailable(PublishError):
     pass
+
+
+class BackingOff(Unavailable):
+    def __init__(self, message: str, retry_in: float) -> None:
+        super().__init__(message)
+        self.retry_in = retry_in
 
 
 class Expired(PublishError):

@@ -1,16 +1,39 @@
-"""Bounded exponential backoff with full jitter, honouring ``Retry-After``; the failure is reported, not raised
-past the sink."""
+"""The one retry policy of the Kubernetes client, for every request and for the watch.
+
+* **Exponential back-off with full jitter**: after the n-th server failure in a row (429, 5xx, a refused or
+  broken connection, a timeout) the next try waits ``uniform(0, min(MAX_DELAY_S, base * 2**n))``.
+* **A stated maximum**: no wait is longer than :data:`MAX_DELAY_S` (5 minutes).
+* **Retry-After honoured up to that maximum**: the wait is at least what the server asked for (capped at
+  the maximum), for requests and for watches alike.
+* **Carried across passes**: a :class:`Backoff` is a streak, shared by every call of one client. While the
+  server keeps failing, a request whose next try is further off than ``in_call`` seconds is not sent at all
+  (the caller gets :class:`~._errors.BackingOff` at once and the pass moves on); a call that starts the
+  streak waits for a sooner one, ``attempts`` tries at most; a call made while it is on tries once, if
+  due. The watch never probes a failing server: while a streak is on it waits for a pass's request to be
+  answered, so a failing server gets about one request a pass at most. Only an answer that is not a
+  failure (any 2xx, a 4xx other than 429) ends the streak.
+* **The watch** has a streak of its own (:class:`Backoff` too): a watch counts as a success only when an event
+  arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a
+  connection closed right after) backs off like any other failure. A first 410 lists again at once; a second
+  in a row waits its turn.
+
+So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
+ten requests, what a healthy server gets in ten minutes of one-minute passes (``tests/test_kube_faults.py``,
+``benchmarks/faults.py``).
+"""
 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 T = TypeVar("T")
-RETRYABLE = frozenset({409, 429, 500, 502, 503, 504})
+RETRYABLE = frozenset({429, 500, 502, 503, 504})
+MAX_DELAY_S = 300.0  # the longest wait between tries: 5 minutes
 
 
 class Retryable(Exception):  # a signal between the client and Backoff.run
@@ -21,26 +44,73 @@ class Retryable(Exception):  # a signal between the client and Backoff.run
 
 @dataclass(slots=True, kw_only=True)
 class Backoff:
-    attempts: int = 4
-    base: float = 0.25
-    cap: float = 8.0
+    attempts: int = 2  # tries in one call, while the wait stays within ``in_call``: two at most, so that
+    # a fleet meeting a fault sends no more than twice its steady rate
+    base: float = 2.0
+    cap: float = MAX_DELAY_S
+    in_call: float = 8.0  # a call waits this long at most; longer waits are left to later calls
     sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
+    failures: int = 0  # server failures in a row
+    not_before: float = 0.0  # no try before this (``clock``)
+    last_error: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.cap)
-        return self.rng.uniform(0, min(self.cap, self.base * 2**attempt))
+    def delay(self, failures: int, retry_after: float | None) -> float:
+        """The wait after ``failures`` failures in a row: full jitter, at least ``retry_after``, at most ``cap``."""
+        jitter = self.rng.uniform(0, min(self.cap, self.base * 2 ** min(failures, 30)))
+        return max(jitter, min(max(retry_after, 0.0), self.cap)) if retry_after is not None else jitter
 
-    def run(self, call: Callable[[], T]) -> T:
-        """``call`` raises :class:`Retryable` for a failure worth another try; the last one is re-raised."""
-        for attempt in range(self.attempts):
+    def wait_s(self) -> float:
+        """Seconds until the next try is due (0: now)."""
+        with self._lock:
+            return max(0.0, self.not_before - self.clock()) if self.failures else 0.0
+
+    def failed(self, error: object, retry_after: float | None = None) -> float:
+        """One more failure in a row; returns the wait before the next try."""
+        with self._lock:
+            self.failures += 1
+            wait = self.delay(self.failures, retry_after)
+            self.not_before, self.last_error = self.clock() + wait, str(error)
+            return wait
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self.failures, self.not_before = 0, 0.0
+
+    def held(self) -> float | None:
+        """For the watch, which never probes a failing server (the passes do, one request each): the seconds
+        to wait while a streak is on, else None."""
+        with self._lock:
+            return max(self.not_before - self.clock(), self.base) if self.failures else None
+
+    def run(self, call: Callable[[], T], refuse: Callable[[float], Exception], probe: bool = True) -> T:
+        """``call`` raises :class:`Retryable` for a server failure; the last one is re-raised. A try further off
+        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead (at once while a streak is on and
+        ``probe`` is false). Any other outcome is an answer from the server and ends the streak."""
+        if not probe and (held := self.held()) is not None:
+            raise refuse(held)
+        # a streak already on: one try, when due; a streak that starts in this call: ``attempts`` tries
+        tries = self.attempts if not self.failures else 1
+        for attempt in range(tries):
+            wait = self.wait_s()
+            if wait > self.in_call or (wait > 0 and attempt == 0):
+                raise refuse(wait)
+            if wait > 0:
+                self.sleep(wait)
             try:
-                return call()
+                result = call()
             except Retryable as exc:
-                if attempt == self.attempts - 1:
+                self.failed(exc.error, exc.retry_after)
+                if attempt == tries - 1:
                     raise exc.error from exc
-                self.sleep(self.delay(attempt, exc.retry_after))
+                continue
+            except Exception:
+                self.succeeded()  # an answer (404, 403, 409 ...): the server is up
+                raise
+            self.succeeded()
+            return result
         raise AssertionError("unreachable")
 
 

@@ -13,11 +13,15 @@ from functools import cache
 from typing import Any, TypeVar
 
 from .._api._api import MANAGER, Kind, NodeView, Obj, Objs
-from .._api._errors import BadConfig, Forbidden, NotFound, PublishError, Unavailable
+from .._api._errors import BackingOff, BadConfig, Forbidden, NotFound, PublishError, Unavailable
 from .._api._retry import RETRYABLE, Backoff, Retryable, retry_after
-from ._watch_stream import error_for, path_of, selector, stream_events
+from ._watch_stream import OPEN, error_for, path_of, selector, stream_events
 
 T = TypeVar("T")
+# Idle connections are kept this long (httpx's default is 5 s): longer than the discovery interval (60 s by
+# default), so every pass reuses one TLS connection instead of paying a handshake. kube-apiserver closes an
+# idle HTTP/1.1 connection after 90 s; at longer intervals a pass opens a new one, as it must.
+KEEPALIVE_S = 600.0
 
 
 def user_agent() -> str:
@@ -99,7 +103,11 @@ class LightkubeApi:
         except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
             where = f"--kubeconfig {kubeconfig}" if kubeconfig else "Kubernetes configuration"
             raise BadConfig(f"{where}: {exc}") from exc
-        client._client._client.headers["User-Agent"] = user_agent()
+        http = client._client._client
+        http.headers["User-Agent"] = user_agent()
+        pool = getattr(getattr(http, "_transport", None), "_pool", None)
+        if pool is not None and hasattr(pool, "_keepalive_expiry"):
+            pool._keepalive_expiry = KEEPALIVE_S
         return cls(client, backoff)
 
     @property
@@ -107,11 +115,19 @@ class LightkubeApi:
         """lightkube's httpx client: auth, TLS, base URL and our User-Agent set."""
         return self._client._client._client
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _refuse(self, what: str) -> Callable[[float], Exception]:
+        b = self._backoff
+
+        def refused(wait: float) -> Exception:
+            return BackingOff(f"{what}: not sent, the server failed {b.failures} times in a row "
+                              f"(last: {b.last_error}); next try in {wait:.0f} s", wait)
+        return refused
+
+    def _call(self, what: str, fn: Callable[[], T], probe: bool = True) -> T:
         def once() -> T:
             with _mapped(what):
                 return fn()
-        return self._backoff.run(once)
+        return self._backoff.run(once, self._refuse(what), probe)
 
     def _raw_get(self, path: str) -> Any:
         """Discovery and /version: lightkube has no call for them, so its configured httpx client is used."""
@@ -126,7 +142,7 @@ class LightkubeApi:
             if resp.status_code in (401, 403):
                 raise Forbidden(f"GET {path}: {resp.status_code}")
             return resp.json() if resp.status_code == 200 else {}
-        return self._backoff.run(once)
+        return self._backoff.run(once, self._refuse(f"GET {path}"))
 
     def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
         """One page of a list, its JSON body undecoded (``limit``/``continue`` in ``params``), retried as every
@@ -143,7 +159,7 @@ class LightkubeApi:
                     raise Retryable(err, retry_after(resp.headers.get("Retry-After")))
                 raise err
             return bytes(resp.content)
-        return self._backoff.run(once)
+        return self._backoff.run(once, self._refuse(f"GET {path}"))
 
     def served_versions(self, group: str) -> Sequence[str]:
         return [str(v["version"]) for v in self._raw_get(f"/apis/{group}").get("versions", [])]
@@ -187,12 +203,12 @@ class LightkubeApi:
             namespace = "*"
         return self._list(kind, labels, fields or {}, namespace)[0]
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
-                       fields: Mapping[str, str]) -> tuple[Objs, str]:
-        return self._list(kind, labels, fields, None)
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+                       probe: bool = True) -> tuple[Objs, str]:
+        return self._list(kind, labels, fields, None, probe=probe)
 
     def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              namespace: str | None) -> tuple[Objs, str]:
+              namespace: str | None, probe: bool = True) -> tuple[Objs, str]:
         res = _resource(kind)
         kw: dict[str, Any] = {"labels": dict(labels)} if labels else {}
         if fields:
@@ -209,7 +225,7 @@ class LightkubeApi:
                 return items, str(found.resourceVersion)
             except NotReadyError:  # a list response without a resourceVersion
                 return items, ""
-        found, rv = self._call(f"list {kind.plural}", fetch)
+        found, rv = self._call(f"list {kind.plural}", fetch, probe)
         items = [dict(o.to_dict()) for o in found]
         # the server filtered already; a server that ignores a selector (an emulator) is filtered here
         return [o for o in items if _matches(o, labels, fields)], rv
@@ -235,7 +251,20 @@ class LightkubeApi:
             params["fieldSelector"] = selector(fields)
         if resource_version:
             params["resourceVersion"] = resource_version
-        yield from stream_events(self._http, path_of(kind), params, f"watch {kind.plural}")
+        what, b = f"watch {kind.plural}", self._backoff
+        if (held := b.held()) is not None:  # the watch never probes a failing server: the passes do
+            raise self._refuse(what)(held)
+        opened = False
+        try:
+            for typ, obj in stream_events(self._http, path_of(kind), params, what):
+                if typ == OPEN:
+                    opened = True
+                    b.succeeded()  # the server answered; whether the watch works is the watch's own streak
+                yield typ, obj
+        except Unavailable as exc:
+            if not opened:  # not answered: a server failure; a stream broken later is the watch's own
+                b.failed(exc, exc.retry_after)
+            raise
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
         res = _resource(kind)

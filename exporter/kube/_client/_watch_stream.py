@@ -16,18 +16,20 @@ from typing import Any
 
 from .._api._api import Kind, Obj
 from .._api._errors import Conflict, Expired, Forbidden, InvalidObject, NotFound, PublishError, Unavailable
-from .._api._retry import RETRYABLE
+from .._api._retry import RETRYABLE, retry_after
 
 # Read timeout of a watch stream: the server's own timeout is at most 600 s, and bookmarks come more often.
 _READ_TIMEOUT_S = 660.0
 
 
-def error_for(what: str, code: int, message: str = "") -> PublishError:
-    """The error for an HTTP status, or a Status object's code."""
+def error_for(what: str, code: int, message: str = "", retry_after: float | None = None) -> PublishError:
+    """The error for an HTTP status, or a Status object's code (``retry_after``: the server's Retry-After)."""
     cls: type[PublishError] = (
         Forbidden if code in (401, 403) else NotFound if code == 404 else Conflict if code == 409 else
         Expired if code == 410 else Unavailable if code in RETRYABLE else InvalidObject)
-    return cls(f"{what}: {code} {message}".rstrip())
+    err = cls(f"{what}: {code} {message}".rstrip())
+    err.retry_after = retry_after
+    return err
 
 
 def path_of(kind: Kind, namespace: str | None = None) -> str:
@@ -48,7 +50,10 @@ def decode_event(line: bytes | str, what: str) -> tuple[str, Obj]:
         raise Unavailable(f"{what}: unreadable event: {str(line)[:200]}") from exc
     if typ == "ERROR":
         status: dict[str, Any] = obj if isinstance(obj, dict) else {}
-        raise error_for(what, int(status.get("code") or 500), str(status.get("message") or ""))
+        details = status.get("details") if isinstance(status.get("details"), dict) else {}
+        wait = details.get("retryAfterSeconds") if details else None
+        raise error_for(what, int(status.get("code") or 500), str(status.get("message") or ""),
+                        float(wait) if isinstance(wait, int | float) else None)
     return typ, dict(obj)
 
 
@@ -68,7 +73,7 @@ def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) ->
                     message = str(json.loads(body).get("message") or "")
                 except (ValueError, AttributeError):
                     message = body[:200].decode(errors="replace")
-                raise error_for(what, resp.status_code, message)
+                raise error_for(what, resp.status_code, message, retry_after(resp.headers.get("Retry-After")))
             yield OPEN, {}
             for line in resp.iter_lines():
                 if line.strip():

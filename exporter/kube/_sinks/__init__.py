@@ -6,6 +6,7 @@ difference through the port.
   ``_slice_watch``  the watch on this node's slices that keeps the cache fresh and wakes the agent
   ``_slice_cache``  this node's slices as the watch last saw them
   ``_taint_sink``   the DeviceTaintRule applier (opt-in)
+  ``_adopt``        a create answered 409: ours by every other mark is taken over, someone else's reported once
 
 Imports: ``exporter.kube._desired``, ``exporter.kube._api``, ``exporter._core`` (the sink protocol, the file
 door), ``topology``. Never the real client: a sink is handed a ``KubeApi``.

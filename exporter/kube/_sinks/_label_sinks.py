@@ -20,6 +20,7 @@ from .._api._api import MANAGED_BY, NODE_FEATURE, KubeApi, NodeView, Obj
 from .._api._errors import InvalidObject, PublishError
 from .._desired._labels import COMPAT, LabelConfig, catalogue, desired_labels
 from .._desired._names import check_labels, is_label_value, object_name
+from ._adopt import Adopter
 
 log = logging.getLogger(__name__)
 NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
@@ -91,6 +92,11 @@ class NodeFeatureSink:
                  owners: Sequence[Obj] = ()) -> None:
         self._api, self._node, self._ns, self._owners = api, node, namespace, tuple(owners)
         self._cfg = LabelConfig(prefix=cfg.prefix, compat=False)  # nvidia.com keys only through the Node
+        self._adopter = Adopter(self.name)
+
+    def _ours(self, have: Obj) -> bool:
+        """Named for this node, and labelled for no other node."""
+        return bool(((have.get("metadata") or {}).get("labels") or {}).get(NODE_NAME_LABEL, self._node) == self._node)
 
     def publish(self, snapshot: Snapshot) -> PublishResult:
         try:
@@ -100,10 +106,16 @@ class NodeFeatureSink:
             labels = desired_labels(snapshot, self._cfg, observed)
             want = node_feature(self._node, self._ns, labels, self._owners)
             if current is None:
-                self._api.create(NODE_FEATURE, want)
+                if self._adopter.foreign(name):
+                    return PublishResult(unchanged=len(labels))
+                self._adopter.create(self._api, NODE_FEATURE, want, self._ours)
                 return PublishResult(written=1)
             if observed == labels and _meta_same(current, want):
                 return PublishResult(unchanged=len(labels))
+            if not self._ours(current):
+                if self._adopter.foreign(name):
+                    return PublishResult(unchanged=0)
+                raise self._adopter.disown(NODE_FEATURE, name)
             self._api.apply(NODE_FEATURE, want)
             return PublishResult(written=1)
         except PublishError as exc:

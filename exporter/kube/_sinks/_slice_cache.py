@@ -35,6 +35,7 @@ class SliceCache:
         self._fresh = False
         self._pending: set[str] = set()
         self._published: frozenset[str] = frozenset()  # names of the pool after the last publish
+        self._rv: str | None = None  # of a pass's list, for the watch to start from
 
     # -- the watch's side ---------------------------------------------------------------------------
     def replace(self, items: Iterable[Obj]) -> list[str]:
@@ -47,7 +48,7 @@ class SliceCache:
             why += [f"resourceslice {n} changed" for n, o in sorted(listed.items())
                     if n in self._items and n not in self._pending
                     and resource_version(o) != resource_version(self._items[n]) and not _older(o, self._items[n])]
-            self._items, self._fresh = listed, True
+            self._items, self._fresh, self._rv = listed, True, None
         return why
 
     def event(self, typ: str, obj: Obj) -> str | None:
@@ -65,6 +66,18 @@ class SliceCache:
             self._items[name] = obj
             changed = have is not None and resource_version(obj) != resource_version(have)
             return f"resourceslice {name} changed" if changed and not mine else None
+
+    def listed(self, items: Iterable[Obj], rv: str) -> None:
+        """A pass listed while no watch was open: the cache holds ``items`` (not fresh), and the watch may start
+        from ``rv`` instead of listing again (:meth:`take_rv`)."""
+        with self._lock:
+            self._items, self._rv = {_name(o): o for o in items}, rv or None
+
+    def take_rv(self) -> str | None:
+        """The resourceVersion of a pass's list not yet watched from (once), else None."""
+        with self._lock:
+            rv, self._rv = self._rv, None
+            return rv
 
     def stale(self) -> None:
         """The watch failed: passes list until a watch is open again."""

@@ -21,8 +21,9 @@ from .._api._api import MANAGED_BY, RESOURCE_GROUP, SLICE_VERSIONS, Kind, KubeAp
 from .._api._errors import PublishError, Unavailable
 from .._api._retry import Backoff
 from .._desired._slices import SliceConfig, build_slices, desired_devices, devices_of
+from ._adopt import Adopter, NotOurs
 from ._slice_cache import SliceCache
-from ._slice_watch import RESTART_REASONS, slice_fields, watch_slices
+from ._slice_watch import RESTART_REASONS, SliceWatch, slice_fields
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,9 @@ def _name(o: Obj) -> str:
 def _same_slice(have: Obj, want: Obj) -> bool:
     h, w = have.get("spec", {}), want["spec"]
     owners = [o.get("uid") for o in have.get("metadata", {}).get("ownerReferences") or []]
+    labels = have.get("metadata", {}).get("labels") or {}
     return (devices_of(have) == devices_of(want) and h.get("nodeName") == w["nodeName"]
+            and all(labels.get(k) == v for k, v in MANAGED_BY.items())
             and (h.get("pool") or {}).get("resourceSliceCount") == w["pool"]["resourceSliceCount"]
             and owners == [o["uid"] for o in want["metadata"]["ownerReferences"]])
 
@@ -95,6 +98,13 @@ class ResourceSliceSink:
         self._fields = slice_fields(node, cfg.driver)
         self._cache = SliceCache()
         self._restarts: Counter[str] = Counter(dict.fromkeys(RESTART_REASONS, 0))
+        self._adopter = Adopter(self.name)
+
+    def _ours(self, have: Obj) -> bool:
+        """Ours by every mark but the label: our driver, our node, our pool."""
+        spec = have.get("spec") or {}
+        return (spec.get("driver") == self._cfg.driver and spec.get("nodeName") == self._node
+                and (spec.get("pool") or {}).get("name") == self._node)
 
     def _setup(self) -> tuple[str, SliceConfig]:
         if self._d.version is None:
@@ -105,11 +115,12 @@ class ResourceSliceSink:
 
     def _observed(self, kind: Kind) -> list[Obj]:
         """This node's slices of our driver: the watch's view when it is fresh, else one list, filtered by
-        the server (field selectors) to this node's slices."""
+        the server (field selectors, not our label: one that lost it is still ours) to this node's slices."""
         cached = None if self._d.distrust else self._cache.view()
         if cached is not None:
             return cached
-        listed = self._api.list(kind, MANAGED_BY, fields=self._fields)
+        listed, rv = self._api.list_versioned(kind, {}, self._fields)
+        self._cache.listed(listed, rv)  # the watch starts from it: a broken watch costs no list of its own
         self._d.distrust = False
         return listed
 
@@ -135,7 +146,8 @@ class ResourceSliceSink:
                     self._api.delete(kind, name)
                     deleted.append(name)
                 stored += [self._api.apply(kind, o) for o in plan.update]
-                stored += [self._api.create(kind, o) for o in plan.create]
+                stored += [self._adopter.create(self._api, kind, o, self._ours) for o in plan.create
+                           if not self._adopter.foreign(_name(o))]
             finally:
                 self._cache.written(stored, deleted, pool)
             if cfg.taints and any(o.get("spec", {}).get("devices") and not devices_of(o)[0].get("taints")
@@ -143,6 +155,8 @@ class ResourceSliceSink:
                 log.warning("%s: the server dropped device taints (DRADeviceTaints off): publishing without", self.name)
                 self._d.taints = False
             return PublishResult(written=len(deleted) + len(stored))
+        except NotOurs as exc:
+            return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")  # once: skipped from now on
         except PublishError as exc:
             # a 404 or a conflict says the cache or the Node's uid is out of date (a Node deleted and created
             # again has a new uid): read both afresh on the next pass
@@ -150,16 +164,21 @@ class ResourceSliceSink:
             log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
 
-    def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
-        """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
-        changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
-        slices whose owner is gone)."""
+    def watcher(self, stop: threading.Event, wake: Callable[[str], None],
+                backoff: Backoff | None = None) -> SliceWatch:
+        """The watch, to be stepped (:meth:`SliceWatch.step`) or run (:meth:`watch`)."""
         def changed(why: str) -> None:
             self._d.uid = None
             wake(why)
 
-        watch_slices(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields, cache=self._cache,
-                     wake=changed, stop=stop, restarts=self._restarts, backoff=backoff)
+        return SliceWatch(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields, cache=self._cache,
+                          wake=changed, restarts=self._restarts, backoff=backoff, stop=stop)
+
+    def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
+        """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
+        changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
+        slices whose owner is gone)."""
+        self.watcher(stop, wake, backoff).run()
 
     def watch_restarts(self) -> dict[str, int]:
         """Times the watch was opened again, by reason (every reason, from 0)."""

@@ -6,13 +6,16 @@ without a watch the pool would be missing until the next discovery interval. The
 pattern cut to one node: list with field selectors (``spec.nodeName``, ``spec.driver``: only this node's
 slices cross the network), then watch from the list's resourceVersion with bookmarks (a quiet node's
 resourceVersion stays recent), and when the server ends the stream at its timeout, watch again from the
-last resourceVersion seen. Every way it can fail is handled: 410 Gone (as a status or as an ``ERROR`` event
-in the stream: the resourceVersion is older than the server keeps, as after it restarted) lists again at
-once; any other failure backs off, then watches again from the last resourceVersion (the server replays what
-was missed, or answers 410); RBAC without watch or a server without the resource gives up (slices then wait
-for the next pass, as without a watch). Each restart is counted by reason. The cache is fresh from the
-moment the server accepts a watch until one fails. Needs ``list`` and ``watch`` on resourceslices
-(``PERMISSIONS["resource-slices"]``).
+last resourceVersion seen. The selection is by fields alone, not by our label: a slice of ours that lost
+the label stays in view (and the next pass labels it again). Every way it can fail is handled, by the
+client's one retry policy (``_api._retry``): 410 Gone (as a status or as an ``ERROR`` event in the stream:
+the resourceVersion is older than the server keeps, as after it restarted) lists again at once, and backs
+off if the next watch fails the same way before any event came; any other failure backs off, then watches
+again from the last resourceVersion (the server replays what was missed, or answers 410); while the client
+is backing off from a failing server the watch waits its turn; RBAC without watch or a server without the
+resource gives up (slices then wait for the next pass, as without a watch). Each restart is counted by
+reason. The cache is fresh from the moment the server accepts a watch until one fails. Needs ``list`` and
+``watch`` on resourceslices (``PERMISSIONS["resource-slices"]``).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from .._api._api import MANAGED_BY, Kind, KubeApi, resource_version
-from .._api._errors import Expired, Forbidden, InvalidObject, NotFound, PublishError
+from .._api._api import Kind, KubeApi, resource_version
+from .._api._errors import BackingOff, Expired, Forbidden, InvalidObject, NotFound, PublishError
 from .._api._retry import Backoff
 from ._slice_cache import SliceCache
 
@@ -34,53 +37,84 @@ _FINAL = (Forbidden, NotFound, InvalidObject)
 # Why a watch was opened again: the server ended it (its timeout), its resourceVersion had expired (410:
 # listed again), or it failed (backed off, then resumed).
 RESTART_REASONS = ("closed", "expired", "error")
+GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be had at all
 
 
 def slice_fields(node: str, driver: str) -> dict[str, str]:
     return {"spec.nodeName": node, "spec.driver": driver}
 
 
+class SliceWatch:
+    """One watch, step by step: :meth:`step` lists when needed, watches until the stream ends, and returns
+    the seconds to wait before the next step (:data:`GIVE_UP`: never). ``backoff``: the watch's own streak."""
+
+    def __init__(self, api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
+                 wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
+                 stop: threading.Event | None = None) -> None:
+        self._api, self._kind, self._fields, self._cache = api, kind, dict(fields), cache
+        self._wake, self._restarts, self._stop = wake, restarts, stop or threading.Event()
+        self.backoff = backoff or Backoff()
+        self._rv: str | None = None
+        self._expiries = 0  # 410s in a row, no event between
+
+    def step(self) -> float:
+        b = self.backoff
+        try:
+            k = self._kind()
+            if self._rv is None and b.failures and (rv := self._cache.take_rv()) is not None:
+                self._rv = rv  # a pass listed since this watch failed: watch from there (the cache holds it)
+            elif self._rv is None:
+                items, self._rv = self._api.list_versioned(k, {}, self._fields, probe=False)
+                for missing in self._cache.replace(items):
+                    self._wake(missing)
+            heard = False
+            for typ, obj in self._api.watch(k, {}, self._fields, self._rv or None):
+                if self._stop.is_set():
+                    return 0.0
+                if typ == "OPEN":
+                    self._cache.fresh()
+                    continue
+                if not heard:
+                    heard, self._expiries = True, 0
+                    b.succeeded()  # an event: the watch works
+                self._rv = resource_version(obj) or self._rv
+                if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
+                    self._wake(why)
+            self._restarts["closed"] += 1  # the server's timeout: on from where it stopped
+            return 0.0 if heard else b.failed("watch ended before any event")
+        except BackingOff as exc:
+            self._cache.stale()
+            return exc.retry_in  # the client is backing off from a failing server: wait our turn
+        except Expired as exc:
+            self._restarts["expired"] += 1
+            self._rv = None
+            self._cache.stale()
+            self._expiries += 1
+            wait = b.failed(exc, exc.retry_after)
+            log.info("resource-slices: watch expired (%s); listing again", exc)
+            return 0.0 if self._expiries == 1 else wait  # the usual case: list again at once; again: back off
+        except _FINAL as exc:
+            self._cache.stale()
+            log.warning("resource-slices: not watching (%s); a deleted slice is re-created on the next pass", exc)
+            return GIVE_UP
+        except PublishError as exc:
+            self._restarts["error"] += 1
+            self._cache.stale()
+            log.warning("resource-slices: watch failed (%s); watching again", exc)
+            return b.failed(exc, exc.retry_after)
+
+    def run(self) -> None:
+        """Blocks until ``stop`` is set or the watch cannot be had at all."""
+        while not self._stop.is_set():
+            wait = self.step()
+            if wait == GIVE_UP:
+                return
+            if wait > 0:
+                self._stop.wait(wait)
+
+
 def watch_slices(api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
                  wake: Callable[[str], None], stop: threading.Event, restarts: Counter[str],
                  backoff: Backoff | None = None) -> None:
     """Blocks until ``stop`` is set or the watch cannot be had at all."""
-    backoff = backoff or Backoff(base=1.0, cap=60.0)
-    failures = 0
-    rv: str | None = None
-    while not stop.is_set():
-        try:
-            k = kind()
-            if rv is None:
-                items, rv = api.list_versioned(k, MANAGED_BY, fields)
-                for missing in cache.replace(items):
-                    wake(missing)
-            for typ, obj in api.watch(k, MANAGED_BY, fields, rv or None):
-                failures = 0
-                if stop.is_set():
-                    return
-                if typ == "OPEN":
-                    cache.fresh()
-                    continue
-                rv = resource_version(obj) or rv
-                if typ in ("ADDED", "MODIFIED", "DELETED") and (why := cache.event(typ, obj)) is not None:
-                    wake(why)
-            restarts["closed"] += 1  # the server's timeout: on from where it stopped, at once
-            continue
-        except Expired as exc:
-            restarts["expired"] += 1
-            failures += 1
-            rv = None
-            cache.stale()
-            log.info("resource-slices: watch expired (%s); listing again", exc)
-            if failures == 1:
-                continue  # the usual case: list again at once; expired again straight after: back off
-        except _FINAL as exc:
-            cache.stale()
-            log.warning("resource-slices: not watching (%s); a deleted slice is re-created on the next pass", exc)
-            return
-        except PublishError as exc:
-            restarts["error"] += 1
-            failures += 1
-            cache.stale()
-            log.warning("resource-slices: watch failed (%s); watching again", exc)
-        stop.wait(backoff.delay(min(failures, 8), None))
+    SliceWatch(api, kind, fields=fields, cache=cache, wake=wake, restarts=restarts, backoff=backoff, stop=stop).run()

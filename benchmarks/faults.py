@@ -1,0 +1,131 @@
+"""What a failing API server gets from topolink's agents: prints tables against the targets. Not a test.
+
+    KUBEBUILDER_ASSETS=... .venv/bin/python benchmarks/faults.py [--agents 100] [--interval 10] [--before 20]
+                                                                   [--during 30] [--full] [--faults 500,429,refuse,410]
+
+Needs envtest's etcd and kube-apiserver (``$KUBEBUILDER_ASSETS``); every request goes through the fault proxy
+of the ``apiserver`` test tier (``tests/fault_proxy.py``), TLS end to end.
+
+One agent: the label and slice sinks with the slice watch, on a simulated clock (``tests/fault_sim.py``), ten
+minutes of each fault with one-minute passes: the requests it tried (refused ones included) against the
+steady state's one a pass (simulated: the loop and the clock; every request real).
+
+The fleet: ``--agents`` agents' publishing loops in this process in real time (``benchmarks/_fault_fleet.py``),
+each its own node and client, a pass every ``--interval`` seconds. For each fault: requests a second the server
+received before, during and after it (mean, and the peak: the highest mean over any window of one interval),
+and the seconds until every node's labels and slices are right again (they are damaged behind the proxy when
+the fault starts). Targets: peak during a fault at most 2x the steady rate; recovery within one back-off
+maximum (``MAX_DELAY_S``). ``--full``: ten minutes of each fault, one-minute passes (about an hour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from exporter.kube._api._retry import MAX_DELAY_S, Backoff  # noqa: E402
+from tests.apiserver import ApiServer  # noqa: E402
+from tests.fault_sim import FAULTS  # noqa: E402
+
+
+def one_agent(server: ApiServer, tmp: Path) -> None:
+    import ssl
+
+    from tests.apiserver_agent import create_node
+    from tests.fault_proxy import FaultProxy
+    from tests.fault_sim import kubeconfig, publish, run_fault, sim_agent
+    from tests.kmock_support import a100_node
+
+    pki = server.root / "pki"
+    proxy = FaultProxy(server.url, verify=ssl.create_default_context(cafile=str(server.ca)),
+                       certfile=str(pki / "serving.crt"), keyfile=str(pki / "serving.key"))
+    print("one agent, 10 simulated minutes of each fault, a pass a minute (simulated clock, real server):")
+    print(f"{'fault':<8} {'requests tried':>15} {'steady (1 a pass)':>18}  target")
+    try:
+        for fault in FAULTS:
+            node = f"one-{fault}"
+            with server.admin() as http:
+                create_node(http, node)
+            agent = sim_agent(a100_node(node), config=kubeconfig(tmp / f"{node}.cfg", proxy.url,
+                                                                 server.token, server.ca),
+                              ca=server.ca)
+            publish(agent)
+            sent = run_fault(agent, proxy, fault)
+            note = "<= steady" if fault != "410" else "410: passes list as without a watch (2 a pass)"
+            print(f"{fault:<8} {sent:>15} {10:>18}  {note}")
+    finally:
+        proxy.close()
+
+
+def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
+    from benchmarks._fault_fleet import Phase, fleet, run_fault
+
+    f = fleet(server, args.agents, args.interval, tmp, "fleet")
+    print(f"\nfleet: {args.agents} agents in one process, a pass every {args.interval:g} s, {args.before:g} s "
+          f"steady, {args.during:g} s of each fault (measured, real time; peak over {args.interval:g} s windows)")
+    print(f"{'fault':<7} {'before/s':>9} {'during/s':>9} {'peak/s':>7} {'peak/steady':>11} {'after/s':>8} "
+          f"{'tried during':>12} {'recovered s':>11}  target: peak <= 2x steady, recovery <= {MAX_DELAY_S:g} s")
+    try:
+        f.start(args.seed)
+        time.sleep(2 * args.interval)  # every agent's first pass and watch: not the steady state
+        for fault in args.faults.split(","):
+            phases: dict[str, Phase] = {}
+            recovered = None
+            for item in run_fault(f, fault, before=args.before, during=args.during,
+                                  settle_max=MAX_DELAY_S + args.interval, window=args.interval):
+                if isinstance(item, Phase):
+                    phases[item.name] = item
+                else:
+                    recovered = item[1]
+            b, d, a = phases["before"], phases["during"], phases["after"]
+            ratio = d.peak / b.rate if b.rate else float("nan")
+            rec = f"{recovered:.0f}" if recovered is not None else f"> {MAX_DELAY_S:g}"
+            print(f"{fault:<7} {b.rate:>9.1f} {d.rate:>9.1f} {d.peak:>7.1f} {ratio:>11.2f} {a.rate:>8.1f} "
+                  f"{d.sent:>12} {rec:>11}", flush=True)
+    finally:
+        f.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--agents", type=int, default=100)
+    ap.add_argument("--interval", type=float, default=10.0, help="seconds between an agent's passes")
+    ap.add_argument("--before", type=float, default=20.0, help="steady seconds before each fault")
+    ap.add_argument("--during", type=float, default=30.0, help="seconds each fault lasts")
+    ap.add_argument("--faults", default=",".join(FAULTS))
+    ap.add_argument("--full", action="store_true", help="ten minutes of each fault, one-minute passes")
+    ap.add_argument("--skip-one", action="store_true", help="only the fleet")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if args.full:
+        args.interval, args.before, args.during = 60.0, 180.0, 600.0
+    from tests.apiserver import assets, running
+
+    b = Backoff()
+    print(f"retry policy: full jitter over {b.base:g} s x 2^n, at most {MAX_DELAY_S:g} s; {b.attempts} tries a call "
+          f"while the wait is under {b.in_call:g} s (exporter/kube/_api/_retry.py)\n")
+    found = assets()
+    if found is None:
+        print("not measured: needs KUBEBUILDER_ASSETS (envtest's kube-apiserver and etcd)")
+        return
+    logging.getLogger("exporter").setLevel(logging.CRITICAL)  # the watches report every fault; counted here
+    with tempfile.TemporaryDirectory() as tmp:
+        server_run = running(found, Path(tmp) / "apiserver")
+        server = next(server_run)
+        try:
+            if not args.skip_one:
+                one_agent(server, Path(tmp))
+            fleet_table(server, args, Path(tmp))
+        finally:
+            next(server_run, None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""One agent's publishing loop (the label and slice sinks every interval, the slice watch between) on a
+simulated clock, against a server behind :class:`tests.fault_proxy.FaultProxy`: ten minutes of a fault take as
+long as the requests do. Every request the agent's client tries is counted at its transport (a refused
+connection included).
+
+The loop is the agent's: a pass every ``interval`` seconds of the simulated clock; the watch steps whenever
+it said it would (:meth:`SliceWatch.step`); the client's back-off sleeps on the same clock. The watch is
+never stepped while the proxy forwards watches (it would block on a healthy stream): the fault starts with
+the watch about to open, as after the agent starts or the server restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+import topology as t
+from exporter.kube import Backoff, LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
+from exporter.kube._sinks._slice_watch import GIVE_UP, SliceWatch
+from tests.fault_proxy import FaultProxy
+
+FAULTS = ("500", "429", "refuse", "410")
+
+
+@dataclass
+class SimClock:
+    now_s: float = 0.0
+
+    def now(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += max(seconds, 0.0)
+
+
+class CountingTransport(httpx2.HTTPTransport):
+    """Counts every request tried, before it is sent: one that is refused counts too."""
+
+    def __init__(self, now: Callable[[], float], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.sent, self.now = 0, now
+        self.log: list[tuple[float, str]] = []  # (``now()``, what) of every request
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.sent += 1
+        watch = "watch=true" in str(request.url)
+        self.log.append((self.now(), f"{'WATCH' if watch else request.method} {request.url.path}"))
+        return super().handle_request(request)
+
+
+@dataclass
+class SimAgent:
+    snap: t.Snapshot
+    api: LightkubeApi
+    transport: CountingTransport
+    clock: SimClock
+    sinks: tuple[NodeLabelSink, ResourceSliceSink]
+    watch: SliceWatch
+    woken: list[str] = field(default_factory=list)
+
+
+def kubeconfig(where: Path, server: str, token: str, ca: Path) -> str:
+    import base64
+
+    ca_data = base64.b64encode(ca.read_bytes()).decode()
+    where.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "u"}}]}))
+    return str(where)
+
+
+def sim_agent(snap: t.Snapshot, *, server: str | None = None, config: str | None = None, ca: Path | None = None,
+              seed: int = 1) -> SimAgent:
+    clock = SimClock()
+    transport = CountingTransport(clock.now, verify=ssl.create_default_context(cafile=str(ca)) if ca else True)
+
+    def backoff(n: int) -> Backoff:
+        return Backoff(clock=clock.now, sleep=clock.sleep, rng=random.Random(seed * 7 + n))
+
+    api = LightkubeApi.connect(server=server, kubeconfig=config, backoff=backoff(0), transport=transport)
+    labels = NodeLabelSink(api, snap.node, LabelConfig())
+    slices = ResourceSliceSink(api, snap.node, SliceConfig(), taints=False)
+    agent = SimAgent(snap, api, transport, clock, (labels, slices), watch=None)  # type: ignore[arg-type]
+    agent.watch = slices.watcher(threading.Event(), agent.woken.append, backoff(1))
+    return agent
+
+
+def publish(agent: SimAgent) -> list[bool]:
+    return [s.publish(agent.snap).ok for s in agent.sinks]
+
+
+def run_fault(agent: SimAgent, proxy: FaultProxy, fault: str, seconds: float = 600.0,
+              interval: float = 60.0) -> int:
+    """Passes and watch steps for ``seconds`` of simulated time under ``fault``; the requests the agent tried."""
+    proxy.mode = fault
+    clock, start = agent.clock, agent.transport.sent
+    end = clock.now_s + seconds
+    next_pass = next_watch = clock.now_s
+    try:
+        while min(next_pass, next_watch) < end:
+            clock.now_s = max(clock.now_s, min(next_pass, next_watch))
+            if next_pass <= next_watch:
+                publish(agent)
+                next_pass += interval
+            else:
+                wait = agent.watch.step()
+                next_watch = float("inf") if wait == GIVE_UP else clock.now_s + wait
+    finally:
+        proxy.mode = "none"
+    return agent.transport.sent - start

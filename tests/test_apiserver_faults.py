@@ -1,0 +1,93 @@
+"""One agent's publishing loop against the real kube-apiserver behind the fault proxy (TLS end to end, the
+server's own certificate on the proxy), on a simulated clock: ten minutes of each fault cost about the
+steady rate, publishing is right again within one back-off maximum after it, and conflicts converge (a
+slice that lost our label is labelled again; one of our name that is someone else's is reported once and
+left alone)."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.kube._api._retry import MAX_DELAY_S
+from tests.apiserver import ApiServer
+from tests.apiserver_agent import SLICES, create_node, node_slices
+from tests.fault_proxy import FaultProxy
+from tests.fault_sim import FAULTS, SimAgent, kubeconfig, publish, run_fault, sim_agent
+from tests.kmock_support import a100_node
+
+pytestmark = [pytest.mark.apiserver, pytest.mark.slow]
+PASSES = 10
+MANAGED = "app.kubernetes.io/managed-by"
+
+
+@pytest.fixture(scope="module")
+def proxy(kube_apiserver: ApiServer) -> Iterator[FaultProxy]:
+    pki = kube_apiserver.root / "pki"
+    p = FaultProxy(kube_apiserver.url, verify=ssl.create_default_context(cafile=str(kube_apiserver.ca)),
+                   certfile=str(pki / "serving.crt"), keyfile=str(pki / "serving.key"))
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def agent_for(server: ApiServer, proxy: FaultProxy, node: str, tmp: Path) -> SimAgent:
+    with server.admin() as http:
+        create_node(http, node)
+    # the admin token: the agent user is the one the audit-log tests count
+    config = kubeconfig(tmp / f"{node}.kubeconfig", proxy.url, server.token, server.ca)
+    return sim_agent(a100_node(node), config=config, ca=server.ca)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_fault_costs_the_steady_rate_and_publishing_recovers(kube_apiserver: ApiServer, proxy: FaultProxy,
+                                                                 fault: str, tmp_path: Path) -> None:
+    node = f"fault-{fault}"
+    agent = agent_for(kube_apiserver, proxy, node, tmp_path)
+    assert publish(agent) == [True, True]
+    sent = run_fault(agent, proxy, fault)
+    bound = PASSES + 2 if fault != "410" else 4 * PASSES  # 410: the passes list, as without a watch
+    assert sent <= bound, f"{fault}: {sent} requests in 10 simulated minutes: {agent.transport.log[-sent:]}"
+    agent.clock.sleep(MAX_DELAY_S)
+    assert publish(agent) == [True, True]
+    with kube_apiserver.admin() as http:
+        assert len(node_slices(http, node)) == 1
+        assert http.get(f"/api/v1/nodes/{node}").json()["metadata"]["labels"]["gpu.topology/gpu.count"] == "4"
+
+
+def test_a_slice_that_lost_our_label_is_labelled_again(kube_apiserver: ApiServer, proxy: FaultProxy,
+                                                        tmp_path: Path) -> None:
+    node = "conflict-label"
+    agent = agent_for(kube_apiserver, proxy, node, tmp_path)
+    assert publish(agent) == [True, True]
+    with kube_apiserver.admin() as http:
+        (s,) = node_slices(http, node)
+        name = s["metadata"]["name"]
+        resp = http.patch(f"{SLICES}/{name}", json={"metadata": {"labels": {MANAGED: None}}},
+                          headers={"Content-Type": "application/merge-patch+json"})
+        assert resp.status_code == 200, resp.text
+        assert publish(agent) == [True, True]
+        assert http.get(f"{SLICES}/{name}").json()["metadata"]["labels"][MANAGED] == "topolink"
+        before = agent.transport.sent
+        assert publish(agent) == [True, True]  # converged: one pass is the steady pass again
+        assert agent.transport.sent - before <= 2
+
+
+def test_a_slice_of_our_name_that_is_someone_elses_is_reported_once(kube_apiserver: ApiServer,
+                                                                     proxy: FaultProxy, tmp_path: Path) -> None:
+    node = "conflict-foreign"
+    agent = agent_for(kube_apiserver, proxy, node, tmp_path)
+    name = f"{node}-gpu.topology-0"
+    with kube_apiserver.admin() as http:
+        resp = http.post(SLICES, json={
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "other.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}}})
+        assert resp.status_code == 201, resp.text
+        results = [agent.sinks[1].publish(agent.snap) for _ in range(3)]
+        assert [r.ok for r in results] == [False, True, True] and "someone else" in results[0].detail
+        assert http.get(f"{SLICES}/{name}").json()["spec"]["driver"] == "other.example.com"
