@@ -14,6 +14,7 @@ import pytest
 
 from exporter.kube import Backoff, Expired, Forbidden, Unavailable
 from exporter.kube._api._api import Kind, slice_kind
+from exporter.kube._api._errors import BackingOff
 from exporter.kube._client._watch_stream import decode_event
 from exporter.kube._sinks._slice_cache import SliceCache
 from exporter.kube._sinks._slice_watch import RESTART_REASONS, slice_fields, watch_slices
@@ -133,6 +134,15 @@ def test_forbidden_gives_up_other_failures_retry(error: Exception) -> None:
     assert cache.view() is None or isinstance(error, Unavailable)
     assert restarts["error"] == (1 if isinstance(error, Unavailable) else 0)
     assert len(api.watches) == (2 if isinstance(error, Unavailable) else 1)
+
+
+def test_a_watch_the_client_holds_back_counts_as_an_error_restart() -> None:
+    """The stream broke and a pass found the server failing first: the reopen is not sent (the client backs
+    off), and that is still a restart for an error, as a reopen the server refused would be."""
+    stop = threading.Event()
+    api = ScriptedApi(stop, [], "1", [refused(BackingOff("watch resourceslices: not sent", 0.0))])
+    restarts, _, _ = run(api)
+    assert restarts["error"] == 1 and len(api.watches) == 2  # then watched again
 
 
 def test_an_error_event_is_raised_as_its_status() -> None:

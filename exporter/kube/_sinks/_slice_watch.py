@@ -83,6 +83,7 @@ class SliceWatch:
             self._restarts["closed"] += 1  # the server's timeout: on from where it stopped
             return 0.0 if heard else b.failed("watch ended before any event")
         except BackingOff as exc:
+            self._restarts["error"] += 1  # not reopened: the server is failing (a pass found it so first)
             self._cache.stale()
             return exc.retry_in  # the client is backing off from a failing server: wait our turn
         except Expired as exc:
