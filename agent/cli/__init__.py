@@ -18,7 +18,6 @@ Exit status:
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
@@ -101,7 +100,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if module in built:
             continue
         if command is None or _MODULE_OF.get(command) == module:
-            importlib.import_module(f".{module}", __name__).add_parsers(sub, add_discovery_args)
+            __import__(f"{__name__}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
+            sys.modules[f"{__name__}.{module}"].add_parsers(sub, add_discovery_args)
             built.add(module)
         else:
             sub.add_parser(name, help=help_text)
