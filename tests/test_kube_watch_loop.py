@@ -120,6 +120,18 @@ def test_a_repeated_410_backs_off_from_the_floor_and_passes_read_the_watchs_list
     assert len(api.lists) == 4
 
 
+def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:
+    cache = SliceCache()
+    cache.expired()  # the watch was relisting after a 410 when it broke
+
+    def bug() -> Kind:
+        raise RuntimeError("a bug")
+    with pytest.raises(RuntimeError):
+        SliceWatch(ScriptedApi(threading.Event(), [], "1", []), bug, fields=FIELDS, cache=cache,
+                   wake=lambda _w: None, restarts=Counter()).run()
+    assert cache.view() is None
+
+
 def test_a_floor_sets_the_least_jitter_window_and_the_cap_the_most() -> None:
     b = Backoff(rng=Top())
     assert [b.delay(n, None) for n in (1, 2)] == [4.0, 8.0]  # requests: from the base

@@ -115,13 +115,18 @@ class SliceWatch:
             return b.failed(exc, exc.retry_after)
 
     def run(self) -> None:
-        """Blocks until ``stop`` is set or the watch cannot be had at all."""
-        while not self._stop.is_set():
-            wait = self.step()
-            if wait == GIVE_UP:
-                return
-            if wait > 0:
-                self._stop.wait(wait)
+        """Blocks until ``stop`` is set or the watch cannot be had at all. A watch that ends on an error (a bug)
+        leaves the passes listing: no cache is read that no watch will list again."""
+        try:
+            while not self._stop.is_set():
+                wait = self.step()
+                if wait == GIVE_UP:
+                    return
+                if wait > 0:
+                    self._stop.wait(wait)
+        except BaseException:
+            self._cache.stale()
+            raise
 
 
 def watch_slices(api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
