@@ -58,7 +58,7 @@ def one_agent(server: ApiServer, tmp: Path) -> None:
                               ca=server.ca)
             publish(agent)
             sent = run_fault(agent, proxy, fault)
-            note = "<= steady" if fault != "410" else "410: passes list as without a watch (2 a pass)"
+            note = "<= steady" if fault != "410" else "<= 2x steady: the watch lists again on its back-off"
             print(f"{fault:<8} {sent:>15} {10:>18}  {note}")
     finally:
         proxy.close()

@@ -28,16 +28,21 @@ NEVER = (
     "prometheus_client", "yaml", "msgpack",
     "agent.serve", "probes", "exporter.kube", "exporter._http", "exporter._core._http_flags",
     "exporter._core._http_limits", "exporter._metrics", "exporter._webpage", "exporter._placement",
-    "urllib", "http", "email", "asyncio", "logging", "socket", "ssl", "pathlib", "importlib.metadata",
+    "urllib", "http", "email", "asyncio", "logging", "socket", "ssl", "pathlib",
     "zipfile",
     # the model's and discovery's records are built without dataclasses (topology._record), and typing is
     # read by mypy alone: together with inspect, ast, dis and tokenize they cost more than the discovery
     "dataclasses", "typing", "inspect", "ast", "dis", "tokenize",
+    # importlib (with warnings where nothing else loads it) for a lookup __import__ does, contextlib for
+    # suppress(), and writing a snapshot has no use for its checks (they run where one is read)
+    "importlib", "contextlib", "topology._validate", "topology._coherence",
 )
-# Loaded only through the module named: ``tempfile``, ``random`` and ``shutil`` by ``ctypes.util`` alone, which
-# pynvml imports where NVML is used (``-o`` writes without the first two, the parser is formatted without
-# shutil).
-ONLY_THROUGH = {"tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util"}
+# Loaded only through the module named: ``tempfile``, ``random``, ``shutil``, ``threading`` and ``math`` by
+# ``ctypes.util`` alone, which pynvml imports where NVML is used (``-o`` writes without the first two, the
+# parser is formatted without shutil, NVML's lock is a bare ``_thread`` lock, JSON floats are checked without
+# math).
+ONLY_THROUGH = {"tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util",
+                "threading": "ctypes.util", "math": "ctypes.util"}
 
 # Runs main() with a finder first on sys.meta_path that records, for each module loaded, the module whose code
 # asked for it (the first frame outside the import machinery), then prints that map as JSON.

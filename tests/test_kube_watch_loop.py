@@ -5,6 +5,7 @@ is counted by reason, and only changes made by others wake the agent. The real t
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -17,7 +18,7 @@ from exporter.kube._api._api import Kind, slice_kind
 from exporter.kube._api._errors import BackingOff
 from exporter.kube._client._watch_stream import decode_event
 from exporter.kube._sinks._slice_cache import SliceCache
-from exporter.kube._sinks._slice_watch import RESTART_REASONS, slice_fields, watch_slices
+from exporter.kube._sinks._slice_watch import RESTART_REASONS, WATCH_FLOOR_S, SliceWatch, slice_fields, watch_slices
 
 KIND = slice_kind("v1")
 FIELDS = slice_fields("n1", "gpu.topology")
@@ -92,6 +93,50 @@ def test_a_410_inside_the_stream_lists_again_at_once() -> None:
     assert api.lists == [FIELDS, FIELDS]  # listed again, with the same field selectors
     assert api.watches == ["10", "20"]  # then watched from the new list's version, without waiting
     assert woken == [] and [o["metadata"]["name"] for o in cache.view() or []] == ["a"]
+
+
+class Top(random.Random):
+    """Draws the top of every jitter window: the longest wait the policy allows."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def test_a_repeated_410_backs_off_from_the_floor_and_passes_read_the_watchs_list() -> None:
+    stop = threading.Event()
+
+    def expired() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        raise Expired("watch resourceslices: 410 too old resource version: 10 (20)")
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, opened(("BOOKMARK", obj("a", "21")), then=
+                      Expired("watch resourceslices: 410")), expired])
+    cache = SliceCache()
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None,
+                       restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop)
+    # a watch from the list it just made expires: no list again at once, a wait from the floor, doubling
+    assert [watch.step(), watch.step()] == [WATCH_FLOOR_S, 2 * WATCH_FLOOR_S] and len(api.lists) == 2
+    assert [o["metadata"]["name"] for o in cache.view() or []] == ["a"]  # meanwhile a pass sends no list
+    assert watch.step() == 0.0  # after a working watch (an event): the first 410 lists again at once
+    assert watch.step() == 2 * WATCH_FLOOR_S  # a 410 again, on its own list: backs off (second in a row)
+    assert len(api.lists) == 4
+
+
+def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:
+    cache = SliceCache()
+    cache.expired()  # the watch was relisting after a 410 when it broke
+
+    def bug() -> Kind:
+        raise RuntimeError("a bug")
+    with pytest.raises(RuntimeError):
+        SliceWatch(ScriptedApi(threading.Event(), [], "1", []), bug, fields=FIELDS, cache=cache,
+                   wake=lambda _w: None, restarts=Counter()).run()
+    assert cache.view() is None
+
+
+def test_a_floor_sets_the_least_jitter_window_and_the_cap_the_most() -> None:
+    b = Backoff(rng=Top())
+    assert [b.delay(n, None) for n in (1, 2)] == [4.0, 8.0]  # requests: from the base
+    assert [b.delay(n, None, floor=60.0) for n in (1, 2, 3, 4)] == [60.0, 120.0, 240.0, b.cap]
 
 
 def test_the_servers_timeout_resumes_from_the_last_version_seen_bookmarks_included() -> None:

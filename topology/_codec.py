@@ -28,7 +28,6 @@ from ._model import Snapshot
 from ._numbers import Matrix, MatrixKind
 from ._provenance import Problem
 from ._record import field_names, replace
-from ._validate import check
 
 TYPE_CHECKING = False  # not typing's (see _record)
 if TYPE_CHECKING:
@@ -96,7 +95,11 @@ def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
         raise bad.error("snapshot") from None
     if schema == SCHEMA_V1:
         snap = _from_v1(snap)
-    return check(snap, v1=schema == SCHEMA_V1) if validate else snap
+    if not validate:
+        return snap
+    from ._validate import check  # here: writing a snapshot has no use for it (start-up)
+
+    return check(snap, v1=schema == SCHEMA_V1)
 
 
 def _from_v1(snap: Snapshot) -> Snapshot:

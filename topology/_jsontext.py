@@ -11,7 +11,6 @@ Object keys must be strings (json.dumps would turn numbers into strings; a snaps
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 
 TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
@@ -22,8 +21,11 @@ _compact = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 _string = json.encoder.encode_basestring_ascii
 
 
-def _float(f: float) -> str:
-    return float.__repr__(f) if math.isfinite(f) else _compact(f)  # _compact refuses it
+_INF = float("inf")
+
+
+def _float(f: float) -> str:  # -inf < f < inf is math.isfinite without importing math (start-up)
+    return float.__repr__(f) if -_INF < f < _INF else _compact(f)  # _compact refuses it
 
 
 _SCALAR: dict[type, Callable[[Any], str]] = {

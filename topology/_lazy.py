@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
@@ -20,7 +19,8 @@ def lazy_names(package: str, where: Mapping[str, str],
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{module}", package), name)
+        __import__(f"{package}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
+        value = getattr(sys.modules[f"{package}.{module}"], name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -3,7 +3,8 @@
 ``dataclasses.dataclass`` compiles the source of each generated method, one ``exec`` each (``__init__``,
 ``__repr__``, ``__eq__``, ``__hash__``, ``__setattr__``, ``__delattr__``, and again for the slotted copy), and
 importing ``dataclasses`` loads ``inspect`` with ``ast``, ``dis`` and ``tokenize``: together more than the
-discovery itself costs. Here one ``exec`` per class makes its ``__init__``; ``__repr__``, ``__eq__``,
+discovery itself costs. Here ``__init__`` is compiled once per shape (field count, keyword-only or not,
+``__post_init__``, which fields have factories) and its code given each class's field names; ``__repr__``, ``__eq__``,
 ``__hash__``, the frozen ``__setattr__``/``__delattr__`` and pickling are shared (:class:`Record`), reading the
 fields through one ``operator.attrgetter`` per class. They behave as the generated ones do: same text, equal
 only to the same class, the hash of the field values, ``dataclasses.FrozenInstanceError`` on assignment.
@@ -122,31 +123,59 @@ def _frozen(message: str) -> AttributeError:
     return dataclasses.FrozenInstanceError(message)
 
 
+_Function: Any = type(lambda: None)  # types.FunctionType
+_TEMPLATES: dict[tuple[int, bool, bool, tuple[int, ...]], Any] = {}  # shape -> the code of its __init__
+
+
+def _template(n: int, kw_only: bool, post_init: bool, factories: tuple[int, ...]) -> Any:
+    """The code of an ``__init__`` of ``n`` fields named ``_pI_``, compiled once per shape: each field stored
+    by ``object.__setattr__`` past the frozen one, as dataclasses does (faster than the slot's descriptor)."""
+    lines = []
+    for i in range(n):
+        if i in factories:
+            lines.append(f" if _p{i}_ is _MISSING: _p{i}_ = _f{i}()")
+        lines.append(f" _set(self, '_p{i}_', _p{i}_)")
+    if post_init:
+        lines.append(" self.__post_init__()")
+    star = "*, " if kw_only and n else ""
+    source = f"def __init__(self, {star}{', '.join(f'_p{i}_' for i in range(n))}):\n" + "\n".join(lines or [" pass"])
+    scope: dict[str, Any] = {}
+    exec(source, scope)  # our own text, built from a count
+    return scope["__init__"].__code__
+
+
 def _init(cls: type, names: tuple[str, ...], specs: dict[str, Any], kw_only: bool
           ) -> Callable[..., None]:
-    """The class's ``__init__``: keyword-only parameters (or positional ones too), each stored by
-    ``object.__setattr__`` past the frozen one, as dataclasses does (faster than calling the slot's descriptor);
-    defaults as given, factories called per instance."""
+    """The class's ``__init__``: keyword-only parameters (or positional ones too), defaults as given,
+    factories called per instance. Compiling one costs more than building the rest of the class, so the code
+    is compiled once per shape (field count, keyword-only, ``__post_init__``, which fields have factories)
+    and given the class's names."""
     scope: dict[str, object] = {"_MISSING": _MISSING, "_set": object.__setattr__}
-    params, lines = [], []
+    defaults: dict[str, object] = {}
+    factories = []
     for i, name in enumerate(names):
         spec = specs.get(name)
         if spec is None:
-            params.append(name)
+            if defaults and not kw_only:
+                raise TypeError(f"record {cls.__qualname__}: non-default argument {name!r} follows default argument")
         elif spec.default_factory is not _MISSING:
             scope[f"_f{i}"] = spec.default_factory
-            params.append(f"{name}=_MISSING")
-            lines.append(f" if {name} is _MISSING: {name} = _f{i}()")
+            defaults[name] = _MISSING
+            factories.append(i)
         else:
-            scope[f"_d{i}"] = spec.default
-            params.append(f"{name}=_d{i}")
-        lines.append(f" _set(self, {name!r}, {name})")
-    if "__post_init__" in cls.__dict__:
-        lines.append(" self.__post_init__()")
-    star = "*, " if kw_only and names else ""
-    source = f"def __init__(self, {star}{', '.join(params)}):\n" + "\n".join(lines or [" pass"])
-    exec(source, scope)  # our own text, built from the class's field names
-    init: Any = scope["__init__"]
+            defaults[name] = spec.default
+    key = (len(names), kw_only, "__post_init__" in cls.__dict__, tuple(factories))
+    template = _TEMPLATES.get(key)
+    if template is None:
+        template = _TEMPLATES[key] = _template(*key)
+    named = {f"_p{i}_": name for i, name in enumerate(names)}
+    code = template.replace(co_varnames=("self", *names), co_qualname=f"{cls.__qualname__}.__init__",
+                            co_consts=tuple(named.get(c, c) if type(c) is str else c for c in template.co_consts))
+    init: Any = _Function(code, scope)
+    if kw_only:
+        init.__kwdefaults__ = defaults or None
+    else:
+        init.__defaults__ = tuple(defaults.values()) or None
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init  # type: ignore[no-any-return]
 

@@ -18,7 +18,6 @@ Exit status:
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
@@ -80,6 +79,22 @@ def _parser_class() -> type[argparse.ArgumentParser]:
     return Parser
 
 
+def _listed_only(parser_class: type[argparse.ArgumentParser]) -> type[argparse.ArgumentParser]:
+    """A parser made when it first parses: a command listed but not run is parsed by nothing (building its
+    empty parser costs argparse's set-up and gettext look-ups, ~0.1 ms each); if it is chosen all the same
+    (``topolink -- topo``), it is built then, as the whole tree would have built it."""
+
+    class Later(parser_class):  # type: ignore[valid-type,misc]
+        def __init__(self, **kwargs: Any) -> None:  # ArgumentParser.__init__ runs on first parse
+            self._later = kwargs
+
+        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+            parser_class.__init__(self, **self.__dict__.pop("_later"))
+            return super().parse_known_args(args, namespace)
+
+    return Later
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
     name and help line and parsed by nothing (an unknown ``command`` builds none)."""
@@ -97,14 +112,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     built: set[str] = set()
+    real = sub._parser_class
+    later = _listed_only(real)
     for name, module, help_text in _COMMANDS:
         if module in built:
             continue
         if command is None or _MODULE_OF.get(command) == module:
-            importlib.import_module(f".{module}", __name__).add_parsers(sub, add_discovery_args)
+            __import__(f"{__name__}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
+            sys.modules[f"{__name__}.{module}"].add_parsers(sub, add_discovery_args)
             built.add(module)
         else:
+            sub._parser_class = later
             sub.add_parser(name, help=help_text)
+            sub._parser_class = real
     return parser
 
 

@@ -9,7 +9,7 @@ Imports ``topology``; imported by the command line and the serve loop. Names loa
 command line's ``--help`` (which reads the source table's flags) loads no source.
 """
 
-import importlib as _importlib
+import sys as _sys
 
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 
@@ -30,7 +30,8 @@ def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    __import__(f"{__name__}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
+    value = getattr(_sys.modules[f"{__name__}.{module}"], name)
     globals()[name] = value
     return value
 

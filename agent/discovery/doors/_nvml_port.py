@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import threading
+from _thread import allocate_lock  # threading's Lock without importing threading (start-up)
 from collections.abc import Callable
 
 from topology._record import record
@@ -60,7 +60,7 @@ class RawField:
     value: int
 
 
-_lock = threading.Lock()
+_lock = allocate_lock()
 _loaded: str | None = None  # the library this module put into pynvml, None for pynvml's default
 
 

@@ -6,7 +6,7 @@ flags without importing a source; the source modules (each registers itself) loa
 
 from __future__ import annotations
 
-import importlib
+import sys
 from collections.abc import Iterable, Mapping
 
 from ._catalog import SOURCE_NAMES
@@ -25,7 +25,7 @@ _FROM_REGISTRY = frozenset({"Gathered", "SourceError", "SourceSpec", "SubsystemA
 
 def _load_sources() -> None:
     for name in SOURCE_NAMES:
-        importlib.import_module(f"{__name__}.{name}")  # importing a source module registers it
+        __import__(f"{__name__}.{name}")  # importing a source module registers it (not importlib: see __getattr__)
 
 
 def source_table() -> Mapping[str, SourceSpec]:
@@ -48,5 +48,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(_registry, name)
     if name in SOURCE_NAMES:
-        return importlib.import_module(f"{__name__}.{name}")
+        __import__(f"{__name__}.{name}")  # not importlib's import_module: importlib loads warnings (start-up)
+        return sys.modules[f"{__name__}.{name}"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

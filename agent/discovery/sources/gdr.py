@@ -21,8 +21,9 @@ SOURCE = "gdr"
 _MODULES = "/sys/module"
 _MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 _PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
-_RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")
-_MODULE_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b")
+# patterns, not compiled: re compiles (and caches) them on first use, which discovery may never reach
+_RELEASE = r"^([0-9]{1,4})\.([0-9]{1,4})"
+_MODULE_VERSION = r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b"
 
 
 @record
@@ -38,7 +39,7 @@ class GdrHostFacts:
 
     @property
     def kernel_version(self) -> tuple[int, int] | None:
-        m = _RELEASE.match(self.kernel_release or "")
+        m = re.match(_RELEASE, self.kernel_release or "")
         return None if m is None else (int(m.group(1)), int(m.group(2)))
 
 
@@ -88,14 +89,14 @@ def _module(r: Reader) -> tuple[bool, str | None] | None:
     if "Kernel Module" not in first:
         r.problem(f"/proc/driver/nvidia/version: unexpected {first[:60]!r}", _GDR)
         return None
-    version = _MODULE_VERSION.search(first)
+    version = re.search(_MODULE_VERSION, first)
     return "Open Kernel Module" in first, None if version is None else version.group(1)
 
 
 def _release(text: str | None, r: Reader) -> str | None:
     if not text:
         return None
-    if not _RELEASE.match(text) or len(text) > 128 or not text.isprintable():
+    if not re.match(_RELEASE, text) or len(text) > 128 or not text.isprintable():
         r.problem(f"osrelease: unexpected {text[:60]!r}", _GDR)
         return None
     return text

@@ -19,8 +19,9 @@ from ._sysfs import SYSFS_BDF, Reader, class_entries, pci_function_in
 SOURCE = "infiniband"
 _VIRTUAL = "/sys/devices/virtual/"
 _CLASS = "/sys/class/infiniband"
-_RATE = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,3})?) Gb/sec")
-_PORT = re.compile(r"^[0-9]{1,3}$")
+# patterns, not compiled: re compiles (and caches) them on first use, which a node without RDMA never reaches
+_RATE = r"^([0-9]{1,6}(?:\.[0-9]{1,3})?) Gb/sec"
+_PORT = r"^[0-9]{1,3}$"
 _PORTS = (Aspect.PORTS,)
 
 
@@ -72,8 +73,8 @@ def _read_device(root: FsRoot, name: str, bdf: str) -> IbDeviceFacts:
     entries = r.listdir("ports", _PORTS)
     if not entries and not root.is_dir(f"{_CLASS}/{name}/ports"):
         r.problem("ports: missing (every RDMA device has one)", _PORTS)
-    for entry in sorted(entries, key=lambda e: (not _PORT.match(e), len(e), e)):
-        if not _PORT.match(entry):
+    for entry in sorted(entries, key=lambda e: (not re.match(_PORT, e), len(e), e)):
+        if not re.match(_PORT, entry):
             r.problem(f"ports/{entry[:40]!r}: not a port number", _PORTS)
             continue
         ports.append(IbPortFacts(
@@ -89,13 +90,13 @@ def _read_device(root: FsRoot, name: str, bdf: str) -> IbDeviceFacts:
     return IbDeviceFacts(name=name, pci_bus_id=bdf, netdevs=netdevs, ports=tuple(ports), problems=tuple(r.problems))
 
 
-_STATE = re.compile(r"^[0-9]{1,2}: ([A-Z_]{1,16})$")
+_STATE = r"^[0-9]{1,2}: ([A-Z_]{1,16})$"
 _LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 
 
 def _state(text: str) -> str:
     """``4: ACTIVE`` -> ``ACTIVE``."""
-    m = _STATE.match(text)
+    m = re.match(_STATE, text)
     if m is None:
         raise ValueError(text)
     decimal(text.partition(":")[0])
@@ -113,7 +114,7 @@ def _link_layer(text: str | None, r: Reader) -> str | None:
 
 def _rate(text: str) -> float:
     """``200 Gb/sec (4X HDR)`` -> 200.0 (decimal gigabits per second)."""
-    m = _RATE.match(text)
+    m = re.match(_RATE, text)
     if m is None:
         raise ValueError(text)
     return float(m.group(1))

@@ -14,8 +14,9 @@
   failure (any 2xx, a 4xx other than 429) ends the streak.
 * **The watch** has a streak of its own (:class:`Backoff` too): a watch counts as a success only when an event
   arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a
-  connection closed right after) backs off like any other failure. A first 410 lists again at once; a second
-  in a row waits its turn.
+  connection closed right after) backs off like any other failure. A first 410 after a working watch lists
+  again at once; a repeated one (or one on a watch opened from its own list) waits at least a floor of its own
+  (:data:`~exporter.kube._sinks._slice_watch.WATCH_FLOOR_S`, doubling, full jitter).
 
 So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
 ten requests, what a healthy server gets in ten minutes of one-minute passes (``tests/test_kube_faults.py``,
@@ -57,9 +58,12 @@ class Backoff:
     last_error: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def delay(self, failures: int, retry_after: float | None) -> float:
-        """The wait after ``failures`` failures in a row: full jitter, at least ``retry_after``, at most ``cap``."""
-        jitter = self.rng.uniform(0, min(self.cap, self.base * 2 ** min(failures, 30)))
+    def delay(self, failures: int, retry_after: float | None, floor: float = 0.0) -> float:
+        """The wait after ``failures`` failures in a row: full jitter, at least ``retry_after``, at most ``cap``;
+        with a ``floor`` the jitter's window is at least ``floor x 2^(failures-1)``."""
+        n = min(failures, 30)
+        window = max(self.base * 2 ** n, floor * 2 ** max(n - 1, 0) if floor > 0 else 0.0)
+        jitter = self.rng.uniform(0, min(self.cap, window))
         return max(jitter, min(max(retry_after, 0.0), self.cap)) if retry_after is not None else jitter
 
     def wait_s(self) -> float:
@@ -67,11 +71,11 @@ class Backoff:
         with self._lock:
             return max(0.0, self.not_before - self.clock()) if self.failures else 0.0
 
-    def failed(self, error: object, retry_after: float | None = None) -> float:
-        """One more failure in a row; returns the wait before the next try."""
+    def failed(self, error: object, retry_after: float | None = None, floor: float = 0.0) -> float:
+        """One more failure in a row; returns the wait before the next try (``floor``: see :meth:`delay`)."""
         with self._lock:
             self.failures += 1
-            wait = self.delay(self.failures, retry_after)
+            wait = self.delay(self.failures, retry_after, floor)
             self.not_before, self.last_error = self.clock() + wait, str(error)
             return wait
 

@@ -2,7 +2,8 @@
 publish pass.
 
 While a watch is open (from the list's resourceVersion, or resumed from the last one seen), the cache is
-*fresh*: a pass plans against it and sends no list. The sink writes its own results through (the objects the
+*fresh*: a pass plans against it and sends no list. After a 410 the watch's own list is the passes' view
+until the watch lists again (:meth:`SliceCache.expired`). The sink writes its own results through (the objects the
 server returned, the names it deleted), and names it is about to write are *pending*, so the events of its own
 writes change nothing and wake nobody. Any other change to a slice we published (kubelet deleting the pool at
 its start, the garbage collector deleting slices whose owner is gone, someone editing one) is a reason to
@@ -33,6 +34,7 @@ class SliceCache:
         self._lock = threading.Lock()
         self._items: dict[str, Obj] = {}
         self._fresh = False
+        self._relisting = False  # after a 410: the watch lists again within one back-off maximum
         self._pending: set[str] = set()
         self._published: frozenset[str] = frozenset()  # names of the pool after the last publish
         self._rv: str | None = None  # of a pass's list, for the watch to start from
@@ -82,7 +84,15 @@ class SliceCache:
     def stale(self) -> None:
         """The watch failed: passes list until a watch is open again."""
         with self._lock:
-            self._fresh = False
+            self._fresh = self._relisting = False
+
+    def expired(self) -> None:
+        """The watch's resourceVersion expired (410): the watch lists again, at once or on its back-off (never
+        later than one back-off maximum), and until then passes plan against what it last listed and saw
+        (their own writes included) instead of listing too; a slice deleted meanwhile is found by that list,
+        which wakes the agent."""
+        with self._lock:
+            self._fresh, self._relisting = False, True
 
     def fresh(self) -> None:
         """A watch is open again from where the cache stopped: the server replays what was missed."""
@@ -91,9 +101,10 @@ class SliceCache:
 
     # -- the sink's side ----------------------------------------------------------------------------
     def view(self) -> list[Obj] | None:
-        """The slices, when fresh; None: list them."""
+        """The slices, when fresh or the watch is relisting after a 410; None: list them."""
         with self._lock:
-            return [self._items[n] for n in sorted(self._items)] if self._fresh else None
+            usable = self._fresh or self._relisting
+            return [self._items[n] for n in sorted(self._items)] if usable else None
 
     def writing(self, names: Iterable[str]) -> None:
         with self._lock:

@@ -10,7 +10,8 @@ last resourceVersion seen. The selection is by fields alone, not by our label: a
 the label stays in view (and the next pass labels it again). Every way it can fail is handled, by the
 client's one retry policy (``_api._retry``): 410 Gone (as a status or as an ``ERROR`` event in the stream:
 the resourceVersion is older than the server keeps, as after it restarted) lists again at once, and backs
-off if the next watch fails the same way before any event came; any other failure backs off, then watches
+off from :data:`WATCH_FLOOR_S` if the next watch fails the same way before any event came (the passes read
+the watch's list meanwhile instead of listing too); any other failure backs off, then watches
 again from the last resourceVersion (the server replays what was missed, or answers 410); while the client
 is backing off from a failing server the watch waits its turn; RBAC without watch or a server without the
 resource gives up (slices then wait for the next pass, as without a watch). Each restart is counted by
@@ -38,6 +39,10 @@ _FINAL = (Forbidden, NotFound, InvalidObject)
 # listed again), or it failed (backed off, then resumed).
 RESTART_REASONS = ("closed", "expired", "error")
 GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be had at all
+# The least window of the back-off after a repeated 410 (doubling from there, full jitter, at most MAX_DELAY_S):
+# two of the agent's default one-minute passes, so that a watch that keeps expiring costs a list and a watch
+# about once every two passes at first, and ever less often.
+WATCH_FLOOR_S = 120.0
 
 
 def slice_fields(node: str, driver: str) -> dict[str, str]:
@@ -50,12 +55,14 @@ class SliceWatch:
 
     def __init__(self, api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
                  wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, floor: float = WATCH_FLOOR_S) -> None:
         self._api, self._kind, self._fields, self._cache = api, kind, dict(fields), cache
         self._wake, self._restarts, self._stop = wake, restarts, stop or threading.Event()
         self.backoff = backoff or Backoff()
         self._rv: str | None = None
         self._expiries = 0  # 410s in a row, no event between
+        self._floor = floor
+        self._own_list = False  # the watch opened from the list it just made, no event since
 
     def step(self) -> float:
         b = self.backoff
@@ -65,6 +72,7 @@ class SliceWatch:
                 self._rv = rv  # a pass listed since this watch failed: watch from there (the cache holds it)
             elif self._rv is None:
                 items, self._rv = self._api.list_versioned(k, {}, self._fields, probe=False)
+                self._own_list = True
                 for missing in self._cache.replace(items):
                     self._wake(missing)
             heard = False
@@ -75,7 +83,7 @@ class SliceWatch:
                     self._cache.fresh()
                     continue
                 if not heard:
-                    heard, self._expiries = True, 0
+                    heard, self._expiries, self._own_list = True, 0, False
                     b.succeeded()  # an event: the watch works
                 self._rv = resource_version(obj) or self._rv
                 if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
@@ -89,11 +97,14 @@ class SliceWatch:
         except Expired as exc:
             self._restarts["expired"] += 1
             self._rv = None
-            self._cache.stale()
+            self._cache.expired()  # the passes read what the watch listed, until it lists again
             self._expiries += 1
-            wait = b.failed(exc, exc.retry_after)
             log.info("resource-slices: watch expired (%s); listing again", exc)
-            return 0.0 if self._expiries == 1 else wait  # the usual case: list again at once; again: back off
+            if self._expiries == 1 and not self._own_list:
+                b.failed(exc, exc.retry_after)
+                return 0.0  # the usual case (after a working watch): list again at once
+            self._own_list = False  # again, or on a watch from a list just made: back off, from the floor
+            return b.failed(exc, exc.retry_after, floor=self._floor)
         except _FINAL as exc:
             self._cache.stale()
             log.warning("resource-slices: not watching (%s); a deleted slice is re-created on the next pass", exc)
@@ -105,13 +116,18 @@ class SliceWatch:
             return b.failed(exc, exc.retry_after)
 
     def run(self) -> None:
-        """Blocks until ``stop`` is set or the watch cannot be had at all."""
-        while not self._stop.is_set():
-            wait = self.step()
-            if wait == GIVE_UP:
-                return
-            if wait > 0:
-                self._stop.wait(wait)
+        """Blocks until ``stop`` is set or the watch cannot be had at all. A watch that ends on an error (a bug)
+        leaves the passes listing: no cache is read that no watch will list again."""
+        try:
+            while not self._stop.is_set():
+                wait = self.step()
+                if wait == GIVE_UP:
+                    return
+                if wait > 0:
+                    self._stop.wait(wait)
+        except BaseException:
+            self._cache.stale()
+            raise
 
 
 def watch_slices(api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
