@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node agent's container image, built offline from a wheelhouse with docker or podman (daemonset/README.md:
+# The node agent's container image, built offline from a wheelhouse with docker or podman (docs/operator.md:
 # "Building the image").
 #
 #   scripts/image.sh base [--tag NAME]           a Debian bookworm base with python3 and Graphviz, made from

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # System tools the tests run for real: lstopo (hwloc) to compare discovery with on this machine,
 # promtool/prometheus for the exporter, gcc for the test NVML library. The apiserver tier runs when
-# $KUBEBUILDER_ASSETS names a folder with envtest's etcd and kube-apiserver (README: Development).
+# $KUBEBUILDER_ASSETS names a folder with envtest's etcd and kube-apiserver (CONTRIBUTING.md: Tests).
 need=()
 command -v lstopo-no-graphics >/dev/null 2>&1 || command -v lstopo >/dev/null 2>&1 || need+=(hwloc)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
@@ -32,8 +32,13 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
 fi
-# torch 2.13.0 is the CPU build (gloo all-reduce); a plain `torch` would pull the CUDA build.
-.venv/bin/pip install -q "torch==2.13.0"
+# torch's CPU build (gloo all-reduce): the local version "+cpu" is only on PyTorch's CPU index (or a local
+# wheel), so the pin never resolves to PyPI's CUDA build and its nvidia-* packages. Tried first from the
+# configured indexes, then from PyTorch's.
+TORCH="torch==2.13.0+cpu"
+if ! .venv/bin/pip install -q "$TORCH" 2>/dev/null; then
+    .venv/bin/pip install -q "$TORCH" --extra-index-url https://download.pytorch.org/whl/cpu
+fi
 .venv/bin/pip install -q -e ".[dev]"
 
 PKGS=(topology agent probes exporter)

@@ -77,3 +77,29 @@ class PagedApi:
 
 def summaries_by_node(summaries: Sequence[t.NodeSummary]) -> dict[str, t.NodeSummary]:
     return {s.node: s for s in summaries}
+
+
+SAVED = Path(__file__).resolve().parent / "data" / "fleet" / "gb200-rack-and-hgx.json"
+
+
+def kubectl_list(fleet: Fleet) -> Obj:
+    """The fleet as ``kubectl get nodes,resourceslices -o json`` prints it: one ``List`` of both kinds."""
+    return {"apiVersion": "v1", "kind": "List", "items": [*fleet.nodes, *fleet.slices],
+            "metadata": {"resourceVersion": ""}}
+
+
+def write_saved(path: Path = SAVED) -> Path:
+    """Write the saved fleet the docs' ``topolink cluster --from`` examples read (the one command that makes it):
+    ``python -m tests.cluster_support``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="topolink-fleet-") as tmp:
+        doc = kubectl_list(fleet(Path(tmp)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    items = ",\n".join(json.dumps(item, sort_keys=True, separators=(",", ":")) for item in doc["items"])
+    path.write_text('{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[\n' + items + "\n]}\n")
+    return path
+
+
+if __name__ == "__main__":
+    print(write_saved())

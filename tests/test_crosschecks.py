@@ -13,6 +13,7 @@ import pytest
 from agent.discovery import discover
 from agent.discovery.assemble import CHECK_OF, CHECKS, CROSS_CHECK, WITNESSES, cross_check, witness_markdown
 from agent.discovery.doors import DiscoveryContext, FsRoot
+from tests.docs_support import marked
 from tests.fakenvml import MACHINES, FakeNode
 from tests.fakenvml.fixtures import MakeMachine
 from tests.fuzz.oracle import diff
@@ -125,9 +126,8 @@ def test_a_gpu_numa_contradiction_makes_its_cells_unknown(fake_machine: MakeMach
     assert {str(index.pcie_class("0000:18:00.0", other)) for other in across} == {"N/A"}
 
 
-def test_readme_witness_table_is_generated_from_the_code() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("<!-- witness-table:start -->\n", 1)[1].split("<!-- witness-table:end -->")[0]
+def test_the_documented_witness_table_is_generated_from_the_code() -> None:
+    _, section = marked("witness-table")
     assert section == witness_markdown()
     assert all(f"| `{w.key}` |" in section for w in WITNESSES)
 

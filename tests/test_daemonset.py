@@ -244,12 +244,12 @@ def test_agent_args_parse(overlay: str, rendered: dict[str, list[dict[str, Any]]
         pytest.fail(f"{overlay}: {agent['args']} rejected ({exc})")
 
 
-def test_readme_installs_each_variant_with_one_command() -> None:
-    section = (REPO / "README.md").read_text().split("## Installing on a cluster", 1)[1]
+def test_the_operator_guide_installs_each_variant_with_one_command() -> None:
+    section = (REPO / "docs/operator.md").read_text().split("## Install", 1)[1]
     for overlay in OVERLAYS:
         if overlay != "prune":
             assert f"| `kubectl apply -k daemonset/overlays/{overlay}` |" in section
-    assert "kubectl apply -k daemonset/overlays/prune" in section.split("**Uninstall.**", 1)[1]
+    assert "kubectl apply -k daemonset/overlays/prune" in section.split("## Uninstall", 1)[1]
 
 
 @pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != "prune"])

@@ -1,5 +1,5 @@
 """Pure label logic: hysteresis, degradation rules, unknown facts keep their values, the plan, the file sink,
-and the README reference generated from the code."""
+and the documented reference generated from the code."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from exporter.kube import (
 )
 from exporter.kube._desired._labels import LabelConflict, Labeler
 from exporter.kube._desired._labels import desired_labels as _desired
+from tests.docs_support import marked
 from tests.probe_snapshots import G0, G1, G2, G3, four_gpu_box
 
 P = "gpu.topology"
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def host_copy(gpu: str, value: float) -> t.Measurement:
@@ -146,8 +146,8 @@ def test_feature_file_is_atomic_kept_and_rewritten_only_on_change(tmp_path: Path
     assert sink.publish(four_gpu_box()).written == 0 and path.read_text() == text
 
 
-def test_readme_reference_is_generated_from_the_code() -> None:
-    section = README.read_text().split("<!-- kube-reference:start -->\n", 1)[1].split("<!-- kube-reference:end -->")[0]
+def test_the_documented_reference_is_generated_from_the_code() -> None:
+    _, section = marked("kube-reference")
     assert section == reference_markdown()
     assert re.search(r"\| `gpu.topology/nvlink-domain` \|", section)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import re
 import shutil
 import subprocess
 import zlib
@@ -28,9 +27,8 @@ from exporter import (
     page,
     series_bound,
 )
+from tests.docs_support import marked
 from tests.serve_machines import discover_profile, full_measurements
-
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 @pytest.fixture(scope="module")
@@ -233,8 +231,6 @@ def test_promtool_check_metrics_is_clean(tmp_path: Path) -> None:
     assert out.returncode == 0 and not out.stdout.strip() and not out.stderr.strip(), out.stdout + out.stderr
 
 
-def test_readme_metric_table_is_generated_from_the_code() -> None:
-    text = README.read_text()
-    found = re.search(r"<!-- metrics:begin -->\n(.*?)<!-- metrics:end -->", text, re.S)
-    assert found, "README has no generated metric table (topolink serve --print-metrics)"
-    assert found.group(1) == metrics_markdown()
+def test_the_documented_metric_table_is_generated_from_the_code() -> None:
+    path, section = marked("metrics")
+    assert section == metrics_markdown(), f"{path}: python -m tests.docs_support (or topolink serve --print-metrics)"

@@ -1,6 +1,6 @@
 """What schedulers read of the placement model: the ``allreduce-busbw-N`` node labels (classes, hysteresis,
 only sizes a node can host, never a guess), the ``pcieSwitch`` and ``nvlinkIsland`` device attributes, and
-the README's worked ResourceClaim (validated against the Kubernetes schemas, its DeviceClass selector
+the operator guide's worked ResourceClaim (validated against the Kubernetes schemas, its DeviceClass selector
 evaluated in CEL against our devices, its constraint met where an expert says it can be)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +17,9 @@ import topology as t
 from exporter.kube import LabelConfig, SliceConfig, build_slices, desired_devices, desired_labels
 from exporter.kube._desired._busbw import SIZES, best_busbw, busbw_class
 from exporter.kube._desired._slices import ATTRIBUTES
+from tests.docs_support import marked
 from tests.kube_support import K8S, PROFILES, discover_profile, validate
 
-README = Path(__file__).resolve().parents[1] / "README.md"
 P = "gpu.topology"
 GB = 1e9
 
@@ -136,7 +135,7 @@ def test_the_attributes_still_fit_the_api_limit() -> None:
 
 
 def claim_objects() -> list[dict[str, Any]]:
-    text = README.read_text().split("<!-- nvlink-claim:start -->\n", 1)[1].split("<!-- nvlink-claim:end -->")[0]
+    _, text = marked("nvlink-claim")
     body = text.split("```yaml\n", 1)[1].split("```", 1)[0]
     return [d for d in yaml.safe_load_all(body) if d]
 

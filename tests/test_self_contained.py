@@ -1,5 +1,5 @@
 """The repository stands alone: nothing it holds reads or names a path outside it, and every benchmark the
-README lists starts (each at its smallest setting, a few seconds: a smoke test, not a measurement)."""
+contributors' guide lists starts (each at its smallest setting, a few seconds: a smoke test, not a measurement)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
 
 
 def test_the_readme_lists_every_benchmark_and_each_has_a_smallest_setting() -> None:
-    listed = set(_LISTED.findall((REPO / "README.md").read_text()))
+    listed = set(_LISTED.findall((REPO / "CONTRIBUTING.md").read_text()))
     scripts = {p.name for p in (REPO / "benchmarks").glob("*.py") if not p.name.startswith("_")}
     assert listed == scripts
     assert set(SMALLEST) == scripts

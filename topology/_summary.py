@@ -74,7 +74,8 @@ def summary(snap: Snapshot) -> str:
     ])
     bridges = sum(1 for f in snap.pci if f.is_bridge)
     out.append("")
-    out.append(f"PCI: {len(snap.pci)} functions, {bridges} bridges, {len(snap.host_bridges)} host bridges")
+    out.append(f"PCI: {_count(len(snap.pci), 'function')}, {_count(bridges, 'bridge')}, "
+               f"{_count(len(snap.host_bridges), 'host bridge')}")
     gpus = ordered_gpus(snap)
     out.append("")
     if gpus:
@@ -117,3 +118,7 @@ def summary(snap: Snapshot) -> str:
         out.append(f"Problems: {len(snap.problems)}")
         out += [f"  [{shown(p.source)}] {shown(p.subject)}: {shown_text(p.message)}" for p in snap.problems]
     return "\n".join(out) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

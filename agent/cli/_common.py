@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_INPUT = 0, 1, 2, 3
 
+# The statuses of discover and topo, as ``topolink --help`` states them for both.
+EXIT_EPILOG = ("Exit status: 0 the snapshot is complete: nothing a topo -m cell, a label or a metric depends on is "
+               "unknown; 1 some facts are unknown (listed on standard error: a source failed, was turned off or "
+               "partial, NVML does not answer while NVIDIA GPUs are on the bus, two readings contradict each "
+               "other); 2 usage; 3 an input file cannot be read or is not a coherent snapshot, or -o must not be "
+               "written.")
+
 _ENV_SYSFS_ROOT = "TOPOLINK_SYSFS_ROOT"
 _ENV_NVML_LIBRARY = "TOPOLINK_NVML_LIBRARY"
 

@@ -2,8 +2,11 @@
 NVLink domain and GPU product, each class's median bus bandwidths and its outliers, and with ``--gpus N``
 where a group of N GPUs fits best: in one node, across the nodes of one NVLink domain, or over NICs.
 
+With ``--from FILE`` it reads a saved ``kubectl get nodes,resourceslices -o json`` instead of an API server.
+
 Exit status: 0 reported; 1 the API server refused or failed a request; 2 usage, or no readable kubeconfig;
-4 with --gpus N: no node, NVLink domain or product class holds N GPUs.
+3 the --from file cannot be read or is not such a list; 4 with --gpus N: no node, NVLink domain or product
+class holds N GPUs.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up;
 if TYPE_CHECKING:
     from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_FITS = 0, 1, 2, 4
+    from exporter.kube import ClusterRead
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INPUT, EXIT_NONE_FITS = 0, 1, 2, 3, 4
 _EPILOG = ("Reads with a kubeconfig ($KUBECONFIG, ~/.kube/config) or in a pod with its service account: list on "
-           "nodes and resourceslices. Exit status: 0 reported; 1 an API request failed; 2 usage or no readable "
-           "kubeconfig; 4 N GPUs fit nowhere.")
+           "nodes and resourceslices; or, with --from, a saved `kubectl get nodes,resourceslices -o json`. Exit "
+           "status: 0 reported; 1 an API request failed; 2 usage or no readable kubeconfig; 3 the --from file "
+           "cannot be read or is not such a list; 4 N GPUs fit nowhere.")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -32,8 +38,12 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                        epilog=_EPILOG)
     p.add_argument("--gpus", type=int, metavar="N", help="also list where a group of N GPUs fits best")
     p.add_argument("--top", type=int, default=5, metavar="K", help="places to print for --gpus (default 5)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="json: the fleet document (topolink.cluster/v1)")
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    p.add_argument("--from", dest="from_file", metavar="FILE",
+                   help="read a saved `kubectl get nodes,resourceslices -o json` (- for standard input) instead of "
+                        "an API server")
     p.add_argument("--label-prefix", default="gpu.topology", help="the agents' label prefix (default gpu.topology)")
     p.add_argument("--dra-driver-name", default="gpu.topology",
                    help="the agents' ResourceSlice driver (default gpu.topology)")
@@ -43,14 +53,21 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
-    import json
-
-    from exporter.kube import BadConfig, LightkubeApi, PublishError, cluster_document, cluster_table, read_cluster
-    from topology import fleet_report
+    from exporter.kube import BadConfig, LightkubeApi, PublishError, read_cluster
 
     if (args.gpus is not None and args.gpus < 1) or args.top < 1 or not 1 <= args.page_size <= 10_000:
         print("topolink cluster: --gpus and --top take 1 or more, --page-size 1 to 10000", file=sys.stderr)
         return EXIT_USAGE
+    if args.from_file is not None:
+        if args.kubeconfig is not None:
+            print("topolink cluster: --from and --kubeconfig exclude each other", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            read = _read_saved(args)
+        except (OSError, ValueError) as exc:
+            print(f"topolink cluster: {exc}", file=sys.stderr)
+            return EXIT_INPUT
+        return _report(args, read)
     try:
         api = LightkubeApi.connect(kubeconfig=args.kubeconfig)
         read = read_cluster(api, prefix=args.label_prefix, driver=args.dra_driver_name, limit=args.page_size)
@@ -60,6 +77,33 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     except PublishError as exc:
         print(f"topolink cluster: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    return _report(args, read)
+
+
+def _read_saved(args: argparse.Namespace) -> ClusterRead:
+    """The saved list ``--from`` names; OSError or ValueError with one line saying why it cannot be read."""
+    from exporter import UnsafeFile, read_regular
+    from exporter.kube import MAX_SAVED_BYTES, InvalidObject, read_saved
+
+    path = args.from_file
+    try:
+        data = sys.stdin.buffer.read(MAX_SAVED_BYTES + 1) if path == "-" else read_regular(path, MAX_SAVED_BYTES)
+        if len(data) > MAX_SAVED_BYTES:
+            raise ValueError(f"{path}: larger than the {MAX_SAVED_BYTES} bytes allowed: not read")
+        return read_saved(data, name="standard input" if path == "-" else path, prefix=args.label_prefix,
+                          driver=args.dra_driver_name)
+    except OSError as exc:
+        raise OSError(f"{path}: {exc.strerror or exc}") from exc
+    except (UnsafeFile, InvalidObject) as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _report(args: argparse.Namespace, read: ClusterRead) -> int:
+    import json
+
+    from exporter.kube import cluster_document, cluster_table
+    from topology import fleet_report
+
     doc = cluster_document(read, fleet_report(read.summaries, gpus=args.gpus))
     sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.format == "json" else cluster_table(doc, top=args.top))
     return EXIT_NONE_FITS if args.gpus is not None and not doc["fits"] else EXIT_OK

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from ._common import discover_from_args, exit_for
+from ._common import EXIT_EPILOG, discover_from_args, exit_for
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
@@ -14,8 +14,11 @@ if TYPE_CHECKING:
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    d = sub.add_parser("discover", help="discover the node's topology and print it")
-    d.add_argument("--format", choices=("table", "json", "dot"), default="table")
+    d = sub.add_parser("discover", help="discover the node's topology and print it",
+                       description="Discover this node (NVML and sysfs) and print a summary, the JSON snapshot "
+                                   "(topolink.topology/v2) or a Graphviz DOT picture.", epilog=EXIT_EPILOG)
+    d.add_argument("--format", choices=("table", "json", "dot"), default="table",
+                   help="table: a summary for people; json: the snapshot; dot: a Graphviz picture")
     d.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     add_discovery_args(d)
     d.set_defaults(handler=_cmd_discover)

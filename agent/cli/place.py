@@ -43,11 +43,13 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--exclude", default="", metavar="GPUS",
                    help="leave these out: NVML indices or bus ids, comma separated (0,3 or 0000:18:00.0)")
     p.add_argument("--collective", default="all_reduce",
-                   choices=("all_reduce", "all_gather", "reduce_scatter", "alltoall"))
+                   choices=("all_reduce", "all_gather", "reduce_scatter", "alltoall"),
+                   help="the collective whose time is estimated (nccl-tests' names)")
     p.add_argument("--include-busy", action="store_true", help="also choose GPUs that are busy now")
     p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json",
                    help="a saved snapshot (discover --format json, or a probe report) instead of this node")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="json: the placement document (topolink.placement/v1)")
     add_discovery_args(p)
     p.set_defaults(handler=_cmd_place)
 

@@ -46,7 +46,8 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                         "collective sweeps to 8 GiB")
     p.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
                    help="auto: cuda when there are GPUs and CuPy is installed, else cpu")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="json: the report (topolink.probe/v2) with the snapshot it measured")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--force", action="store_true", help="also probe GPUs that run compute processes or are busy")
     p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="probe against a saved snapshot")
@@ -114,6 +115,13 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     if args.from_file and (why := _refuse_foreign(args, snap)) is not None:
         print(f"topolink probe: {why}", file=sys.stderr)
         return EXIT_USAGE
+    if args.backend == "cuda" and not snap.gpus:
+        import topology
+
+        why = (topology.no_gpu_reason(snap) or "No NVIDIA GPU found").rstrip(".")
+        print(f"topolink probe: --backend cuda: no test could run: {why}; --backend cpu measures host memory",
+              file=sys.stderr)
+        return EXIT_NONE_RAN
     return run_probe(args, snap)
 
 

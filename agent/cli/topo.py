@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from ._common import discover_from_args, exit_for, load_snapshot
+from ._common import EXIT_EPILOG, discover_from_args, exit_for, load_snapshot
 
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
@@ -14,7 +14,10 @@ if TYPE_CHECKING:
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    t = sub.add_parser("topo", help="print the GPU/NIC matrix as nvidia-smi topo -m does")
+    t = sub.add_parser("topo", help="print the GPU/NIC matrix as nvidia-smi topo -m does",
+                       description="Print the GPU/NIC matrix of this node or of a saved snapshot (or probe report) "
+                                   "as nvidia-smi topo -m does, or the measured bandwidth matrices.",
+                       epilog=EXIT_EPILOG)
     t.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="render a saved snapshot")
     t.add_argument("--bandwidth", action="store_true", help="print the measured bandwidth matrices instead")
     add_discovery_args(t)

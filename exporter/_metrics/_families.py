@@ -1,6 +1,6 @@
 """Every metric family the agent exports, as data: name, type, help, labels and its series bound.
 
-The README's metric table is generated from this list (:func:`metrics_markdown`), and the collector
+docs/reference.md's metric table is generated from this list (:func:`metrics_markdown`), and the collector
 builds exactly these families. Series bounds use: G GPUs, N RDMA NICs, U NUMA nodes, S discovery
 sources, L links with a theoretical rate, M measurements, T probe tests, F unknown facts, K sinks.
 """
@@ -141,7 +141,7 @@ def series_bound(*, gpus: int, nics: int, numa: int, sources: int, links: int, m
 
 
 def metrics_markdown() -> str:
-    """The README's table of metric families."""
+    """The reference's table of metric families (docs/reference.md)."""
     lines = ["| metric | type | labels | series | meaning |", "|---|---|---|---|---|"]
     for f in FAMILIES:
         labels = ", ".join(f"`{x}`" for x in f.labels) or "-"

@@ -49,6 +49,13 @@ def bottleneck(estimate: Mapping[str, Any], name: Any) -> str:
     return f"{kind} {name(src)}->{name(dst)} {gbps(cap)}{shared} ({neck['source']})"
 
 
+def _above_bottleneck(estimate: Mapping[str, Any]) -> bool:
+    """Whether the bus bandwidth shown is above the rate of the bottleneck shown beside it (NVLS)."""
+    cap = (estimate.get("bottleneck") or {}).get("capacity_bytes_per_second")
+    busbw = estimate.get("busbw_bytes_per_second")
+    return cap is not None and busbw is not None and busbw > cap * 1.001
+
+
 def inputs(estimate: Mapping[str, Any]) -> str:
     counts = {src: len(items) for src, items in (estimate.get("sources") or {}).items()}
     return ", ".join(f"{src} {n}" for src, n in sorted(counts.items())) or "-"
@@ -77,7 +84,8 @@ def busy_line(doc: Mapping[str, Any]) -> str:
 
 def placement_table(doc: Mapping[str, Any]) -> str:
     name = namer(doc)
-    lines = [f"Best groups of {doc['gpus']} GPUs on {shown(doc['node'])} for {doc['collective']} of "
+    gpus_word = "GPU" if doc["gpus"] == 1 else "GPUs"
+    lines = [f"Best groups of {doc['gpus']} {gpus_word} on {shown(doc['node'])} for {doc['collective']} of "
              f"{human_size(int(doc['size_bytes']))}: estimates of the cost model, not measurements", ""]
     rows = [("rank", "GPUs", "est. time", "est. busbw", "algorithm", "bottleneck", "inputs by source")]
     for g in doc["groups"]:
@@ -90,6 +98,9 @@ def placement_table(doc: Mapping[str, Any]) -> str:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     else:
         lines.append(f"No group of {doc['gpus']} GPUs: {shown_text(doc.get('note') or 'none available')}.")
+    if any(_above_bottleneck(g["estimate"]) for g in doc["groups"]):
+        lines.append("est. busbw above the bottleneck's rate: through NVSwitches each GPU's traffic is split over its "
+                     "links to every switch; the bottleneck is the one of those links that fills first")
     lines.append("")
     out = left_out(doc)
     lines.append("left out: " + ("; ".join(out) if out else "none"))
@@ -101,7 +112,8 @@ def placement_table(doc: Mapping[str, Any]) -> str:
         lines.append("snapshot: incomplete (some facts unknown; standard error lists them)")
     search = "every group evaluated" if doc["exhaustive"] else \
         "proven best by a bound" if doc["optimal"] else "best found, not proven"
-    lines.append(f"search: {doc['evaluated']} groups evaluated, {search}" +
+    groups_word = "group" if doc["evaluated"] == 1 else "groups"
+    lines.append(f"search: {doc['evaluated']} {groups_word} evaluated, {search}" +
                  (f"; {shown_text(doc['note'])}" if doc.get("note") and doc["groups"] else ""))
     return "\n".join(lines) + "\n"
 

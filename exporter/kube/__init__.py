@@ -33,11 +33,13 @@ if _TYPE_CHECKING:
     from ._desired._taints import desired_rules
     from ._fleet._cluster import ClusterRead, read_cluster
     from ._fleet._cluster_text import cluster_document, cluster_table
+    from ._fleet._saved import MAX_SAVED_BYTES, read_saved
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
     from ._sinks._taint_sink import DeviceTaintRuleSink
 
 __all__ = [
+    "MAX_SAVED_BYTES",
     "PERMISSIONS",
     "POLICY_SETTINGS",
     "Backoff",
@@ -78,6 +80,7 @@ __all__ = [
     "policy_rules",
     "prune",
     "read_cluster",
+    "read_saved",
     "reference_markdown",
     "sinks_from_config",
 ]
@@ -90,6 +93,8 @@ _WHERE = {
     'cluster_document': '_fleet._cluster_text',
     'cluster_table': '_fleet._cluster_text',
     'read_cluster': '_fleet._cluster',
+    'read_saved': '_fleet._saved',
+    'MAX_SAVED_BYTES': '_fleet._saved',
     'Conflict': '_api._errors',
     'DeviceTaintRuleSink': '_sinks._taint_sink',
     'Expired': '_api._errors',

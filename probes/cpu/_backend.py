@@ -46,7 +46,8 @@ class CpuBackend:
     def capabilities(self) -> Capabilities:
         unavailable: list[tuple[str, str]] = []
         if _torch_version() is None:
-            why = "torch is not installed (pip install 'topolink[torch]'): gloo needs torch.distributed"
+            why = ("torch is not installed (its CPU build: pip install torch --index-url "
+                   "https://download.pytorch.org/whl/cpu): gloo needs torch.distributed")
             unavailable += [(t, why) for t in _COLLECTIVES]
         return Capabilities(backend=self.name, tests=tuple(s.name for s in CPU_SPECS),
                             unavailable=tuple(unavailable), versions=self.versions())

@@ -136,7 +136,8 @@ def render_bandwidth_matrix(snap: Snapshot) -> str:
     """The measured matrices a snapshot carries (``topolink topo --bandwidth``)."""
     measured = [m for m in snap.measurements if m.source is Source.MEASURED]
     if not measured:
-        return "no measured bandwidth in this snapshot: run `topolink probe`"
+        return ("no measured bandwidth in this snapshot: measure with `topolink probe --format json -o report.json`, "
+                "then show it with `topolink topo --from report.json --bandwidth`\n")
     out: list[str] = []
     for test in dict.fromkeys(m.test for m in measured):
         ms = [m for m in measured if m.test == test]

@@ -1,4 +1,4 @@
-"""The label and attribute reference for the README, generated from the tables the code uses."""
+"""The label and attribute reference of docs/reference.md, generated from the tables the code uses."""
 
 from __future__ import annotations
 

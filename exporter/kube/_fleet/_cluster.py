@@ -113,6 +113,7 @@ class ClusterRead:
     pages: int
     slice_version: str | None  # None: the server serves no ResourceSlices
     restarts: int = 0  # lists started again after an expired continue token
+    source: str | None = None  # the saved list read instead of an API server (``cluster --from``)
 
 
 def pages(api: PageApi, path: str, params: Mapping[str, str], decoder: msgspec.json.Decoder[Any], *,

@@ -20,7 +20,7 @@ SOURCES = {"busbw": "estimate: the lower edge of each node's allreduce-busbw-N c
 def cluster_document(read: ClusterRead, report: FleetReport) -> dict[str, Any]:
     return {"schema": SCHEMA, "nodes": len(read.summaries), "slices": read.slices, "pages": read.pages,
             "slice_version": read.slice_version, "nodes_without_slices": list(read.without_slices),
-            "list_restarts": read.restarts, "sources": SOURCES, **report.to_dict()}
+            "list_restarts": read.restarts, "from": read.source, "sources": SOURCES, **report.to_dict()}
 
 
 def _gbs(v: float | None) -> str:
@@ -33,8 +33,9 @@ def _rows(rows: list[tuple[str, ...]]) -> list[str]:
 
 
 def cluster_table(doc: dict[str, Any], *, top: int = 5, outliers: int = 20) -> str:
+    where = f"read from {doc['from']}" if doc.get("from") else f"read in {doc['pages']} pages"
     lines = [f"{doc['nodes']} nodes with topolink labels, {doc['slices']} ResourceSlices of ours "
-             f"({len(doc['nodes_without_slices'])} nodes without), read in {doc['pages']} pages.",
+             f"({len(doc['nodes_without_slices'])} nodes without), {where}.",
              "Bus bandwidths are estimates (each node's allreduce-busbw-N class, rounded down to a power of two); "
              "rates between nodes are theoretical line rates.", ""]
     classes = doc["classes"]
