@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 
@@ -70,13 +69,14 @@ class SliceWatch:
                  wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
                  stop: threading.Event | None = None, floor: float = WATCH_FLOOR_S,
                  error_window: float = ERROR_WINDOW_S, early: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] | None = None) -> None:
         self._api, self._kind, self._fields, self._cache = api, kind, dict(fields), cache
         self._wake, self._restarts, self._stop = wake, restarts, stop or threading.Event()
         self.backoff = backoff or Backoff()
         self._rv: str | None = None
         self._expiries = 0  # 410s in a row, no event between
-        self._floor, self._error_window, self._early, self._clock = floor, error_window, early, clock
+        self._floor, self._error_window, self._early = floor, error_window, early
+        self._clock = clock or self.backoff.clock  # the back-off's clock (simulated where it is)
         self._own_list = False  # the watch opened from the list it just made, no event since
 
     def step(self) -> float:
