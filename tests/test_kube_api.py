@@ -188,3 +188,40 @@ async def test_a_taint_rule_that_lost_its_labels_is_taken_over_and_a_foreign_one
     results = [await run(other.publish, _degraded(_snap())) for _ in range(2)]
     assert [r.ok for r in results] == [False, True] and "someone else" in results[0].detail
     assert kmock.objects[RULES, None, name]["spec"]["deviceSelector"]["driver"] == "other.example.com"
+
+
+async def test_a_node_feature_that_lost_its_labels_is_taken_over_on_409_and_a_foreign_one_reported_once(
+        kmock: Any, api: LightkubeApi) -> None:
+    """The NodeFeature's name is there when the create is answered (the GET before it missed it: created in
+    between): read again, ours by every other mark it is taken over with our labels; labelled for another node
+    it is reported once and left alone."""
+    from tests.kmock_support import FEATURES
+
+    def created_in_between() -> None:  # the sink's next GET answers 404, its create 409
+        before, missed = list(kmock), []
+
+        def miss(request: Any) -> bool:  # the first GET from now on (kmock asks about past requests too)
+            if not missed and not any(r is request for r in before):
+                missed.append(request)
+            return bool(missed) and missed[0] is request
+        kmock["get", FEATURES][miss] << 404 << {"kind": "Status", "apiVersion": "v1", "code": 404, "message": "nf"}
+
+    assert (await run(NodeFeatureSink(api, NODE, "nfd", LabelConfig()).publish, _snap())).written == 1
+    (post,) = [r for r in writes(kmock) if r.method.value.lower() == "post"]
+    name = post.data["metadata"]["name"]
+    stripped = {**post.data, "metadata": {"name": name, "namespace": "nfd"}}  # every label gone
+    kmock.objects[FEATURES, "nfd", name] = stripped
+    created_in_between()
+    result = await run(NodeFeatureSink(api, NODE, "nfd", LabelConfig()).publish, _snap())
+    assert result.ok and result.written == 1, result.detail
+    assert [r.method.value.lower() for r in kmock][-4:] == ["get", "post", "get", "patch"]
+    assert kmock.objects[FEATURES, "nfd", name]["metadata"]["labels"] == post.data["metadata"]["labels"]
+    foreign = {**stripped, "metadata": {**stripped["metadata"],
+                                        "labels": {"nfd.node.kubernetes.io/node-name": "node-b"}}}
+    kmock.objects[FEATURES, "nfd", name] = foreign
+    created_in_between()
+    other = NodeFeatureSink(api, NODE, "nfd", LabelConfig())
+    results = [await run(other.publish, _snap()) for _ in range(2)]
+    assert [r.method.value.lower() for r in kmock][-4:] == ["get", "post", "get", "get"]  # reported, then left alone
+    assert [r.ok for r in results] == [False, True] and "someone else" in results[0].detail
+    assert kmock.objects[FEATURES, "nfd", name] == foreign

@@ -18,7 +18,15 @@ from exporter.kube._api._api import Kind, slice_kind
 from exporter.kube._api._errors import BackingOff
 from exporter.kube._client._watch_stream import decode_event
 from exporter.kube._sinks._slice_cache import SliceCache
-from exporter.kube._sinks._slice_watch import RESTART_REASONS, WATCH_FLOOR_S, SliceWatch, slice_fields, watch_slices
+from exporter.kube._sinks._slice_watch import (
+    EARLY_CLOSE_S,
+    ERROR_WINDOW_S,
+    RESTART_REASONS,
+    WATCH_FLOOR_S,
+    SliceWatch,
+    slice_fields,
+    watch_slices,
+)
 
 KIND = slice_kind("v1")
 FIELDS = slice_fields("n1", "gpu.topology")
@@ -119,6 +127,46 @@ def test_a_repeated_410_backs_off_from_the_floor_and_passes_read_the_watchs_list
     assert watch.step() == 0.0  # after a working watch (an event): the first 410 lists again at once
     assert watch.step() == 2 * WATCH_FLOOR_S  # a 410 again, on its own list: backs off (second in a row)
     assert len(api.lists) == 4
+
+
+def test_a_watch_broken_after_events_comes_back_on_a_jittered_window_and_passes_list_meanwhile() -> None:
+    """Every watch of a fleet breaks at once (a proxy drops its connections): each waits a full-jitter draw over
+    at least a pass before it reopens, the passes list meanwhile; the first 410 then lists again at once, and
+    an event ends the streak (the next break draws from the same window again)."""
+    stop = threading.Event()
+    broken = Unavailable("watch resourceslices: RemoteProtocolError: peer closed connection")
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [
+        opened(("BOOKMARK", obj("a", "11")), then=broken),
+        refused(Expired("watch resourceslices: 410 too old resource version: 11 (20)")),
+        opened(("BOOKMARK", obj("a", "21")), then=broken)])
+    cache = SliceCache()
+    restarts: Counter[str] = Counter()
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None,
+                       restarts=restarts, backoff=Backoff(rng=Top()), stop=stop)
+    assert watch.step() == ERROR_WINDOW_S  # not at once: the top of uniform(0, ERROR_WINDOW_S)
+    assert cache.view() is None  # the watch is down for an error: a pass lists
+    assert watch.step() == 0.0 and api.watches == ["10", "11"]  # resumed, met a 410: lists again at once
+    assert watch.step() == ERROR_WINDOW_S  # the event reset the streak: the same window, not a doubled one
+    assert restarts == Counter(error=2, expired=1) and len(api.lists) == 2
+
+
+def test_a_stream_ended_cleanly_long_before_its_timeout_waits_like_a_broken_one() -> None:
+    """A server shutting down (or a proxy) ends every stream cleanly at once: not the server's timeout, so it
+    waits on the error window too; a stream that lasted to its timeout reopens at once."""
+    now = [0.0]
+    steps = [opened(("BOOKMARK", obj("a", "11"))), opened(("BOOKMARK", obj("a", "12")))]
+
+    def lasting() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        now[0] += 300.0  # the client asks the server for 300 to 600 s
+        yield "BOOKMARK", obj("a", "13")
+    api = ScriptedApi(threading.Event(), [obj("a", "5")], "10", [*steps, lasting])
+    cache, restarts = SliceCache(), Counter[str]()
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=restarts,
+                       backoff=Backoff(rng=Top()), early=EARLY_CLOSE_S, clock=lambda: now[0])
+    assert watch.step() == ERROR_WINDOW_S and cache.view() is None  # dropped: a pass lists meanwhile
+    assert watch.step() == ERROR_WINDOW_S and api.watches == ["10", "11"]  # resumed, where it stopped
+    assert watch.step() == 0.0 and restarts == Counter(error=2, closed=1)  # its timeout: at once
 
 
 def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:

@@ -16,7 +16,10 @@
   arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a
   connection closed right after) backs off like any other failure. A first 410 after a working watch lists
   again at once; a repeated one (or one on a watch opened from its own list) waits at least a floor of its own
-  (:data:`~exporter.kube._sinks._slice_watch.WATCH_FLOOR_S`, doubling, full jitter).
+  (:data:`~exporter.kube._sinks._slice_watch.WATCH_FLOOR_S`, doubling, full jitter). A watch that breaks on
+  an error (or that the server drops long before its timeout) waits at least a window of one default pass
+  (:data:`~exporter.kube._sinks._slice_watch.ERROR_WINDOW_S`, full jitter): watches dropped together come back
+  spread out.
 
 So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
 ten requests, what a healthy server gets in ten minutes of one-minute passes (``tests/test_kube_faults.py``,

@@ -23,7 +23,7 @@ from .._api._retry import Backoff
 from .._desired._slices import SliceConfig, build_slices, desired_devices, devices_of
 from ._adopt import Adopter, NotOurs
 from ._slice_cache import SliceCache
-from ._slice_watch import RESTART_REASONS, SliceWatch, slice_fields
+from ._slice_watch import EARLY_CLOSE_S, RESTART_REASONS, SliceWatch, slice_fields
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ResourceSliceSink:
             wake(why)
 
         return SliceWatch(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields, cache=self._cache,
-                          wake=changed, restarts=self._restarts, backoff=backoff, stop=stop)
+                          wake=changed, restarts=self._restarts, backoff=backoff, stop=stop, early=EARLY_CLOSE_S)
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
         """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or

@@ -11,12 +11,15 @@ the label stays in view (and the next pass labels it again). Every way it can fa
 client's one retry policy (``_api._retry``): 410 Gone (as a status or as an ``ERROR`` event in the stream:
 the resourceVersion is older than the server keeps, as after it restarted) lists again at once, and backs
 off from :data:`WATCH_FLOOR_S` if the next watch fails the same way before any event came (the passes read
-the watch's list meanwhile instead of listing too); any other failure backs off, then watches
-again from the last resourceVersion (the server replays what was missed, or answers 410); while the client
-is backing off from a failing server the watch waits its turn; RBAC without watch or a server without the
-resource gives up (slices then wait for the next pass, as without a watch). Each restart is counted by
-reason. The cache is fresh from the moment the server accepts a watch until one fails. Needs ``list`` and
-``watch`` on resourceslices (``PERMISSIONS["resource-slices"]``).
+the watch's list meanwhile instead of listing too); any other failure backs off with full jitter over at least
+:data:`ERROR_WINDOW_S` (so that a fleet whose watches all break at once, as when a proxy or the server drops
+every connection, comes back spread over a pass instead of in one burst; a stream the server ends cleanly
+sooner than :data:`EARLY_CLOSE_S` after it opened was dropped the same way and waits the same), then watches
+again from the last resourceVersion (the server replays what was missed, or answers 410), the passes listing
+meanwhile; while the client is backing off from a failing server the watch waits its turn; RBAC without
+watch or a server without the resource gives up (slices then wait for the next pass, as without a watch).
+Each restart is counted by reason. The cache is fresh from the moment the server accepts a watch until one
+fails. Needs ``list`` and ``watch`` on resourceslices (``PERMISSIONS["resource-slices"]``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be 
 # two of the agent's default one-minute passes, so that a watch that keeps expiring costs a list and a watch
 # about once every two passes at first, and ever less often.
 WATCH_FLOOR_S = 120.0
+# The least window of the back-off after a watch fails on an error (a broken connection, a 5xx; doubling, full
+# jitter, at most MAX_DELAY_S): one default pass. While the watch is down the passes list, so a node stays as
+# right as without a watch; and watches broken all at once (a restart, a proxy dropping every connection) come
+# back spread over a pass, as client-go's reflector restarts with a jittered back-off after a watch error.
+ERROR_WINDOW_S = 60.0
+# A stream that the server ends cleanly this soon after it opened did not reach its timeout (the client asks for
+# 300 to 600 s): it was dropped (a server shutting down, a proxy or load balancer closing every connection), so it
+# waits on the same window as a broken one instead of reopening at once with every other watch it was dropped with.
+EARLY_CLOSE_S = 240.0
 
 
 def slice_fields(node: str, driver: str) -> dict[str, str]:
@@ -55,13 +67,16 @@ class SliceWatch:
 
     def __init__(self, api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
                  wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
-                 stop: threading.Event | None = None, floor: float = WATCH_FLOOR_S) -> None:
+                 stop: threading.Event | None = None, floor: float = WATCH_FLOOR_S,
+                 error_window: float = ERROR_WINDOW_S, early: float = 0.0,
+                 clock: Callable[[], float] | None = None) -> None:
         self._api, self._kind, self._fields, self._cache = api, kind, dict(fields), cache
         self._wake, self._restarts, self._stop = wake, restarts, stop or threading.Event()
         self.backoff = backoff or Backoff()
         self._rv: str | None = None
         self._expiries = 0  # 410s in a row, no event between
-        self._floor = floor
+        self._floor, self._error_window, self._early = floor, error_window, early
+        self._clock = clock or self.backoff.clock  # the back-off's clock (simulated where it is)
         self._own_list = False  # the watch opened from the list it just made, no event since
 
     def step(self) -> float:
@@ -75,12 +90,13 @@ class SliceWatch:
                 self._own_list = True
                 for missing in self._cache.replace(items):
                     self._wake(missing)
-            heard = False
+            heard, opened = False, self._clock()
             for typ, obj in self._api.watch(k, {}, self._fields, self._rv or None):
                 if self._stop.is_set():
                     return 0.0
                 if typ == "OPEN":
                     self._cache.fresh()
+                    opened = self._clock()
                     continue
                 if not heard:
                     heard, self._expiries, self._own_list = True, 0, False
@@ -88,6 +104,10 @@ class SliceWatch:
                 self._rv = resource_version(obj) or self._rv
                 if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
                     self._wake(why)
+            if heard and self._clock() - opened < self._early:  # dropped, not timed out: as a broken stream
+                self._restarts["error"] += 1
+                self._cache.stale()
+                return b.failed("watch closed early", floor=self._error_window)
             self._restarts["closed"] += 1  # the server's timeout: on from where it stopped
             return 0.0 if heard else b.failed("watch ended before any event")
         except BackingOff as exc:
@@ -112,8 +132,9 @@ class SliceWatch:
         except PublishError as exc:
             self._restarts["error"] += 1
             self._cache.stale()
-            log.warning("resource-slices: watch failed (%s); watching again", exc)
-            return b.failed(exc, exc.retry_after)
+            wait = b.failed(exc, exc.retry_after, floor=self._error_window)
+            log.warning("resource-slices: watch failed (%s); watching again in %.0f s", exc, wait)
+            return wait
 
     def run(self) -> None:
         """Blocks until ``stop`` is set or the watch cannot be had at all. A watch that ends on an error (a bug)
