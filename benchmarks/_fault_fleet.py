@@ -3,9 +3,9 @@ proxy (``tests/fault_proxy.py``): each agent its own node, its own client (its o
 label and slice sinks, a pass every interval (first passes spread over one interval) and the slice watch in
 a thread of its own that wakes the pass, as ``topolink serve`` runs them.
 
-For a fault: a steady phase, the fault (meanwhile every node's slices are deleted and one of its labels
-removed behind the proxy's back, as a kubelet restart and a careless person would), then the time until
-every node's labels and slices are right again. The proxy counts what reached the server, per second.
+For a fault: a steady phase, the fault (with ``damage``, every node's slices are deleted and one of its labels
+removed behind the proxy's back as it starts, as a kubelet restart and a careless person would), then the time
+until every node's labels and slices are right again. The proxy counts what reached the server, per second.
 """
 
 from __future__ import annotations
@@ -139,14 +139,16 @@ def rates(received: list[float], start: float, end: float, window: float) -> tup
 
 
 def run_fault(f: Fleet, fault: str, *, before: float, during: float, settle_max: float,
-              window: float) -> Iterator[Phase | tuple[str, Any]]:
+              window: float, damage: bool = True) -> Iterator[Phase | tuple[str, Any]]:
     """Yields the phases (before, during, and after: until recovered, ``before`` seconds at least) and then
-    ``("recovered_s", seconds or None)``."""
+    ``("recovered_s", seconds or None)``. ``damage``: every node's slices and a label removed as the fault
+    starts (their repair is part of the load during it); without, the load is the fault's alone."""
     t0, s0 = time.monotonic(), f.sent()
     time.sleep(before)
     t1, s1 = time.monotonic(), f.sent()
     f.proxy.mode = fault
-    f.damage()
+    if damage:
+        f.damage()
     time.sleep(during)
     t2, s2 = time.monotonic(), f.sent()
     f.proxy.mode = "none"

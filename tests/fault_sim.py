@@ -12,6 +12,7 @@ the watch about to open, as after the agent starts or the server restarts.
 from __future__ import annotations
 
 import json
+import math
 import random
 import ssl
 import threading
@@ -24,10 +25,24 @@ import httpx2
 
 import topology as t
 from exporter.kube import Backoff, LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
+from exporter.kube._sinks._slice_cache import TRUST_S
 from exporter.kube._sinks._slice_watch import GIVE_UP, SliceWatch
 from tests.fault_proxy import FaultProxy
 
 FAULTS = ("500", "429", "refuse", "410")
+PASSES = 10  # ten minutes of one-minute passes: the steady state sends one request each (the Node's GET)
+
+
+def request_bound(fault: str, seconds: float = 600.0) -> int:
+    """The most requests ``seconds`` of ``fault`` may cost one agent passing once a minute: the steady rate (a
+    request a pass, and the watch opened again at the server's timeout, every 5 to 10 minutes). With a 410 on
+    every watch, the watch cannot be had at all and only lists keep the slices checked: the first 410 costs a
+    list and a watch at once (the usual 410 after a restart), then a list and a watch each time the last list
+    is no longer trusted (``TRUST_S``)."""
+    passes = math.ceil(seconds / 60.0)
+    if fault != "410":
+        return passes + math.ceil(seconds / 300.0)
+    return passes + 1 + 2 * math.ceil(seconds / TRUST_S)
 
 
 @dataclass

@@ -13,11 +13,10 @@ import pytest
 
 from exporter.kube._api._retry import MAX_DELAY_S
 from tests.fault_proxy import FaultProxy
-from tests.fault_sim import FAULTS, publish, run_fault, sim_agent
+from tests.fault_sim import FAULTS, publish, request_bound, run_fault, sim_agent
 from tests.kmock_support import a100_node, start_objects
 
 pytestmark = pytest.mark.asyncio
-PASSES = 10  # ten minutes of one-minute passes: the steady state sends one request each
 
 
 @pytest.fixture
@@ -35,9 +34,7 @@ async def test_ten_minutes_of_a_fault_cost_no_more_than_the_steady_rate(proxy: F
     agent = sim_agent(a100_node(), server=proxy.url)
     assert await asyncio.to_thread(publish, agent) == [True, True]
     sent = await asyncio.to_thread(run_fault, agent, proxy, fault)
-    # a failing server: about one request a pass. A broken watch (410 on every one): the passes read the
-    # watch's list, which it makes again (with a watch) on a back-off from WATCH_FLOOR_S: two a pass at most
-    bound = PASSES + 2 if fault != "410" else 2 * PASSES + 4
+    bound = request_bound(fault)  # about one a pass; 410: a list and a watch each time the last list ages
     assert sent <= bound, f"{fault}: {sent} requests in 10 simulated minutes: {agent.transport.log[-sent:]}"
     agent.clock.sleep(MAX_DELAY_S)  # the fault is over: within one back-off maximum the agent publishes again
     assert await asyncio.to_thread(publish, agent) == [True, True]

@@ -17,12 +17,11 @@ from exporter.kube import Backoff, Expired, Forbidden, Unavailable
 from exporter.kube._api._api import Kind, slice_kind
 from exporter.kube._api._errors import BackingOff
 from exporter.kube._client._watch_stream import decode_event
-from exporter.kube._sinks._slice_cache import SliceCache
+from exporter.kube._sinks._slice_cache import TRUST_S, SliceCache
 from exporter.kube._sinks._slice_watch import (
     EARLY_CLOSE_S,
     ERROR_WINDOW_S,
     RESTART_REASONS,
-    WATCH_FLOOR_S,
     SliceWatch,
     slice_fields,
     watch_slices,
@@ -110,8 +109,10 @@ class Top(random.Random):
         return b
 
 
-def test_a_repeated_410_backs_off_from_the_floor_and_passes_read_the_watchs_list() -> None:
-    stop = threading.Event()
+def test_a_repeated_410_lists_once_the_cache_is_no_longer_trusted_and_passes_read_it_meanwhile() -> None:
+    """A watch that expires on the list it just made cannot be had: the passes plan against that list, and the
+    watch lists (and watches) again when the passes would, once the list is TRUST_S old, not on every 410."""
+    stop, now = threading.Event(), [0.0]
 
     def expired() -> Iterator[tuple[str, dict[str, Any]]]:
         yield "OPEN", {}
@@ -119,20 +120,40 @@ def test_a_repeated_410_backs_off_from_the_floor_and_passes_read_the_watchs_list
     api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, opened(("BOOKMARK", obj("a", "21")), then=
                       Expired("watch resourceslices: 410")), expired])
     cache = SliceCache()
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None,
-                       restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop)
-    # a watch from the list it just made expires: no list again at once, a wait from the floor, doubling
-    assert [watch.step(), watch.step()] == [WATCH_FLOOR_S, 2 * WATCH_FLOOR_S] and len(api.lists) == 2
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
+                       backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
+    assert watch.step() == TRUST_S and len(api.lists) == 1  # not the floor's 120 s: the list is trusted longer
+    now[0] = TRUST_S - 1
     assert [o["metadata"]["name"] for o in cache.view() or []] == ["a"]  # meanwhile a pass sends no list
+    now[0] = TRUST_S
+    assert cache.view() is None  # the list is too old to plan against: a pass would list
+    assert watch.step() == TRUST_S and len(api.lists) == 2  # the watch listed again, and its watch expired again
     assert watch.step() == 0.0  # after a working watch (an event): the first 410 lists again at once
-    assert watch.step() == 2 * WATCH_FLOOR_S  # a 410 again, on its own list: backs off (second in a row)
+    assert watch.step() == TRUST_S  # a 410 again, on its own list: waits for the list to age, as before
     assert len(api.lists) == 4
 
 
-def test_a_watch_broken_after_events_comes_back_on_a_jittered_window_and_passes_list_meanwhile() -> None:
+def test_a_repeated_410_watches_from_a_passs_list_and_waits_for_that_list_to_age() -> None:
+    stop, now = threading.Event(), [0.0]
+
+    def expired() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        raise Expired("watch resourceslices: 410")
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, expired])
+    cache = SliceCache()
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
+                       backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
+    assert watch.step() == TRUST_S
+    now[0] = TRUST_S + 10
+    cache.listed([obj("a", "5")], "30")  # a pass found the list too old and listed: the watch starts from it
+    assert watch.step() == TRUST_S and api.watches == ["10", "30"] and len(api.lists) == 1  # no list of its own
+
+
+def test_a_watch_broken_after_events_comes_back_on_a_jittered_window_and_passes_trust_the_cache() -> None:
     """Every watch of a fleet breaks at once (a proxy drops its connections): each waits a full-jitter draw over
-    at least a pass before it reopens, the passes list meanwhile; the first 410 then lists again at once, and
-    an event ends the streak (the next break draws from the same window again)."""
+    at least a pass before it reopens, the passes plan against what it saw meanwhile (no list each); the first
+    410 then lists again at once, and an event ends the streak (the next break draws from the same window
+    again)."""
     stop = threading.Event()
     broken = Unavailable("watch resourceslices: RemoteProtocolError: peer closed connection")
     api = ScriptedApi(stop, [obj("a", "5")], "10", [
@@ -144,7 +165,7 @@ def test_a_watch_broken_after_events_comes_back_on_a_jittered_window_and_passes_
     watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None,
                        restarts=restarts, backoff=Backoff(rng=Top()), stop=stop)
     assert watch.step() == ERROR_WINDOW_S  # not at once: the top of uniform(0, ERROR_WINDOW_S)
-    assert cache.view() is None  # the watch is down for an error: a pass lists
+    assert cache.view() is not None  # the watch is down for an error: the passes still trust what it saw
     assert watch.step() == 0.0 and api.watches == ["10", "11"]  # resumed, met a 410: lists again at once
     assert watch.step() == ERROR_WINDOW_S  # the event reset the streak: the same window, not a doubled one
     assert restarts == Counter(error=2, expired=1) and len(api.lists) == 2
@@ -164,20 +185,26 @@ def test_a_stream_ended_cleanly_long_before_its_timeout_waits_like_a_broken_one(
     cache, restarts = SliceCache(), Counter[str]()
     watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=restarts,
                        backoff=Backoff(rng=Top()), early=EARLY_CLOSE_S, clock=lambda: now[0])
-    assert watch.step() == ERROR_WINDOW_S and cache.view() is None  # dropped: a pass lists meanwhile
+    assert watch.step() == ERROR_WINDOW_S and cache.view() is not None  # dropped: trusted, no list meanwhile
+    now[0] += TRUST_S
+    assert cache.view() is None  # no watch for TRUST_S: a pass lists
+    now[0] -= TRUST_S
     assert watch.step() == ERROR_WINDOW_S and api.watches == ["10", "11"]  # resumed, where it stopped
     assert watch.step() == 0.0 and restarts == Counter(error=2, closed=1)  # its timeout: at once
 
 
 def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:
     cache = SliceCache()
-    cache.expired()  # the watch was relisting after a 410 when it broke
 
     def bug() -> Kind:
         raise RuntimeError("a bug")
+    watch = SliceWatch(ScriptedApi(threading.Event(), [], "1", []), bug, fields=FIELDS, cache=cache,
+                       wake=lambda _w: None, restarts=Counter())
+    cache.replace([obj("a", "5")])
+    cache.expired()  # the watch was relisting after a 410 when it broke
+    assert cache.view() is not None  # trusted while the watch is on its way back
     with pytest.raises(RuntimeError):
-        SliceWatch(ScriptedApi(threading.Event(), [], "1", []), bug, fields=FIELDS, cache=cache,
-                   wake=lambda _w: None, restarts=Counter()).run()
+        watch.run()
     assert cache.view() is None
 
 
@@ -199,7 +226,7 @@ def test_the_servers_timeout_resumes_from_the_last_version_seen_bookmarks_includ
     assert woken == ["resourceslice a changed"]  # someone else's edit of our slice
 
 
-def test_a_broken_connection_resumes_from_its_version_and_is_stale_meanwhile() -> None:
+def test_a_broken_connection_resumes_from_its_version_and_is_trusted_meanwhile() -> None:
     stop = threading.Event()
     cache = SliceCache()
     seen: list[list[dict[str, Any]] | None] = []
@@ -216,7 +243,8 @@ def test_a_broken_connection_resumes_from_its_version_and_is_stale_meanwhile() -
     api = ScriptedApi(stop, [obj("a", "5")], "10", [broken, check])
     restarts, _, _ = run(api, cache)
     assert restarts["error"] == 1 and api.lists == [FIELDS] and api.watches[:2] == ["10", "11"]
-    assert seen[0] is None and [o["metadata"]["name"] for o in seen[1] or []] == ["a", "b"]
+    # between, the passes plan against what the watch saw until it broke (trusted, not fresh: no list each)
+    assert [[o["metadata"]["name"] for o in view or []] for view in seen] == [["a", "b"], ["a", "b"]]
 
 
 @pytest.mark.parametrize("error", [Forbidden("watch resourceslices: 403"), Unavailable("x")])
@@ -252,6 +280,7 @@ def test_an_error_event_is_raised_as_its_status() -> None:
 def test_the_cache_wakes_only_for_changes_of_others() -> None:
     cache = SliceCache()
     assert cache.view() is None  # not fresh before a watch lists
+    cache.watched(lambda: 0.0)
     assert cache.replace([obj("a", "5")]) == []
     cache.writing(["a", "b"])
     assert cache.event("MODIFIED", obj("a", "6")) is None  # our own update, its event before our write returned
@@ -266,7 +295,9 @@ def test_the_cache_wakes_only_for_changes_of_others() -> None:
     assert cache.view() == []
     cache.written([], [], ["c"])  # published while not watching; gone before the watch lists
     cache.stale()
-    assert cache.view() is None
+    assert cache.view() == []  # the watch broke: what it saw is trusted for a while
+    cache.abandoned()
+    assert cache.view() is None  # no watch will come: the passes list
     assert cache.replace([]) == ["resourceslice c missing"]
 
 

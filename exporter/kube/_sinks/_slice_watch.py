@@ -1,25 +1,26 @@
-"""Watch this node's ResourceSlices of our driver: keep the sink's cache fresh, and wake the agent when someone
-else deletes or changes one.
+"""Watch this node's ResourceSlices of our driver: keep the sink's cache fresh, and wake the agent when someone else
+deletes or changes one.
 
-Kubelet deletes every node-local slice when it starts, and the garbage collector does when the Node goes, so
-without a watch the pool would be missing until the next discovery interval. The watch is the informer
-pattern cut to one node: list with field selectors (``spec.nodeName``, ``spec.driver``: only this node's
-slices cross the network), then watch from the list's resourceVersion with bookmarks (a quiet node's
-resourceVersion stays recent), and when the server ends the stream at its timeout, watch again from the
-last resourceVersion seen. The selection is by fields alone, not by our label: a slice of ours that lost
-the label stays in view (and the next pass labels it again). Every way it can fail is handled, by the
-client's one retry policy (``_api._retry``): 410 Gone (as a status or as an ``ERROR`` event in the stream:
-the resourceVersion is older than the server keeps, as after it restarted) lists again at once, and backs
-off from :data:`WATCH_FLOOR_S` if the next watch fails the same way before any event came (the passes read
-the watch's list meanwhile instead of listing too); any other failure backs off with full jitter over at least
-:data:`ERROR_WINDOW_S` (so that a fleet whose watches all break at once, as when a proxy or the server drops
-every connection, comes back spread over a pass instead of in one burst; a stream the server ends cleanly
-sooner than :data:`EARLY_CLOSE_S` after it opened was dropped the same way and waits the same), then watches
-again from the last resourceVersion (the server replays what was missed, or answers 410), the passes listing
-meanwhile; while the client is backing off from a failing server the watch waits its turn; RBAC without
-watch or a server without the resource gives up (slices then wait for the next pass, as without a watch).
-Each restart is counted by reason. The cache is fresh from the moment the server accepts a watch until one
-fails. Needs ``list`` and ``watch`` on resourceslices (``PERMISSIONS["resource-slices"]``).
+Kubelet deletes every node-local slice when it starts, and the garbage collector does when the Node goes, so without
+a watch the pool would be missing until the next discovery interval. The watch is the informer pattern cut to one
+node: list with field selectors (``spec.nodeName``, ``spec.driver``: only this node's slices cross the network),
+then watch from the list's resourceVersion with bookmarks (a quiet node's resourceVersion stays recent), and when
+the server ends the stream at its timeout, watch again from the last resourceVersion seen. The selection is by
+fields alone, not by our label: a slice of ours that lost the label stays in view (and the next pass labels it
+again). Every way it can fail is handled, by the client's one retry policy (``_api._retry``): 410 Gone (as a status
+or as an ``ERROR`` event in the stream: the resourceVersion is older than the server keeps, as after it restarted)
+lists again at once; if the next watch fails the same way before any event came, the watch cannot be had, and it
+lists and watches again only when that list stops being trusted (:data:`~._slice_cache.TRUST_S`, the passes planning
+against it meanwhile); any other failure backs off with full jitter over at least :data:`ERROR_WINDOW_S` (so that a
+fleet whose watches all break at once, as when a proxy or the server drops every connection, comes back spread over
+a pass instead of in one burst; a stream the server ends cleanly sooner than :data:`EARLY_CLOSE_S` after it opened
+was dropped the same way and waits the same), then watches again from the last resourceVersion (the server replays
+what was missed, or answers 410); meanwhile the passes plan against the cache while it is trusted, and list once it
+is not; while the client is backing off from a failing server the watch waits its turn; RBAC without watch or a
+server without the resource gives up (the passes then list every time, as without a watch). Each restart is counted
+by reason. The cache is fresh from the moment the server accepts a watch until one fails, and trusted for
+:data:`~._slice_cache.TRUST_S` after. Needs ``list`` and ``watch`` on resourceslices
+(``PERMISSIONS["resource-slices"]``).
 """
 
 from __future__ import annotations
@@ -42,10 +43,6 @@ _FINAL = (Forbidden, NotFound, InvalidObject)
 # listed again), or it failed (backed off, then resumed).
 RESTART_REASONS = ("closed", "expired", "error")
 GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be had at all
-# The least window of the back-off after a repeated 410 (doubling from there, full jitter, at most MAX_DELAY_S):
-# two of the agent's default one-minute passes, so that a watch that keeps expiring costs a list and a watch
-# about once every two passes at first, and ever less often.
-WATCH_FLOOR_S = 120.0
 # The least window of the back-off after a watch fails on an error (a broken connection, a 5xx; doubling, full
 # jitter, at most MAX_DELAY_S): one default pass. While the watch is down the passes list, so a node stays as
 # right as without a watch; and watches broken all at once (a restart, a proxy dropping every connection) come
@@ -67,7 +64,7 @@ class SliceWatch:
 
     def __init__(self, api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
                  wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
-                 stop: threading.Event | None = None, floor: float = WATCH_FLOOR_S,
+                 stop: threading.Event | None = None,
                  error_window: float = ERROR_WINDOW_S, early: float = 0.0,
                  clock: Callable[[], float] | None = None) -> None:
         self._api, self._kind, self._fields, self._cache = api, kind, dict(fields), cache
@@ -75,9 +72,10 @@ class SliceWatch:
         self.backoff = backoff or Backoff()
         self._rv: str | None = None
         self._expiries = 0  # 410s in a row, no event between
-        self._floor, self._error_window, self._early = floor, error_window, early
+        self._error_window, self._early = error_window, early
         self._clock = clock or self.backoff.clock  # the back-off's clock (simulated where it is)
         self._own_list = False  # the watch opened from the list it just made, no event since
+        cache.watched(self._clock)  # its trust runs on the same clock as the back-off
 
     def step(self) -> float:
         b = self.backoff
@@ -109,10 +107,13 @@ class SliceWatch:
                 self._cache.stale()
                 return b.failed("watch closed early", floor=self._error_window)
             self._restarts["closed"] += 1  # the server's timeout: on from where it stopped
-            return 0.0 if heard else b.failed("watch ended before any event")
+            if heard:
+                return 0.0
+            self._cache.stale()
+            return b.failed("watch ended before any event")
         except BackingOff as exc:
             self._restarts["error"] += 1  # not reopened: the server is failing (a pass found it so first)
-            self._cache.stale()
+            self._cache.doubted()
             return exc.retry_in  # the client is backing off from a failing server: wait our turn
         except Expired as exc:
             self._restarts["expired"] += 1
@@ -123,10 +124,13 @@ class SliceWatch:
             if self._expiries == 1 and not self._own_list:
                 b.failed(exc, exc.retry_after)
                 return 0.0  # the usual case (after a working watch): list again at once
-            self._own_list = False  # again, or on a watch from a list just made: back off, from the floor
-            return b.failed(exc, exc.retry_after, floor=self._floor)
+            # again, or on a watch from a list just made: the watch cannot be had, so a list (and a watch) each
+            # time the last list stops being trusted (TRUST_S, the back-off maximum) is all that keeps this
+            # node's slices checked; not one on every 410, however the jitter falls
+            self._own_list = False
+            return max(b.failed(exc, exc.retry_after), self._cache.trust_left())
         except _FINAL as exc:
-            self._cache.stale()
+            self._cache.abandoned()
             log.warning("resource-slices: not watching (%s); a deleted slice is re-created on the next pass", exc)
             return GIVE_UP
         except PublishError as exc:
@@ -147,7 +151,7 @@ class SliceWatch:
                 if wait > 0:
                     self._stop.wait(wait)
         except BaseException:
-            self._cache.stale()
+            self._cache.abandoned()
             raise
 
 
