@@ -13,11 +13,11 @@ steady state's one a pass (simulated: the loop and the clock; every request real
 The fleet: ``--agents`` agents' publishing loops in this process in real time (``benchmarks/_fault_fleet.py``), each
 its own node and client, a pass every ``--interval`` seconds. For each fault: requests a second the server received
 before, during and after it (mean, and the peak: the highest mean over any window of one interval), and the seconds
-until every node's labels and slices are right again. Each fault runs twice: alone (its peak is the one held to the
-target), and with every node's slices and a label removed behind the proxy as it starts (the repair's writes add to
-the load; the recovery time is from this run). Targets: peak during a fault at most 2x the steady rate; recovery
-within one back-off maximum (``MAX_DELAY_S``). ``--full``: ten minutes of each fault, one-minute passes (about an
-hour).
+until every node's labels and slices are right again. Each fault runs twice: with every node's slices and a label
+removed behind the proxy as it starts (the repair's writes add to the load; the recovery time is from this run),
+then alone (its peak is the one held to the target). Targets: peak during a fault at most 2x the steady rate;
+recovery within one back-off maximum (``MAX_DELAY_S``). ``--full``: ten minutes of each fault, one-minute passes
+(about an hour).
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
     f = fleet(server, args.agents, args.interval, tmp, "fleet")
     print(f"\nfleet: {args.agents} agents in one process, a pass every {args.interval:g} s, {args.before:g} s "
           f"steady, {args.during:g} s of each fault (measured, real time; peak over {args.interval:g} s windows).\n"
-          "Each fault twice: alone (the load the fault causes), then with every node's slices and a label "
-          "removed as it starts (the load with their repair, and the time until every node is right again)")
+          "Each fault twice: with every node's slices and a label removed as it starts (the load with their "
+          "repair, and the time until every node is right again), then alone (the load the fault causes)")
     print(f"{'fault':<7} {'damage':<6} {'before/s':>9} {'during/s':>9} {'peak/s':>7} {'peak/steady':>11} "
           f"{'after/s':>8} {'tried during':>12} {'recovered s':>11}  target: peak <= 2x steady (fault alone), "
           f"recovery <= {MAX_DELAY_S:g} s")
@@ -83,7 +83,7 @@ def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
         f.start(args.seed)
         time.sleep(2 * args.interval)  # every agent's first pass and watch: not the steady state
         for fault in args.faults.split(","):
-            for damage in (False, True):
+            for damage in (True, False):  # damage first: it starts from the steady state, watches open
                 phases: dict[str, Phase] = {}
                 recovered = None
                 for item in run_fault(f, fault, before=args.before, during=args.during,
