@@ -40,9 +40,9 @@ NEVER = (
 # Loaded only through the module named: ``tempfile``, ``random``, ``shutil``, ``threading`` and ``math`` by
 # ``ctypes.util`` alone, which pynvml imports where NVML is used (``-o`` writes without the first two, the
 # parser is formatted without shutil, NVML's lock is a bare ``_thread`` lock, JSON floats are checked without
-# math).
+# math); ``ctypes`` by pynvml alone (whether a system NVML loads is asked of ``_ctypes.dlopen``).
 ONLY_THROUGH = {"tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util",
-                "threading": "ctypes.util", "math": "ctypes.util"}
+                "threading": "ctypes.util", "math": "ctypes.util", "ctypes": "pynvml"}
 
 # Runs main() with a finder first on sys.meta_path that records, for each module loaded, the module whose code
 # asked for it (the first frame outside the import machinery), then prints that map as JSON.
