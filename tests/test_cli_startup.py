@@ -40,7 +40,8 @@ NEVER = (
 # Never loaded by ``discover --format json -o FILE`` either: its usual command lines are read without argparse
 # (agent.cli.discover.plain_args), so neither argparse nor the gettext its messages are looked up in load
 # (nor locale: see ONLY_THROUGH). Help that is not stored is argparse's, as is any unusual command line.
-NEVER_BY_DISCOVER = ("argparse", "gettext")
+# The indented snapshot is written without the json package (topology._jsontext), which reading one needs.
+NEVER_BY_DISCOVER = ("argparse", "gettext", "json")
 # Loaded only through the module named: ``tempfile``, ``random``, ``shutil``, ``threading`` and ``math`` by
 # ``ctypes.util`` alone, which pynvml imports where NVML is used (``-o`` writes without the first two, the
 # parser is formatted without shutil, NVML's lock is a bare ``_thread`` lock, JSON floats are checked without
