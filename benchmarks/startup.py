@@ -176,8 +176,8 @@ def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
 _PHASES = """
 import sys, time
 marks = [("start", time.perf_counter())]
-import argparse
-marks.append(("argparse (with re, enum, gettext)", time.perf_counter()))
+import re
+marks.append(("re (with enum and functools: the sources' patterns; argparse is not loaded)", time.perf_counter()))
 import topology._model
 marks.append(("the model's classes (topology._model and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
@@ -187,9 +187,10 @@ try:
     main(["discover", "--format", "json", "-o", sys.argv[1]])
 except SystemExit:
     pass
-marks.append(("the rest: parser, discovery, codec and JSON, -o", time.perf_counter()))
+marks.append(("the rest: flags, discovery, codec and JSON text, -o", time.perf_counter()))
+loaded = [m for m in ("argparse", "gettext", "locale", "json", "ctypes") if m in sys.modules]
 import json
-print(json.dumps([(b[0], (b[1] - a[1]) * 1e3) for a, b in zip(marks, marks[1:])]))
+print(json.dumps({"phases": [(b[0], (b[1] - a[1]) * 1e3) for a, b in zip(marks, marks[1:])], "loaded": loaded}))
 """
 
 
@@ -221,10 +222,12 @@ def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None
     what the phases before it did not), and what importing the model costs alone."""
     n = max(runs, 3)
     samples: dict[str, list[float]] = {}
+    skipped: set[str] = set()  # of argparse, gettext, locale, json, ctypes: those discover loaded
     for _ in range(n):
-        out = subprocess.run([str(venv.python), "-I", "-c", _PHASES, str(tmp / "phases.json")], capture_output=True,
-                             text=True, check=True).stdout
-        for label, ms in json.loads(out):
+        out = json.loads(subprocess.run([str(venv.python), "-I", "-c", _PHASES, str(tmp / "phases.json")],
+                                        capture_output=True, text=True, check=True).stdout)
+        skipped.update(out["loaded"])
+        for label, ms in out["phases"]:
             samples.setdefault(label, []).append(ms)
     code = ("import time; {pre}t = time.perf_counter(); import topology._model; "
             "print((time.perf_counter() - t) * 1e3)")
@@ -246,7 +249,8 @@ def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None
              f"{statistics.median(ms) / discover_ms:.0%}" if discover_ms else "") for label, ms in samples.items()]
     table(f"installed discover --format json -o FILE phase by phase after the interpreter's start, and the model's "
           f"import alone, measured (median of {n}); dataclasses, typing, inspect loaded by discover: "
-          f"{', '.join(sorted(loaded)) or 'none'}", ("phase", "ms", "share of installed discover's median"), rows)
+          f"{', '.join(sorted(loaded)) or 'none'}; argparse, gettext, locale, json, ctypes: "
+          f"{', '.join(sorted(skipped)) or 'none'}", ("phase", "ms", "share of installed discover's median"), rows)
 
 
 def pynvml_row() -> None:

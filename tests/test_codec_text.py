@@ -88,11 +88,20 @@ def test_any_json_document_is_indented_as_json_dumps_indents_it(doc: Any, indent
     assert dumps_indented(doc, indent) == json.dumps(doc, indent=indent, allow_nan=False)
 
 
+@pytest.mark.parametrize("doc", [[1.7e308, 1.7e308], [-1.7e308, -1.7e308, 5e-324], [0.1, 2, True, None, -0.0],
+                                 [3, 2**70, -1], (2.5,), [1e16, -0.0]])
+def test_number_lists_are_written_as_json_dumps_writes_them(doc: Any) -> None:
+    """Lists of numbers are joined in one call; a sum too big for a float is still no infinity in them."""
+    assert dumps_indented(doc, 2) == json.dumps(doc, indent=2, allow_nan=False)
+
+
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-@pytest.mark.parametrize("where", ["alone", "in an object", "in a number list", "after a string", "in a row"])
+@pytest.mark.parametrize("where", ["alone", "in an object", "in a number list", "after a string", "in a row",
+                                   "in a float list"])
 def test_nan_and_infinity_are_refused(bad: float, where: str) -> None:
     doc = {"alone": bad, "in an object": {"x": bad}, "in a number list": [1, 2.5, bad],
-           "after a string": ["a", bad], "in a row": [[0.0, 1.0], [bad, 0.0]]}[where]
+           "after a string": ["a", bad], "in a row": [[0.0, 1.0], [bad, 0.0]],
+           "in a float list": [1e308, bad, -1e308]}[where]
     with pytest.raises(ValueError, match="not JSON compliant"):
         dumps_indented(doc, 2)
 

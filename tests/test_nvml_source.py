@@ -374,3 +374,42 @@ def test_cluster_uuid_text_is_rfc_4122_as_the_uuid_module_writes_it() -> None:
 
     for raw in (bytes(16), bytes(range(16)), b"\xff" * 16, *(os.urandom(16) for _ in range(200))):
         assert _uuid_text(raw) == str(uuid.UUID(bytes=raw))
+
+
+_SYSTEM_LOOKUP = """
+import sys
+from agent.discovery.doors import NvmlLibraryNotFound, open_nvml
+from agent.discovery.doors._nvml_port import _default_library_loadable
+found = _default_library_loadable()
+print(found, "ctypes" in sys.modules)
+try:
+    port = open_nvml(None)
+except NvmlLibraryNotFound as exc:
+    print("not found", exc.code)
+else:
+    print("devices", port.device_count())
+"""
+
+
+@pytest.mark.parametrize("on_path", [True, False])
+def test_the_system_library_is_looked_up_as_pynvml_would(fake_machine: MakeMachine, on_path: bool) -> None:
+    """No library named: NVML is ``libnvidia-ml.so.1`` wherever the dynamic linker finds it (here the test
+    NVML, by LD_LIBRARY_PATH) and the look-up itself loads no ``ctypes`` module; where the linker finds none,
+    pynvml is not even imported and the error is the one its nvmlInit raises (NVML_ERROR_LIBRARY_NOT_FOUND)."""
+    import os
+    import subprocess
+    import sys
+
+    node = fake_machine("hgx-h100")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_") and k != "LD_LIBRARY_PATH"}
+    env.update({k: v for k, v in node.env().items() if k != "TOPOLINK_NVML_LIBRARY"})
+    if on_path:
+        env["LD_LIBRARY_PATH"] = str(node.nvml_library.parent)
+    out = subprocess.run([sys.executable, "-c", _SYSTEM_LOOKUP], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[1], timeout=120, check=True).stdout.splitlines()
+    if on_path:
+        assert out == ["True False", "devices 8"]
+    elif os.path.exists("/dev/nvidiactl"):
+        pytest.skip("this machine has an NVIDIA driver: its own NVML would answer")
+    else:
+        assert out == ["False False", "not found 12"]

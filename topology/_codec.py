@@ -16,7 +16,6 @@ the subject is not a device), so a v1 snapshot with problems is never taken for 
 from __future__ import annotations
 
 import enum
-import json
 import sys
 from collections.abc import Mapping
 from functools import cache
@@ -76,6 +75,8 @@ def to_dict(snap: Snapshot) -> dict[str, Any]:
 def dumps(snap: Snapshot, *, indent: int | None = 2) -> str:
     """The JSON text; with ``indent``, exactly what ``json.dumps(..., indent=indent)`` writes, only faster."""
     if indent is None:
+        import json  # here: the indented text (discover's) is written without the json package (start-up)
+
         return json.dumps(to_dict(snap), allow_nan=False)
     return dumps_indented(to_dict(snap), indent)
 
@@ -117,6 +118,8 @@ def parse_json(data: str | bytes) -> Any:
     nested too deep, a number with thousands of digits, ``NaN`` or ``Infinity``."""
     if len(data) > MAX_DOCUMENT_BYTES:
         raise SchemaError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
+    import json
+
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
         return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
@@ -162,6 +165,8 @@ def structure_hash(snap: Snapshot) -> str:
     measurement, a timestamp or a problem does. Measured matrices are left out too."""
     body = {name: _encode(getattr(snap, name)) for name in _STRUCTURE_FIELDS if name != "matrices"}
     body["matrices"] = [_encode(m) for m in snap.matrices if not _is_measured(m)]
+    import json
+
     raw = json.dumps(body, sort_keys=True, separators=(",", ":"))
     import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
 

@@ -1,9 +1,11 @@
 """Where command output goes: standard output (no ``-o``, or ``-o -``), or the file ``-o`` names.
 
 What may be written is decided before any work (``check_output``) by ``exporter.Target``: a new path or a
-regular file is replaced atomically (readers see the old file or the new one, its mode kept), a link is
-followed, a character device or a FIFO with a reader is written through, and anything else (a directory, a
-block device, a FIFO nobody reads) is refused. No command replaces a file it did not create.
+regular file is replaced atomically (readers see the old file or the new one, its mode kept) without an
+``fsync``, as a shell's redirection, ``cp`` and lstopo write theirs (the state directory and the features
+file are flushed: other processes read them after a reboot); a link is followed, a character device or a
+FIFO with a reader is written through, and anything else (a directory, a block device, a FIFO nobody reads)
+is refused. No command replaces a file it did not create.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ def check_output(output: str | None) -> None:
 
     if output in _open:  # decided by an earlier command of this process that did not write: decide again
         _open.pop(output).close()
-    try:
-        _open[output] = Target(output)
+    try:  # not durable: a command's output file is not flushed to the disk, as a shell's redirection's is not
+        _open[output] = Target(output, durable=False)
     except UnsafeFile as exc:
         raise OutputError(f"-o {exc}") from exc
 

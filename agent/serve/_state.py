@@ -42,7 +42,7 @@ def _write_atomic(path: Path, text: str) -> None:
     file's place is refused, never replaced (``exporter.Target``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        write_file(str(path), text.encode())
+        write_file(str(path), text.encode(), durable=True)  # read again after a restart or a reboot
     except UnsafeFile as exc:
         raise OSError(str(exc)) from exc
 

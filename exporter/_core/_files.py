@@ -8,6 +8,13 @@
   terminal, a pipe); a FIFO without a reader, a block device (a disk) and anything else are refused with a
   reason, before any work.
 
+  Durability is the caller's choice (``durable``): the agent's state directory and the NFD features file are
+  read by other processes across restarts and reboots, so their content is flushed to the disk (``fsync``)
+  before the rename; the command line's ``-o`` is replaced atomically but not flushed, as a shell's
+  redirection, ``cp`` and lstopo write theirs: while the machine runs a reader sees the old file or the new
+  one, and only a crash of the machine itself (not of topolink) before the kernel writes it back may leave
+  the file empty or short, as it may theirs.
+
   Reading is as strict: only a regular file is read (opened without blocking, checked with ``fstat``, so a
   FIFO cannot hang a command), and never more than a stated size.
 
@@ -69,10 +76,12 @@ def _followed(path: str) -> str:
 
 class Target:
     """Where one file's content goes, decided (and for a device or FIFO, opened) before any work, so a
-    command that cannot write its output fails before it measures anything. ``write`` once, then it is done."""
+    command that cannot write its output fails before it measures anything. ``write`` once, then it is done.
+    ``durable``: a replaced file's content is flushed to the disk before the rename (see the module's text)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, durable: bool) -> None:
         self.path = path
+        self.durable = durable
         self._fd: int | None = None
         self._real: str | None = None  # the regular file (or new path) to replace, links followed
         self._keep: os.stat_result | None = None  # the file being replaced: its mode and owner are kept
@@ -159,7 +168,8 @@ class Target:
                 self._same_mode(f.fileno())
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if self.durable:  # kept across a crash or a reboot; else as a shell's redirection writes
+                    os.fsync(f.fileno())
             self._put(tmp, real)
         except BaseException:
             try:  # noqa: SIM105
@@ -201,9 +211,9 @@ class Target:
         os.replace(tmp, real)
 
 
-def write_file(path: str, data: bytes) -> None:
-    """``Target(path).write(data)``: one call for writers that decide and write at once."""
-    target = Target(path)
+def write_file(path: str, data: bytes, *, durable: bool) -> None:
+    """``Target(path, durable=durable).write(data)``: one call for writers that decide and write at once."""
+    target = Target(path, durable=durable)
     try:
         target.write(data)
     finally:

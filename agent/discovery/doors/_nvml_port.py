@@ -13,7 +13,6 @@ cache is emptied whenever the library changes; one process can then discover sev
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from _thread import allocate_lock  # threading's Lock without importing threading (start-up)
 from collections.abc import Callable
@@ -72,6 +71,8 @@ def _use_library(pynvml: Any, library: str | None) -> None:
         if library is None:
             lib = None  # back to pynvml's own lookup of libnvidia-ml.so.1
         else:
+            import ctypes  # loaded with pynvml already
+
             try:
                 lib = ctypes.CDLL(library)
             except OSError as exc:
@@ -176,6 +177,8 @@ class NvmlPort:
 
     def fabric(self, h: Handle) -> RawFabric:
         """``nvmlDeviceGetGpuFabricInfoV`` with the v3 struct, or v2 where the driver predates v3."""
+        import ctypes  # loaded with pynvml already
+
         nv = self._nv
         v3 = getattr(nv, "c_nvmlGpuFabricInfo_v3_t", None)
         candidates = ([v3] if v3 is not None else []) + [nv.c_nvmlGpuFabricInfo_v2_t]
@@ -242,6 +245,8 @@ class NvmlPort:
 def _bits(words: Any) -> tuple[int, ...]:
     """Set bits of a mask of 64-bit words, lowest first: the words as one integer, read off its binary
     digits (a 4096-CPU mask is 64 words, nearly all zero, and a loop per word or per bit is slow)."""
+    import ctypes  # loaded with pynvml already
+
     if isinstance(words, ctypes.Array) and ctypes.sizeof(words._type_) == 8 and sys.byteorder == "little":
         value = int.from_bytes(bytes(words), "little")  # what pynvml returns: c_ulonglong words in memory
     else:
@@ -258,11 +263,17 @@ _DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no lib
 
 
 def _default_library_loadable() -> bool:
-    """Whether pynvml's own lookup would find a library: a dlopen, without importing pynvml (about 20 ms)."""
+    """Whether pynvml's own lookup would find a library: a dlopen, without importing pynvml (about 20 ms).
+    The dlopen is ``_ctypes.dlopen``, the very call ``ctypes.CDLL(name)`` makes (the same mode, RTLD_NOW
+    added by it), without ``ctypes``' own module and classes: a millisecond of every driverless start."""
     if "pynvml" in sys.modules:
         return True  # already paid for; let pynvml decide as before
     try:
-        ctypes.CDLL(_DEFAULT_LIBRARY)
+        from _ctypes import RTLD_LOCAL, dlopen
+    except ImportError:  # pragma: no cover - an interpreter without ctypes cannot run pynvml either
+        return False
+    try:
+        dlopen(_DEFAULT_LIBRARY, RTLD_LOCAL)  # RTLD_LOCAL: ctypes.DEFAULT_MODE on Linux
     except OSError:
         return False
     return True

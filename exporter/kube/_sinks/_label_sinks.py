@@ -181,7 +181,8 @@ class FeatureFileSink:
             if now == body:
                 return PublishResult(unchanged=len(labels))
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            write_file(str(self._path), body.encode())  # replaced atomically; never over a non-regular file
+            # replaced atomically, never over a non-regular file; durable: nfd-worker reads it after a reboot
+            write_file(str(self._path), body.encode(), durable=True)
             return PublishResult(written=1)
         except PublishError as exc:
             return _failed(self.name, exc)
