@@ -315,3 +315,18 @@ def test_restart_counters_are_exported_at_zero_from_the_start() -> None:
     text = generate_latest(registry).decode()
     for reason in RESTART_REASONS:
         assert f'topolink_sink_watch_restarts_total{{reason="{reason}",sink="resource-slices"}} 0.0' in text
+
+
+@pytest.mark.parametrize(("step", "trusted"), [
+    (refused(Unavailable("watch resourceslices: 503 busy")), False),
+    (opened(("BOOKMARK", obj("a", "11")), then=Unavailable("watch resourceslices: ReadError")), True)])
+def test_a_server_that_fails_the_watch_makes_passes_list_a_broken_stream_does_not(step: Step, trusted: bool) -> None:
+    """A watch the server refused or failed (a failing server: passes list, each when the client's back-off
+    lets it, and the first one answered finds what changed meanwhile) against a stream that broke after it
+    was accepted (a dropped connection: what the watch saw stands, and it resumes from there)."""
+    stop = threading.Event()
+    cache = SliceCache()
+    watch = SliceWatch(ScriptedApi(stop, [obj("a", "5")], "10", [step]), lambda: KIND, fields=FIELDS, cache=cache,
+                       wake=lambda _w: None, restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop)
+    assert watch.step() == ERROR_WINDOW_S
+    assert (cache.view() is not None) is trusted

@@ -79,6 +79,7 @@ class SliceWatch:
 
     def step(self) -> float:
         b = self.backoff
+        accepted = False  # the server accepted this watch (an HTTP 200): a failure after is a broken stream
         try:
             k = self._kind()
             if self._rv is None and b.failures and (rv := self._cache.take_rv()) is not None:
@@ -94,7 +95,7 @@ class SliceWatch:
                     return 0.0
                 if typ == "OPEN":
                     self._cache.fresh()
-                    opened = self._clock()
+                    accepted, opened = True, self._clock()
                     continue
                 if not heard:
                     heard, self._expiries, self._own_list = True, 0, False
@@ -135,7 +136,10 @@ class SliceWatch:
             return GIVE_UP
         except PublishError as exc:
             self._restarts["error"] += 1
-            self._cache.stale()
+            if accepted:  # the stream broke (a dropped connection): what the watch saw until then stands
+                self._cache.stale()
+            else:  # the server failed the watch or its list: passes list, each when the client's back-off allows,
+                self._cache.doubted()  # so the first pass the server answers finds what changed meanwhile
             wait = b.failed(exc, exc.retry_after, floor=self._error_window)
             log.warning("resource-slices: watch failed (%s); watching again in %.0f s", exc, wait)
             return wait
