@@ -330,3 +330,22 @@ def test_a_server_that_fails_the_watch_makes_passes_list_a_broken_stream_does_no
                        wake=lambda _w: None, restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop)
     assert watch.step() == ERROR_WINDOW_S
     assert (cache.view() is not None) is trusted
+
+
+def test_a_watch_that_carried_a_quiet_node_for_a_while_starts_a_new_streak_when_it_breaks() -> None:
+    """No event comes on a quiet node between bookmarks: a stream open for a window before it broke worked, so
+    the next break draws from the first window again, not from a doubled one (faults an hour apart are not
+    one streak); a stream that breaks at once still doubles it."""
+    now = [0.0]
+    broken = Unavailable("watch resourceslices: ReadError")
+
+    def lasting() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        now[0] += ERROR_WINDOW_S
+        raise broken
+    stop = threading.Event()
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [lasting, lasting, opened(then=broken), opened(then=broken)])
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=SliceCache(), wake=lambda _w: None,
+                       restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
+    assert [watch.step() for _ in range(4)] == [ERROR_WINDOW_S, ERROR_WINDOW_S, 2 * ERROR_WINDOW_S,
+                                               4 * ERROR_WINDOW_S]

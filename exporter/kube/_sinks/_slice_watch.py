@@ -80,6 +80,7 @@ class SliceWatch:
     def step(self) -> float:
         b = self.backoff
         accepted = False  # the server accepted this watch (an HTTP 200): a failure after is a broken stream
+        opened = 0.0
         try:
             k = self._kind()
             if self._rv is None and b.failures and (rv := self._cache.take_rv()) is not None:
@@ -138,6 +139,8 @@ class SliceWatch:
             self._restarts["error"] += 1
             if accepted:  # the stream broke (a dropped connection): what the watch saw until then stands
                 self._cache.stale()
+                if self._clock() - opened >= self._error_window:
+                    b.succeeded()  # it carried the node's slices a while (a quiet node hears no event): a new fault
             else:  # the server failed the watch or its list: passes list, each when the client's back-off allows,
                 self._cache.doubted()  # so the first pass the server answers finds what changed meanwhile
             wait = b.failed(exc, exc.retry_after, floor=self._error_window)
