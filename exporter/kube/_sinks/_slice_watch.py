@@ -44,9 +44,11 @@ _FINAL = (Forbidden, NotFound, InvalidObject)
 RESTART_REASONS = ("closed", "expired", "error")
 GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be had at all
 # The least window of the back-off after a watch fails on an error (a broken connection, a 5xx; doubling, full
-# jitter, at most MAX_DELAY_S): one default pass. While the watch is down the passes list, so a node stays as
-# right as without a watch; and watches broken all at once (a restart, a proxy dropping every connection) come
-# back spread over a pass, as client-go's reflector restarts with a jittered back-off after a watch error.
+# jitter, at most MAX_DELAY_S): one default pass. While the watch is down the passes trust what it saw (or list,
+# when the server failed it); watches broken all at once (a restart, a proxy dropping every connection) come
+# back spread over a pass, as client-go's reflector restarts with a jittered back-off after a watch error. A
+# stream open for a window before it broke worked: its break starts a new streak (client-go resets its back-off
+# after a quiet while too).
 ERROR_WINDOW_S = 60.0
 # A stream that the server ends cleanly this soon after it opened did not reach its timeout (the client asks for
 # 300 to 600 s): it was dropped (a server shutting down, a proxy or load balancer closing every connection), so it
