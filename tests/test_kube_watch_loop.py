@@ -349,3 +349,23 @@ def test_a_watch_that_carried_a_quiet_node_for_a_while_starts_a_new_streak_when_
                        restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
     assert [watch.step() for _ in range(4)] == [ERROR_WINDOW_S, ERROR_WINDOW_S, 2 * ERROR_WINDOW_S,
                                                4 * ERROR_WINDOW_S]
+
+
+def test_a_410_after_a_quiet_while_open_lists_again_at_once_even_on_a_watch_from_its_own_list() -> None:
+    """A watch opened from its own list on a quiet node (no event yet), open a window, then dropped; its resume
+    meets a 410 (the server moved on by more than its window): that is the usual first 410, relisted at once,
+    not a watch that cannot be had (which would leave the passes on a list up to TRUST_S old)."""
+    now = [0.0]
+
+    def quiet_then_dropped() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield "OPEN", {}
+        now[0] += ERROR_WINDOW_S
+        raise Unavailable("watch resourceslices: ReadError")
+    stop = threading.Event()
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [quiet_then_dropped, refused(Expired("watch resourceslices: 410"))])
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=SliceCache(), wake=lambda _w: None,
+                       restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
+    assert watch.step() == ERROR_WINDOW_S
+    assert watch.step() == 0.0 and len(api.lists) == 1  # a first 410: lists again at once (on the next step)
+    watch.step()
+    assert len(api.lists) == 2

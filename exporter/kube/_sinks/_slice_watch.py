@@ -79,10 +79,20 @@ class SliceWatch:
         self._own_list = False  # the watch opened from the list it just made, no event since
         cache.watched(self._clock)  # its trust runs on the same clock as the back-off
 
+    def _worked(self) -> None:
+        """The watch carried this node's slices: an event came, or the stream stayed open a window (a quiet node
+        hears nothing between bookmarks). Whatever fails next is a new fault: a first 410, a first break."""
+        self._expiries, self._own_list = 0, False
+        self.backoff.succeeded()
+
     def step(self) -> float:
         b = self.backoff
         accepted = False  # the server accepted this watch (an HTTP 200): a failure after is a broken stream
         opened = 0.0
+
+        def lasted() -> bool:
+            return accepted and self._clock() - opened >= self._error_window
+
         try:
             k = self._kind()
             if self._rv is None and b.failures and (rv := self._cache.take_rv()) is not None:
@@ -101,11 +111,14 @@ class SliceWatch:
                     accepted, opened = True, self._clock()
                     continue
                 if not heard:
-                    heard, self._expiries, self._own_list = True, 0, False
-                    b.succeeded()  # an event: the watch works
+                    heard = True
+                    self._worked()
                 self._rv = resource_version(obj) or self._rv
                 if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
                     self._wake(why)
+            if not heard and lasted():
+                heard = True
+                self._worked()
             if heard and self._clock() - opened < self._early:  # dropped, not timed out: as a broken stream
                 self._restarts["error"] += 1
                 self._cache.stale()
@@ -120,6 +133,8 @@ class SliceWatch:
             self._cache.doubted()
             return exc.retry_in  # the client is backing off from a failing server: wait our turn
         except Expired as exc:
+            if lasted():
+                self._worked()  # a 410 after a while open is a first one, whatever the list it started from
             self._restarts["expired"] += 1
             self._rv = None
             self._cache.expired()  # the passes read what the watch listed, until it lists again
@@ -141,8 +156,8 @@ class SliceWatch:
             self._restarts["error"] += 1
             if accepted:  # the stream broke (a dropped connection): what the watch saw until then stands
                 self._cache.stale()
-                if self._clock() - opened >= self._error_window:
-                    b.succeeded()  # it carried the node's slices a while (a quiet node hears no event): a new fault
+                if lasted():
+                    self._worked()
             else:  # the server failed the watch or its list: passes list, each when the client's back-off allows,
                 self._cache.doubted()  # so the first pass the server answers finds what changed meanwhile
             wait = b.failed(exc, exc.retry_after, floor=self._error_window)
