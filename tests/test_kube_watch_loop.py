@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from exporter.kube import Backoff, Expired, Forbidden, Unavailable
+from exporter.kube import Backoff, Expired, Forbidden, InvalidObject, Unavailable
 from exporter.kube._api._api import Kind, slice_kind
 from exporter.kube._api._errors import BackingOff
 from exporter.kube._client._watch_stream import decode_event
@@ -53,8 +53,8 @@ class ScriptedApi:
         return list(self.items), self.rv
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-        self.watches.append(resource_version)
+              resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+        self.watches.append("LIST" if initial else resource_version)
         if not self.steps:
             self.stop.set()
             return
@@ -94,12 +94,50 @@ def test_a_410_inside_the_stream_lists_again_at_once() -> None:
         yield "BOOKMARK", {"metadata": {"resourceVersion": "12"}}
         api.rv = "20"  # the server moved on (it restarted, and others wrote meanwhile)
         raise Expired("watch resourceslices: 410 too old resource version: 12 (20)")
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired])
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, watch_list(obj("a", "5"), rv="22")])
     restarts, woken, cache = run(api)
     assert restarts["expired"] == 1 and restarts["error"] == 0
-    assert api.lists == [FIELDS, FIELDS]  # listed again, with the same field selectors
-    assert api.watches == ["10", "20"]  # then watched from the new list's version, without waiting
+    assert api.lists == [FIELDS]  # the state again through a watch list: one request, no list of its own
+    assert api.watches == ["10", "LIST", "22"]  # then on from where the watch list ended, without waiting
     assert woken == [] and [o["metadata"]["name"] for o in cache.view() or []] == ["a"]
+
+
+def watch_list(*state: dict[str, Any], rv: str, then: Exception | None = None) -> Step:
+    """A watch list as a server with ``sendInitialEvents`` answers: the state, then the bookmark that ends it."""
+    end = {"metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}}
+    return opened(*[("ADDED", o) for o in state], ("BOOKMARK", end), then=then)
+
+
+def test_a_watch_list_finds_what_was_deleted_while_the_watch_was_down() -> None:
+    stop = threading.Event()
+    gone = opened(("BOOKMARK", {"metadata": {"resourceVersion": "11"}}),
+                  then=Expired("watch resourceslices: 410 too old resource version: 11 (30)"))
+    api = ScriptedApi(stop, [obj("a", "5"), obj("b", "6")], "10", [gone, watch_list(obj("a", "5"), rv="31")])
+    _, woken, cache = run(api)
+    assert woken == ["resourceslice b missing"] and [o["metadata"]["name"] for o in cache.view() or []] == ["a"]
+    assert api.watches == ["10", "LIST", "31"]
+
+
+@pytest.mark.parametrize("answer", [
+    refused(InvalidObject("watch resourceslices: 422 sendInitialEvents is forbidden for watch unless the "
+                          "WatchList feature gate is enabled")),
+    opened(("ADDED", obj("a", "5")), ("BOOKMARK", {"metadata": {"resourceVersion": "31"}}))])
+def test_a_server_without_watch_lists_gets_a_list_and_a_watch(answer: Step) -> None:
+    """Refused (the feature gate off) or ignored (an older server: the state without the bookmark that ends
+    it): the watch lists and watches instead, at once, and does not ask again."""
+    stop, cache = threading.Event(), SliceCache()
+    gone = refused(Expired("watch resourceslices: 410"))
+    worked = opened(("BOOKMARK", {"metadata": {"resourceVersion": "11"}}), then=Expired("watch resourceslices: 410"))
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [worked, answer, gone, worked])
+    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
+                       backoff=Backoff(rng=Top()), stop=stop)
+    assert [watch.step(), watch.step()] == [0.0, 0.0]  # a first 410: a watch list, refused or ignored
+    assert watch.step() > 0  # listed and watched instead, at once (a 410 on its own list: it waits)
+    assert api.watches == ["10", "LIST", "10"] and len(api.lists) == 2 and cache.view() is not None
+    api.rv = "40"
+    watch.step()  # a first 410 again, after a working watch: a list and a watch, never a watch list again
+    watch.step()
+    assert api.watches == ["10", "LIST", "10", "40", "40"] and len(api.lists) == 4
 
 
 class Top(random.Random):
@@ -117,7 +155,7 @@ def test_a_repeated_410_lists_once_the_cache_is_no_longer_trusted_and_passes_rea
     def expired() -> Iterator[tuple[str, dict[str, Any]]]:
         yield "OPEN", {}
         raise Expired("watch resourceslices: 410 too old resource version: 10 (20)")
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, opened(("BOOKMARK", obj("a", "21")), then=
+    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, watch_list(obj("a", "21"), rv="21", then=
                       Expired("watch resourceslices: 410")), expired])
     cache = SliceCache()
     watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
@@ -128,9 +166,10 @@ def test_a_repeated_410_lists_once_the_cache_is_no_longer_trusted_and_passes_rea
     now[0] = TRUST_S
     assert cache.view() is None  # the list is too old to plan against: a pass would list
     assert watch.step() == TRUST_S and len(api.lists) == 2  # the watch listed again, and its watch expired again
-    assert watch.step() == 0.0  # after a working watch (an event): the first 410 lists again at once
-    assert watch.step() == TRUST_S  # a 410 again, on its own list: waits for the list to age, as before
-    assert len(api.lists) == 4
+    # the list is trusted again: after a 410 the state comes through a watch list, which works, then expires
+    assert watch.step() == 0.0  # after a working watch (an event): the first 410, a watch list at once
+    assert watch.step() == TRUST_S  # a 410 again, on its own watch list: waits for that state to age
+    assert len(api.lists) == 2 and api.watches == ["10", "10", "LIST", "LIST"]
 
 
 def test_a_repeated_410_watches_from_a_passs_list_and_waits_for_that_list_to_age() -> None:
@@ -159,16 +198,16 @@ def test_a_watch_broken_after_events_comes_back_on_a_jittered_window_and_passes_
     api = ScriptedApi(stop, [obj("a", "5")], "10", [
         opened(("BOOKMARK", obj("a", "11")), then=broken),
         refused(Expired("watch resourceslices: 410 too old resource version: 11 (20)")),
-        opened(("BOOKMARK", obj("a", "21")), then=broken)])
+        watch_list(obj("a", "5"), rv="21", then=broken)])
     cache = SliceCache()
     restarts: Counter[str] = Counter()
     watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None,
                        restarts=restarts, backoff=Backoff(rng=Top()), stop=stop)
     assert watch.step() == ERROR_WINDOW_S  # not at once: the top of uniform(0, ERROR_WINDOW_S)
     assert cache.view() is not None  # the watch is down for an error: the passes still trust what it saw
-    assert watch.step() == 0.0 and api.watches == ["10", "11"]  # resumed, met a 410: lists again at once
+    assert watch.step() == 0.0 and api.watches == ["10", "11"]  # resumed, met a 410: the state again at once
     assert watch.step() == ERROR_WINDOW_S  # the event reset the streak: the same window, not a doubled one
-    assert restarts == Counter(error=2, expired=1) and len(api.lists) == 2
+    assert restarts == Counter(error=2, expired=1) and api.watches[-1] == "LIST" and len(api.lists) == 1
 
 
 def test_a_stream_ended_cleanly_long_before_its_timeout_waits_like_a_broken_one() -> None:
@@ -366,6 +405,6 @@ def test_a_410_after_a_quiet_while_open_lists_again_at_once_even_on_a_watch_from
     watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=SliceCache(), wake=lambda _w: None,
                        restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
     assert watch.step() == ERROR_WINDOW_S
-    assert watch.step() == 0.0 and len(api.lists) == 1  # a first 410: lists again at once (on the next step)
+    assert watch.step() == 0.0 and len(api.lists) == 1  # a first 410: the state again at once (next step)
     watch.step()
-    assert len(api.lists) == 2
+    assert api.watches[-1] == "LIST"

@@ -94,14 +94,25 @@ class KubeApi(Protocol):
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None) -> Iterator[tuple[str, Obj]]:
+              resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
         """First ``("OPEN", {})`` once the server accepted the watch, then ``(type, object)`` for every change after
         ``resource_version`` (``ADDED``, ``MODIFIED``, ``DELETED``) and ``BOOKMARK`` events (asked for: their object
         carries only the resourceVersion reached, which keeps a quiet watch's resourceVersion recent). Ends when the
         server ends the stream (its timeout): the caller opens it again from the last resourceVersion. 410 Gone, as
         an HTTP status or as an ``ERROR`` event inside the stream, raises :class:`~._errors.Expired` (list again);
-        any other failure another :class:`~._errors.PublishError`."""
+        any other failure another :class:`~._errors.PublishError`. ``initial`` (no ``resource_version``): a watch
+        list, the current state as ``ADDED`` events, then a ``BOOKMARK`` annotated
+        ``k8s.io/initial-events-end``, then changes: a list and a watch in one request that no resourceVersion
+        can make too old (``sendInitialEvents``, on by default from Kubernetes 1.32; a server without it
+        answers 4xx)."""
         ...
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookmark that ends a watch list's state
+
+
+def initial_events_end(obj: Obj) -> bool:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(INITIAL_EVENTS_END) == "true"
 
 
 def resource_version(obj: Obj) -> str | None:

@@ -243,13 +243,15 @@ class LightkubeApi:
             res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True, **kw)).to_dict())
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None) -> Iterator[tuple[str, Obj]]:
+              resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
         params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(_watch_timeout_s())}
+        if initial:
+            params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
         if labels:
             params["labelSelector"] = selector(labels)
         if fields:
             params["fieldSelector"] = selector(fields)
-        if resource_version:
+        if resource_version and not initial:
             params["resourceVersion"] = resource_version
         what, b = f"watch {kind.plural}", self._backoff
         if (held := b.held()) is not None:  # the watch never probes a failing server: the passes do

@@ -30,7 +30,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from .._api._api import Kind, KubeApi, resource_version
+from .._api._api import Kind, KubeApi, Obj, initial_events_end, resource_version
 from .._api._errors import BackingOff, Expired, Forbidden, InvalidObject, NotFound, PublishError
 from .._api._retry import Backoff
 from ._slice_cache import SliceCache
@@ -77,6 +77,7 @@ class SliceWatch:
         self._error_window, self._early = error_window, early
         self._clock = clock or self.backoff.clock  # the back-off's clock (simulated where it is)
         self._own_list = False  # the watch opened from the list it just made, no event since
+        self._watch_list = True  # after a 410, list and watch in one request (until the server refuses it)
         cache.watched(self._clock)  # its trust runs on the same clock as the back-off
 
     def _worked(self) -> None:
@@ -89,6 +90,7 @@ class SliceWatch:
         b = self.backoff
         accepted = False  # the server accepted this watch (an HTTP 200): a failure after is a broken stream
         opened = 0.0
+        initial: list[Obj] | None = None  # a watch list's state, until its end (None: not one)
 
         def lasted() -> bool:
             return accepted and self._clock() - opened >= self._error_window
@@ -97,25 +99,44 @@ class SliceWatch:
             k = self._kind()
             if self._rv is None and b.failures and (rv := self._cache.take_rv()) is not None:
                 self._rv = rv  # a pass listed since this watch failed: watch from there (the cache holds it)
+            elif self._rv is None and self._expiries and self._watch_list and self._cache.trust_left() > 0:
+                # after a 410, while the passes still trust the cache: one request, and no resourceVersion that
+                # can be too old (once the cache is no longer trusted, a list trusts it again even if the
+                # watch fails after it)
+                initial, self._own_list = [], True
             elif self._rv is None:
                 items, self._rv = self._api.list_versioned(k, {}, self._fields, probe=False)
                 self._own_list = True
                 for missing in self._cache.replace(items):
                     self._wake(missing)
             heard, opened = False, self._clock()
-            for typ, obj in self._api.watch(k, {}, self._fields, self._rv or None):
+            for typ, obj in self._api.watch(k, {}, self._fields, self._rv or None, initial=initial is not None):
                 if self._stop.is_set():
                     return 0.0
                 if typ == "OPEN":
-                    self._cache.fresh()
+                    if initial is None:
+                        self._cache.fresh()
                     accepted, opened = True, self._clock()
                     continue
                 if not heard:
                     heard = True
                     self._worked()
                 self._rv = resource_version(obj) or self._rv
+                if initial is not None:  # the state, as ADDED events, until the bookmark that ends it
+                    if typ == "ADDED":
+                        initial.append(obj)
+                        continue
+                    if typ != "BOOKMARK" or not initial_events_end(obj):
+                        self._watch_list, self._rv = False, None  # a server that ignores the request
+                        return 0.0  # list and watch instead, at once
+                    for missing in self._cache.replace(initial):
+                        self._wake(missing)
+                    initial = None
+                    continue
                 if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
                     self._wake(why)
+            if initial is not None:  # ended before the state was whole: nothing learnt, start again
+                self._rv = None
             if not heard and lasted():
                 heard = True
                 self._worked()
@@ -149,6 +170,10 @@ class SliceWatch:
             self._own_list = False
             return max(b.failed(exc, exc.retry_after), self._cache.trust_left())
         except _FINAL as exc:
+            if isinstance(exc, InvalidObject) and initial is not None:
+                self._watch_list = False  # a server without watch lists (sendInitialEvents): list and watch
+                log.info("resource-slices: no watch list (%s); listing and watching instead", exc)
+                return 0.0
             self._cache.abandoned()
             log.warning("resource-slices: not watching (%s); a deleted slice is re-created on the next pass", exc)
             return GIVE_UP
