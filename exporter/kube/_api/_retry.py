@@ -14,12 +14,12 @@
   failure (any 2xx, a 4xx other than 429) ends the streak.
 * **The watch** has a streak of its own (:class:`Backoff` too): a watch counts as a success only when an event
   arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a connection
-  closed right after) backs off like any other failure. A first 410 after a working watch lists again at once; a
-  repeated one (or one on a watch opened from its own list) lists and watches again only once that list stops being
-  trusted (:data:`~exporter.kube._sinks._slice_cache.TRUST_S`, one back-off maximum), the passes planning against it
-  meanwhile. A watch that breaks on an error (or that the server drops long before its timeout) waits at least a
-  window of one default pass (:data:`~exporter.kube._sinks._slice_watch.ERROR_WINDOW_S`, full jitter): watches
-  dropped together come back spread out, and the passes trust what the watch saw meanwhile.
+  closed right after) backs off like any other failure. A first 410 after a working watch gets the state again at
+  once (a watch list); a repeated one (or one on a watch opened from its own list) lists and watches again only once
+  that list stops being trusted (:data:`~exporter.kube._sinks._slice_cache.TRUST_S`, one back-off maximum), the
+  passes planning against it meanwhile. A watch that breaks on an error (or that the server drops long before its
+  timeout) waits at least a window of one default pass (:data:`~exporter.kube._sinks._slice_watch.ERROR_WINDOW_S`,
+  full jitter): watches dropped together come back spread out, and the passes trust what the watch saw meanwhile.
 
 So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
 ten requests, what a healthy server gets in ten minutes of one-minute passes (a server whose every watch

@@ -9,18 +9,19 @@ the server ends the stream at its timeout, watch again from the last resourceVer
 fields alone, not by our label: a slice of ours that lost the label stays in view (and the next pass labels it
 again). Every way it can fail is handled, by the client's one retry policy (``_api._retry``): 410 Gone (as a status
 or as an ``ERROR`` event in the stream: the resourceVersion is older than the server keeps, as after it restarted)
-lists again at once; if the next watch fails the same way before any event came, the watch cannot be had, and it
-lists and watches again only when that list stops being trusted (:data:`~._slice_cache.TRUST_S`, the passes planning
-against it meanwhile); any other failure backs off with full jitter over at least :data:`ERROR_WINDOW_S` (so that a
-fleet whose watches all break at once, as when a proxy or the server drops every connection, comes back spread over
-a pass instead of in one burst; a stream the server ends cleanly sooner than :data:`EARLY_CLOSE_S` after it opened
-was dropped the same way and waits the same), then watches again from the last resourceVersion (the server replays
-what was missed, or answers 410); meanwhile the passes plan against the cache while it is trusted, and list once it
-is not; while the client is backing off from a failing server the watch waits its turn; RBAC without watch or a
-server without the resource gives up (the passes then list every time, as without a watch). Each restart is counted
-by reason. The cache is fresh from the moment the server accepts a watch until one fails, and trusted for
-:data:`~._slice_cache.TRUST_S` after. Needs ``list`` and ``watch`` on resourceslices
-(``PERMISSIONS["resource-slices"]``).
+gets the state again at once, with a watch list where the server has them (one request, from no resourceVersion:
+``sendInitialEvents``), else a list and a watch; if the next watch fails the same way before any event came, the
+watch cannot be had, and it lists and watches again only when that list stops being trusted
+(:data:`~._slice_cache.TRUST_S`, the passes planning against it meanwhile); any other failure backs off with full
+jitter over at least :data:`ERROR_WINDOW_S` (so that a fleet whose watches all break at once, as when a proxy or the
+server drops every connection, comes back spread over a pass instead of in one burst; a stream the server ends
+cleanly sooner than :data:`EARLY_CLOSE_S` after it opened was dropped the same way and waits the same), then watches
+again from the last resourceVersion (the server replays what was missed, or answers 410); meanwhile the passes plan
+against the cache while it is trusted, and list once it is not; while the client is backing off from a failing
+server the watch waits its turn; RBAC without watch or a server without the resource gives up (the passes then list
+every time, as without a watch). Each restart is counted by reason. The cache is fresh from the moment the server
+accepts a watch until one fails, and trusted for :data:`~._slice_cache.TRUST_S` after. Needs ``list`` and ``watch``
+on resourceslices (``PERMISSIONS["resource-slices"]``).
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class SliceWatch:
             log.info("resource-slices: watch expired (%s); listing again", exc)
             if self._expiries == 1 and not self._own_list:
                 b.failed(exc, exc.retry_after)
-                return 0.0  # the usual case (after a working watch): list again at once
+                return 0.0  # the usual case (after a working watch): the state again at once
             # again, or on a watch from a list just made: the watch cannot be had, so a list (and a watch) each
             # time the last list stops being trusted (TRUST_S, the back-off maximum) is all that keeps this
             # node's slices checked; not one on every 410, however the jitter falls
