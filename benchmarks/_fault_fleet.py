@@ -101,12 +101,24 @@ class Fleet:
         return [a.node for a in self.agents if nodes.get(a.node, {}).get(COUNT_LABEL) != "4" or have.get(a.node) != 1]
 
     def damage(self) -> None:
-        """Behind the proxy: every node's slices deleted and the GPU count label removed."""
+        """Behind the proxy: every node's slices deleted and the GPU count label removed (each request tried
+        again on a broken connection: the harness's own, on a loaded machine, is not what is measured)."""
+        import httpx
+
+        def sure(send: Any) -> None:
+            for attempt in range(3):
+                try:
+                    send()
+                    return
+                except httpx.TransportError:
+                    if attempt == 2:
+                        raise
         with self.server.admin() as http:
-            http.delete(SLICES, params={"fieldSelector": "spec.driver=gpu.topology"})
+            sure(lambda: http.delete(SLICES, params={"fieldSelector": "spec.driver=gpu.topology"}))
             for a in self.agents:
-                http.patch(f"/api/v1/nodes/{a.node}", json={"metadata": {"labels": {COUNT_LABEL: None}}},
-                           headers={"Content-Type": "application/merge-patch+json"})
+                sure(lambda a=a: http.patch(f"/api/v1/nodes/{a.node}",
+                                            json={"metadata": {"labels": {COUNT_LABEL: None}}},
+                                            headers={"Content-Type": "application/merge-patch+json"}))
 
 
 def fleet(server: ApiServer, n: int, interval: float, tmp: Path, prefix: str) -> Fleet:
