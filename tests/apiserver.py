@@ -36,6 +36,8 @@ ASSETS = "KUBEBUILDER_ASSETS"
 SKIP = ("apiserver tier skipped: it needs envtest's etcd and kube-apiserver (go install "
         "sigs.k8s.io/controller-runtime/tools/setup-envtest@latest; then "
         "export KUBEBUILDER_ASSETS=$(setup-envtest use 1.36 -p path))")
+CONTROL_PLANE_SKIP = ("control-plane tier skipped: it needs kube-scheduler and kube-controller-manager v1.36 beside "
+                      "etcd and kube-apiserver in $KUBEBUILDER_ASSETS (built from the same Kubernetes tree)")
 HOST = "127.0.0.1"
 AGENT_USER = "topolink-agent"
 AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
@@ -50,10 +52,10 @@ rules:
 DEFAULT_ASSETS = Path("/usr/local/kubebuilder/bin")
 
 
-def assets() -> Path | None:
-    """The folder of envtest's binaries, when it holds both: $KUBEBUILDER_ASSETS, else envtest's default."""
+def assets(binaries: tuple[str, ...] = ("etcd", "kube-apiserver")) -> Path | None:
+    """The folder of envtest's binaries, when it holds ``binaries``: $KUBEBUILDER_ASSETS, else envtest's default."""
     path = Path(os.environ.get(ASSETS) or DEFAULT_ASSETS)
-    return path if all(os.access(path / b, os.X_OK) for b in ("etcd", "kube-apiserver")) else None
+    return path if all(os.access(path / b, os.X_OK) for b in binaries) else None
 
 
 def free_port() -> int:
@@ -182,8 +184,31 @@ class ApiServer:
             except subprocess.TimeoutExpired:
                 continue
 
+    def start_control_plane(self, controllers: str = "*") -> None:
+        """kube-scheduler and kube-controller-manager (every default controller unless ``controllers`` says
+        otherwise, in the controller manager's ``--controllers`` syntax), as a cluster runs them: the admin
+        kubeconfig, no leader election, their own ports on loopback."""
+        kubeconfig = str(self.kubeconfig())
+        common = ["--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig,
+                  "--authorization-kubeconfig", kubeconfig, "--authentication-skip-lookup=true",
+                  "--leader-elect=false", "--bind-address", HOST]
+        ports = {"kube-scheduler": free_port(), "kube-controller-manager": free_port()}
+        self._spawn("kube-scheduler", [str(self.bin / "kube-scheduler"), *common,
+                                       "--secure-port", str(ports["kube-scheduler"])], env=dict(os.environ))
+        pki = self.root / "pki"
+        self._spawn("kube-controller-manager", [
+            str(self.bin / "kube-controller-manager"), *common, "--secure-port", str(ports["kube-controller-manager"]),
+            "--controllers", controllers, "--use-service-account-credentials=false",
+            "--service-account-private-key-file", str(pki / "sa.key"), "--root-ca-file", str(pki / "ca.crt")],
+            env=dict(os.environ))
+        for name, port in ports.items():
+            url = f"https://{HOST}:{port}/healthz"
+            self._wait(name, lambda url=url: httpx.get(url, verify=False, timeout=2).status_code == 200)
+
     def stop(self) -> None:
-        """The API server first, then its storage; only the process groups started here."""
+        """The controllers, then the API server, then its storage; only the process groups started here."""
+        self._stop("kube-controller-manager")
+        self._stop("kube-scheduler")
         self._stop("kube-apiserver")
         self._stop("etcd")
 
@@ -242,13 +267,16 @@ def calls(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(e["verb"], (e.get("objectRef") or {}).get("resource", e.get("requestURI", ""))) for e in events]
 
 
-def running(bin_dir: Path, root: Path) -> Iterator[ApiServer]:
-    """Start one, yield it, stop it (and keep its logs beside the temporary data for a failing run)."""
+def running(bin_dir: Path, root: Path, control_plane: bool = False) -> Iterator[ApiServer]:
+    """Start one (with the scheduler and the controllers when ``control_plane``), yield it, stop it (and keep
+    its logs beside the temporary data for a failing run)."""
     if shutil.which("openssl") is None:
         raise RuntimeError("the apiserver tier needs openssl for its certificates")
     server = ApiServer(bin=bin_dir, root=root)
     try:
         server.start()
+        if control_plane:
+            server.start_control_plane()
         yield server
     finally:
         server.stop()

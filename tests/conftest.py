@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import apiserver
-from tests.apiserver import SKIP, ApiServer, assets, running
+from tests.apiserver import CONTROL_PLANE_SKIP, SKIP, ApiServer, assets, running
 from tests.fakenvml.fixtures import fake_machine  # noqa: F401  (a fixture: machine profiles made real)
 from tests.reference_data import HWLOC_LINUX, unpack_hwloc_tree
 
@@ -36,6 +36,19 @@ def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServ
     if found is None:
         pytest.skip(SKIP)
     yield from running(found, tmp_path_factory.mktemp("apiserver"))
+
+
+@pytest.fixture(scope="session")
+def kube_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """A second real API server with kube-scheduler and kube-controller-manager beside it (every default
+    controller: garbage collector, DaemonSet, node lifecycle, ResourceClaim...), for tests that need what a
+    cluster's controllers do; Nodes become schedulable through :class:`tests.ready_nodes.ReadyNodes`."""
+    if assets() is None:
+        pytest.skip(SKIP)
+    found = assets(("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager"))
+    if found is None:
+        pytest.skip(CONTROL_PLANE_SKIP)
+    yield from running(found, tmp_path_factory.mktemp("control-plane"), control_plane=True)
 
 
 _SKIP_LINE = next(n for n, line in enumerate(Path(apiserver.__file__).read_text().splitlines(), 1)
