@@ -178,8 +178,8 @@ import sys, time
 marks = [("start", time.perf_counter())]
 import re
 marks.append(("re (with enum and functools: the sources' patterns; argparse is not loaded)", time.perf_counter()))
-import topology._model
-marks.append(("the model's classes (topology._model and what it imports)", time.perf_counter()))
+import topology.model._entities
+marks.append(("the model's classes (topology.model._entities and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
 marks.append(("discovery's modules (sources, assembly, doors)", time.perf_counter()))
 from agent.cli import main
@@ -229,10 +229,10 @@ def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None
         skipped.update(out["loaded"])
         for label, ms in out["phases"]:
             samples.setdefault(label, []).append(ms)
-    code = ("import time; {pre}t = time.perf_counter(); import topology._model; "
+    code = ("import time; {pre}t = time.perf_counter(); import topology.model._entities; "
             "print((time.perf_counter() - t) * 1e3)")
-    for label, pre in (("import topology._model alone", ""),
-                       ("import topology._model alone, dataclasses imported before", "import dataclasses; ")):
+    for label, pre in (("import topology.model._entities alone", ""),
+                       ("import topology.model._entities alone, dataclasses imported before", "import dataclasses; ")):
         samples[label] = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)],
                                                capture_output=True, text=True, check=True).stdout) for _ in range(n)]
     counts: dict[str, int] = {}

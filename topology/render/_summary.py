@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ._facts import describe_unknown
-from ._ids import format_cpulist
-from ._model import PcieLinkState, Snapshot
-from ._provenance import SourceStatus
-from ._text import shown, shown_text
+from ..model._entities import PcieLinkState, Snapshot
+from ..model._facts import describe_unknown
+from ..model._ids import format_cpulist
+from ..model._provenance import SourceStatus
+from ..model._text_bounds import shown, shown_text
 
 NVIDIA = 0x10DE
 
@@ -59,8 +59,9 @@ def no_gpu_reason(snap: Snapshot) -> str | None:
 
 
 def summary(snap: Snapshot) -> str:
-    from ._render import gpu_labels, matrix, ordered_gpus  # loaded here: ``no_gpu_reason`` needs neither
-    from ._views import nvlink_islands
+    from ..fabric._views import nvlink_islands
+    from ..model._device_order import ordered_gpus
+    from ._topo_table import gpu_labels, matrix  # loaded here: ``no_gpu_reason`` needs neither
 
     # Names, ids and messages come from sysfs, NVML or a saved snapshot: each is shown escaped and bounded.
     out = [f"Node {shown(snap.node)}"]

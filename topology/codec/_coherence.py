@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 
-from ._capability import LinkCapability
-from ._errors import SchemaError
-from ._facts import Aspect, Knowledge
-from ._model import Snapshot
-from ._numbers import Measurement
-from ._paths import PathIndex
-from ._provenance import Source, SourceStatus
+from ..fabric._capability import LinkCapability
+from ..fabric._paths import PathIndex
+from ..model._entities import Snapshot
+from ..model._errors import SchemaError
+from ..model._facts import Aspect, Knowledge
+from ..model._measurement import Measurement
+from ..model._provenance import Source, SourceStatus
 from ._references import references
 
 MEASURED_OVER_THEORETICAL = 1.5

@@ -24,10 +24,10 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from ._cost import CostModel, Plan
-from ._costtypes import Algorithm, Collective, GroupChoice, LeftOut, Placement
-from ._errors import TopolinkError
-from ._model import Snapshot
+from ..model._entities import Snapshot
+from ..model._errors import TopolinkError
+from ._cost_model import CostModel, Plan
+from ._cost_types import Algorithm, Collective, GroupChoice, LeftOut, Placement
 from ._ring import smp_cut_ratio
 
 EXACT_GPUS = 10

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from ..model._entities import LinkKind, PcieLinkState, Snapshot
+from ..model._errors import SchemaError
+from ..model._ids import MAX_CPUS
 from ._coherence import coherent
-from ._errors import SchemaError
-from ._ids import MAX_CPUS
-from ._model import LinkKind, PcieLinkState, Snapshot
 
 UNITS = ("bytes_per_second", "seconds")
 MATRIX_UNITS = (*UNITS, "slit", "hops", "nvml_topology_level", "nvml_p2p_status")

@@ -19,8 +19,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from ._entities import Gpu, Link, LinkKind, Nic, PciFunction, Snapshot
 from ._facts import NODE, Aspect, Knowledge
-from ._model import Gpu, Link, LinkKind, Nic, PciFunction, Snapshot
 
 E = TypeVar("E", Gpu, Nic, PciFunction)
 

@@ -11,8 +11,8 @@ import dataclasses
 import math
 from collections.abc import Iterable
 
-from ._model import Snapshot
-from ._numbers import Measurement
+from ._entities import Snapshot
+from ._measurement import Measurement
 
 MeasurementKey = tuple[str, tuple[str, ...], str, str, str | None]
 

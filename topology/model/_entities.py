@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import enum
 
+from .._record import field, record
 from ._facts import Fact, Knowledge
-from ._numbers import Matrix, Measurement
+from ._measurement import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
-from ._record import field, record
 
 
 class LinkKind(enum.StrEnum):

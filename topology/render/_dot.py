@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ._model import LinkKind, PciFunction, Snapshot
-from ._render import gpu_labels, ordered_gpus, ordered_rdma_nics
-from ._text import shown
+from ..model._device_order import ordered_gpus, ordered_rdma_nics
+from ..model._entities import LinkKind, PciFunction, Snapshot
+from ..model._text_bounds import shown
+from ._topo_table import gpu_labels
 
 
 def _q(text: str) -> str:

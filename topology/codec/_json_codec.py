@@ -20,13 +20,13 @@ import sys
 from collections.abc import Mapping
 from functools import cache
 
-from ._errors import SchemaError
-from ._facts import NODE, Aspect, Fact
+from .._record import field_names, replace
+from ..model._entities import Snapshot
+from ..model._errors import SchemaError
+from ..model._facts import NODE, Aspect, Fact
+from ..model._measurement import Matrix, MatrixKind
+from ..model._provenance import Problem
 from ._jsontext import dumps_indented
-from ._model import Snapshot
-from ._numbers import Matrix, MatrixKind
-from ._provenance import Problem
-from ._record import field_names, replace
 
 TYPE_CHECKING = False  # not typing's (see _record)
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def dumps(snap: Snapshot, *, indent: int | None = 2) -> str:
 
 def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     """The snapshot a document holds. ``validate`` (default) also refuses one that decodes but does not
-    describe a machine (duplicate ids, ragged matrices, impossible counts): see ``topology._validate``."""
+    describe a machine (duplicate ids, ragged matrices, impossible counts): see ``topology.codec._validate``."""
     schema = doc.get("schema") if isinstance(doc, Mapping) else None
     if schema not in READABLE:
         raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")

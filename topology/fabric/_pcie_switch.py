@@ -8,7 +8,7 @@ has none, and its root complex stands in (devices under one root complex meet at
 
 from __future__ import annotations
 
-from ._model import Snapshot
+from ..model._entities import Snapshot
 
 
 def pcie_switch(snap: Snapshot, device: str) -> str | None:

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from ._errors import SchemaError
-from ._limits import SNAPSHOT_LIMITS
+from ..model._errors import SchemaError
+from ..model._snapshot_limits import SNAPSHOT_LIMITS
 
 MAX_INT = 1 << 63
 MAX_STRING = 4096

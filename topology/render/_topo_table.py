@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._facts import Aspect
-from ._ids import format_cpulist
-from ._model import Gpu, Nic, Snapshot
-from ._paths import PathIndex
-from ._text import shown
+from ..fabric._paths import PathIndex
+from ..model._device_order import ordered_gpus, ordered_rdma_nics
+from ..model._entities import Gpu, Snapshot
+from ..model._facts import Aspect
+from ..model._ids import format_cpulist
+from ..model._text_bounds import shown
 
 LEGEND = """Legend:
 
@@ -38,27 +39,11 @@ class TopoTable:
     nic_legend: tuple[tuple[str, str], ...]  # (NIC0, mlx5_0)
 
 
-def ordered_gpus(snap: Snapshot) -> tuple[Gpu, ...]:
-    """NVML index order when known (NVML enumerates by PCI bus id), else bus id order."""
-    return tuple(sorted(snap.gpus, key=lambda g: (g.index is None, g.index or 0, g.id)))
-
-
 def gpu_labels(gpus: Sequence[Gpu]) -> tuple[str, ...]:
     """Row names for ``ordered_gpus``: ``GPU<NVML index>``, as nvidia-smi names them, or ``GPU(<bus id>)``
     for a GPU NVML did not number (no driver yet, lost before it said where it is, not listed). A row's name
     is never its position in a list: no GPU can take another's number when one is missing."""
     return tuple(f"GPU{g.index}" if g.index is not None else f"GPU({g.id})" for g in gpus)
-
-
-def ordered_rdma_nics(snap: Snapshot) -> tuple[Nic, ...]:
-    """The NICs ``topo -m`` lists: RDMA devices, in ibverbs name order (mlx5_2 before mlx5_10)."""
-    return tuple(sorted((n for n in snap.nics if n.rdma), key=lambda n: _natural(n.name)))
-
-
-def _natural(name: str) -> tuple[str, int]:
-    head = name.rstrip("0123456789")
-    tail = name[len(head):]
-    return head, int(tail) if tail else -1
 
 
 def topo_table(snap: Snapshot) -> TopoTable:

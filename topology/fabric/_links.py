@@ -4,11 +4,11 @@ that stand in where the snapshot has no number (each named, with its source), an
 
 from __future__ import annotations
 
-from ._estimate import P2P_COPY_TESTS
-from ._model import LinkKind, PcieLinkState, Snapshot, link_id
-from ._provenance import Source
+from .._record import record
+from ..model._entities import LinkKind, PcieLinkState, Snapshot, link_id
+from ..model._measurement import P2P_COPY_TESTS
+from ..model._provenance import Source
 from ._rates import pcie_bytes_per_second
-from ._record import record
 
 UNKNOWN = "unknown"
 

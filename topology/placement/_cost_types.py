@@ -11,9 +11,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from ._record import record
-
-ESTIMATE = "estimate"
+from .._record import record
+from ..model._provenance import ESTIMATE
 
 
 class Collective(enum.StrEnum):

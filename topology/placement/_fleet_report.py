@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._costtypes import ESTIMATE
-from ._links import LINK_EFFICIENCY
-from ._model import LinkKind
-from ._record import record
+from .._record import record
+from ..fabric._links import LINK_EFFICIENCY
+from ..model._entities import LinkKind
+from ..model._provenance import ESTIMATE
 
 OUTLIER_RATIO = 0.8
 

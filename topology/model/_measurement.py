@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import enum
 
+from .._record import record
 from ._provenance import Source
-from ._record import record
+
+# The probe tests whose numbers are one GPU's copy bandwidth to another: what the fabric and the all-reduce
+# estimate take as a measured GPU-to-GPU rate.
+P2P_COPY_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
 
 
 class MatrixKind(enum.Flag):

@@ -23,9 +23,9 @@ from __future__ import annotations
 import enum
 from collections import defaultdict
 
-from ._facts import Aspect
-from ._model import LinkKind, Snapshot
-from ._record import record
+from .._record import record
+from ..model._entities import LinkKind, Snapshot
+from ..model._facts import Aspect
 
 
 class PathClass(enum.StrEnum):

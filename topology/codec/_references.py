@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ._errors import SchemaError
-from ._facts import Aspect, Knowledge
-from ._model import Snapshot
+from ..model._entities import Snapshot
+from ..model._errors import SchemaError
+from ..model._facts import Aspect, Knowledge
 
 
 def references(snap: Snapshot, k: Knowledge) -> None:

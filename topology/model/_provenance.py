@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import enum
 
+from .._record import record
 from ._facts import Fact
-from ._record import record
 
 
 class Source(enum.StrEnum):
@@ -16,6 +16,10 @@ class Source(enum.StrEnum):
     MEASURED = "measured"
     THEORETICAL = "theoretical"
     SIMULATED = "simulated"
+
+
+# The source of a number the cost model or the fabric states itself (a default, a product of estimates)
+ESTIMATE = "estimate"
 
 
 class SourceStatus(enum.StrEnum):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 
-from ._model import Snapshot
+from .._record import record
+from ..model._device_order import ordered_gpus
+from ..model._entities import Snapshot
 from ._paths import PathClass, PathIndex
-from ._record import record
-from ._render import ordered_gpus
 
 
 @record

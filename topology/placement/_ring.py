@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ._fabric import Fabric
-from ._record import record
+from .._record import record
+from ..fabric._fabric import Fabric
 
 RING_BUDGET = 20_000  # partial rings the branch and bound may extend before it settles for the best found
 _EPS = 1e-9

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._capability import LinkCapability
-from ._model import Snapshot
-from ._provenance import Source
-from ._record import record
-
-P2P_COPY_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
+from .._record import record
+from ..fabric._capability import LinkCapability
+from ..model._entities import Snapshot
+from ..model._measurement import P2P_COPY_TESTS
+from ..model._provenance import Source
 
 
 @record

@@ -38,8 +38,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from ._record import record
-from ._text import shown
+from .._record import record
+from ._text_bounds import shown
 
 NODE = "node"
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from ._costtypes import ESTIMATE, Algorithm, Bottleneck, Collective, CollectiveEstimate, EstimateInput, bus_factor
-from ._fabric import Fabric
-from ._links import HOP_LATENCY_SECONDS, LINK_EFFICIENCY, SMP_BYTES_PER_SECOND, UNKNOWN
-from ._model import LinkKind, Snapshot
-from ._record import record
+from .._record import record
+from ..fabric._fabric import Fabric
+from ..fabric._links import HOP_LATENCY_SECONDS, LINK_EFFICIENCY, SMP_BYTES_PER_SECOND, UNKNOWN
+from ..model._entities import LinkKind, Snapshot
+from ..model._provenance import ESTIMATE
+from ._cost_types import Algorithm, Bottleneck, Collective, CollectiveEstimate, EstimateInput, bus_factor
 from ._ring import RING_BUDGET, Timing, best_ring, ring_hops, traffic_time
 
 # NVLS moves each GPU's buffer once each way; what it achieves of the NVSwitch links' line rate is fitted

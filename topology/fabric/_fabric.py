@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ._costtypes import ESTIMATE
-from ._facts import Aspect
+from ..model._device_order import ordered_gpus
+from ..model._entities import Gpu, LinkKind, Snapshot
+from ..model._facts import Aspect
+from ..model._provenance import ESTIMATE, Source
 from ._links import (
     HOP_LATENCY_SECONDS,
     LINK_EFFICIENCY,
@@ -33,10 +35,7 @@ from ._links import (
     sockets_of,
     striped,
 )
-from ._model import Gpu, LinkKind, Snapshot
-from ._provenance import Source
 from ._rates import nvlink_bytes_per_second
-from ._render import ordered_gpus
 
 
 class Fabric:

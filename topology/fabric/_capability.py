@@ -10,8 +10,8 @@ known: one alone would be a guess at the bottleneck).
 
 from __future__ import annotations
 
-from ._model import Snapshot
-from ._numbers import Measurement
+from ..model._entities import Snapshot
+from ..model._measurement import Measurement
 from ._paths import PathIndex
 from ._rates import pcie_bytes_per_second
 
