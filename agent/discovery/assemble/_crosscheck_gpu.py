@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from topology import Gpu, LinkKind, PcieLinkState, PciFunction, Problem, Snapshot, format_cpulist, pcie_bytes_per_second
 from topology._record import replace
 
-from ._nvml import SYNTHETIC_SWITCH
+from ._nvml_links import SYNTHETIC_SWITCH
 from ._witness import witness
 
 _NVIDIA = 0x10DE
