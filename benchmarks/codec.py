@@ -81,7 +81,7 @@ print(t1 - a, t2 - t1, t3 - t2, len(classes))
 
 def snapshots(gpus: list[int], work: Path) -> dict[int, bytes]:
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
     from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, materialize, write_scaled
 
     hgx, found = MACHINES / "hgx-h100.yaml", {}

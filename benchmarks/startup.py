@@ -181,7 +181,7 @@ marks.append(("re (with enum and functools: the sources' patterns; argparse is n
 import topology.model._entities
 marks.append(("the model's classes (topology.model._entities and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
-marks.append(("discovery's modules (sources, assembly, doors)", time.perf_counter()))
+marks.append(("discovery's modules (sources, assembly, access)", time.perf_counter()))
 from agent.cli import main
 try:
     main(["discover", "--format", "json", "-o", sys.argv[1]])
@@ -284,7 +284,7 @@ def _median_call(ctx: object, runs: int) -> float:
 
 
 def discovery_calls(runs: int, trees: list[tuple[str, Path]]) -> None:
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
 
     rows = []
     for name, root in trees:
@@ -313,7 +313,7 @@ def profile_rows(runs: int, scaled: Sequence[int] = SCALED_GPUS) -> dict[int, tu
     boards repeated in more PCI domains and NUMA nodes, one NVLink fabric). Time may grow no faster than the
     NVML pair calls. Returns the snapshot and median ms per GPU count, for the ``dumps`` rows."""
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
     from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, materialize, write_scaled
 
     rows, found = [], {}

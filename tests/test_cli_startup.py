@@ -21,7 +21,7 @@ from tests.stored_help import help_file, render, stored_keys
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Never loaded by ``discover``, whichever module would import them: the other rooms' dependencies and ours,
+# Never loaded by ``discover``, whichever module would import them: the other subpackages' dependencies and ours,
 # and standard modules discovery has no use for (each costs a millisecond or more).
 NEVER = (
     "cupy", "torch", "numpy", "starlette", "uvicorn", "fastapi", "httpx", "lightkube", "kubernetes",

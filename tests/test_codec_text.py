@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, FakeNode, materialize, write_scaled
 from tests.fakenvml.fixtures import MakeMachine
 from topology.codec._jsontext import dumps_indented

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agent.discovery import discover
+from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.assemble import CHECK_OF, CHECKS, WITNESSES, Stage, cross_check, witness_markdown
-from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.docs_support import marked
 from tests.fakenvml import MACHINES, FakeNode
 from tests.fakenvml.fixtures import MakeMachine

@@ -17,7 +17,7 @@ import pytest
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.sources import source_table
 from agent.discovery.sources._sysfs import Reader
 from agent.discovery.sources.pci import acs_request_redirect

@@ -209,7 +209,7 @@ __all__ = [
     "with_measurements",
 ]
 
-_WHERE = {name: module for module, names in {  # name -> the room's private module that defines it
+_WHERE = {name: module for module, names in {  # name -> the subpackage's private module that defines it
     'fabric._capability': "LinkCapability",
     'model._carry_forward': "carry_forward",
     'codec._json_codec': "MAX_DOCUMENT_BYTES SCHEMA SCHEMA_V1 dumps from_dict loads parse_json structure_hash to_dict",

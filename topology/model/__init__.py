@@ -1,4 +1,4 @@
-"""The model: one node's entities and the words every other room of ``topology`` speaks.
+"""The model: one node's entities and the words every other subpackage of ``topology`` speaks.
 
   ``_entities``          the snapshot and its entities (GPUs, NICs, links, NUMA nodes, ...), ``link_id``
   ``_ids``               canonical ids: PCI addresses, host bridges, NUMA nodes, CPU lists and masks
@@ -13,6 +13,6 @@
   ``_errors``            ``TopolinkError`` and ``SchemaError``
 
 Imports: ``topology._record`` only (and the standard library).
-Imported by: every other room of ``topology`` (codec, fabric, placement, render), and through the names of
+Imported by: every other subpackage of ``topology`` (codec, fabric, placement, render), and through the names of
 ``topology`` by everything else. Loads nothing on import.
 """

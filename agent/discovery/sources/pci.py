@@ -25,7 +25,7 @@ from topology import (
 )
 from topology._record import record
 
-from ..doors import DiscoveryContext, FsRoot
+from ..access import DiscoveryContext, FsRoot
 from ._parse import bdf_key, hex_int, link_speed_gts, link_width, numa_node
 from ._registry import register
 from ._sysfs import SYSFS_BDF, Reader, describe_os_error, list_subsystem, resolve_link

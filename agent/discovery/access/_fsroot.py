@@ -1,4 +1,4 @@
-"""The only door to ``/sys`` and ``/proc``: every read is relative to a root that tests can move.
+"""The only way to ``/sys`` and ``/proc``: every read is relative to a root that tests can move.
 
 A root other than ``/`` is a jail. Paths are resolved component by component below it, the way
 ``openat2(RESOLVE_IN_ROOT)`` does: absolute symlink targets restart at the root, ``..`` stops at the root and a

@@ -1,4 +1,4 @@
-"""FsRoot is the only door to /sys and /proc: discovery code never opens, lists or resolves a path itself,
+"""FsRoot is the only way to /sys and /proc: discovery code never opens, lists or resolves a path itself,
 so a fixture root can never mix with the live machine. A source calling ``open`` directly fails here."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agent.discovery.doors import FsRoot
+from agent.discovery.access import FsRoot
 
 DISCOVERY = Path(__file__).resolve().parents[1] / "agent" / "discovery"
 DIRECT_IO = re.compile(
     r"\bopen\(|os\.(listdir|scandir|readlink|stat|lstat|walk)\(|os\.path\.(realpath|exists|isdir|isfile)\("
     r"|\.read_text\(|\.iterdir\(|\.glob\("
 )
-# The door itself. (Files a user names, the agent's state directory and its own child processes in the live
-# /proc are read outside the discovery room: none of them is a discovery read.)
+# FsRoot itself. (Files a user names, the agent's state directory and its own child processes in the live
+# /proc are read outside discovery: none of them is a discovery read.)
 ALLOWED = {"_fsroot.py"}
 
 

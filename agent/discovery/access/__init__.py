@@ -1,4 +1,4 @@
-"""The doors to the machine: the file system below a movable root, and NVML behind one narrow port.
+"""Access to the machine: the file system below a movable root, and NVML behind one narrow port.
 
 Everything discovery reads passes through here: ``FsRoot`` (every ``/sys`` and ``/proc`` read, jailed
 when the root is a gathered tree) and ``NvmlPort`` (every NVML call, its errors translated once), with the

@@ -1,4 +1,4 @@
-"""What the file-system door refuses and how it counts: error kinds, the link budget, the open flags."""
+"""What file-system access refuses and how it counts: error kinds, the link budget, the open flags."""
 
 from __future__ import annotations
 
