@@ -62,6 +62,15 @@ def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
     _unique("host_bridges", (h.id for h in snap.host_bridges))
     _unique("matrices", (m.name for m in snap.matrices))
     _unique("gpus[].index", (str(g.index) for g in snap.gpus if g.index is not None))
+    _devices(snap)
+    _links(snap)
+    _numbers(snap)
+    coherent(snap, v1=v1)
+    return snap
+
+
+def _devices(snap: Snapshot) -> None:
+    """Every device's numbers in range."""
     for i, g in enumerate(snap.gpus):
         where = f"snapshot.gpus[{i}]"
         _in(f"{where}.index", g.index, 0, 1 << 16)
@@ -80,6 +89,10 @@ def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
     for i, nic in enumerate(snap.nics):
         for j, p in enumerate(nic.ports):
             _in(f"snapshot.nics[{i}].ports[{j}].rate_gbps", p.rate_gbps, 0, 1e6)
+
+
+def _links(snap: Snapshot) -> None:
+    """Every link between two entities of the snapshot, its numbers in range."""
     entities = ({g.id for g in snap.gpus} | {f.id for f in snap.pci} | {n.id for n in snap.nics}
                 | {s.id for s in snap.nvswitches} | {n.id for n in snap.numa_nodes} | {h.id for h in snap.host_bridges})
     for i, link in enumerate(snap.links):
@@ -94,6 +107,10 @@ def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
         _in(f"{where}.numa_distance", link.numa_distance, 0, 255)
         _in(f"{where}.bytes_per_second", link.bytes_per_second, 0, 1e15)
         _pcie(f"{where}.pcie", link.pcie)
+
+
+def _numbers(snap: Snapshot) -> None:
+    """Matrices square and finite, measurements finite, non-negative and of a known unit."""
     for i, m in enumerate(snap.matrices):
         where = f"snapshot.matrices[{i}] ({m.name})"
         _unique(f"{where}.ids", m.ids)
@@ -111,5 +128,3 @@ def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
             raise SchemaError(f"{where}.value: {me.value!r} is not a finite non-negative number")
         if not me.subjects:
             raise SchemaError(f"{where}.subjects: empty")
-    coherent(snap, v1=v1)
-    return snap

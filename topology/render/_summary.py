@@ -59,45 +59,61 @@ def no_gpu_reason(snap: Snapshot) -> str | None:
 
 
 def summary(snap: Snapshot) -> str:
-    from ..fabric._views import nvlink_islands
-    from ..model._device_order import ordered_gpus
-    from ._topo_table import gpu_labels, matrix  # loaded here: ``no_gpu_reason`` needs neither
+    from ._topo_table import matrix  # loaded here: ``no_gpu_reason`` has no use for it
 
     # Names, ids and messages come from sysfs, NVML or a saved snapshot: each is shown escaped and bounded.
-    out = [f"Node {shown(snap.node)}"]
-    out.append("")
-    out.append(f"NUMA nodes: {len(snap.numa_nodes)}")
-    dist = snap.matrix("numa_distance")
-    out += _table(("node", "cpus", "memory", "distances"), [
-        (shown(n.id), format_cpulist(n.cpus) or "-", _bytes(n.memory_bytes),
-         " ".join(f"{v:g}" for v in dist.values[dist.ids.index(n.id)]) if dist and n.id in dist.ids else "?")
-        for n in snap.numa_nodes
-    ])
+    out = [f"Node {shown(snap.node)}", "", *_numa_section(snap)]
     bridges = sum(1 for f in snap.pci if f.is_bridge)
     out.append("")
     out.append(f"PCI: {_count(len(snap.pci), 'function')}, {_count(bridges, 'bridge')}, "
                f"{_count(len(snap.host_bridges), 'host bridge')}")
+    out.append("")
+    out += _gpu_section(snap)
+    out.append("")
+    out += _nic_section(snap)
+    topo = matrix(snap, legend=False)
+    if topo:
+        out += ["", "Topology (nvidia-smi topo -m):", topo.rstrip("\n")]
+    out.append("")
+    out += _status_section(snap)
+    return "\n".join(out) + "\n"
+
+
+def _numa_section(snap: Snapshot) -> list[str]:
+    dist = snap.matrix("numa_distance")
+    return [f"NUMA nodes: {len(snap.numa_nodes)}", *_table(("node", "cpus", "memory", "distances"), [
+        (shown(n.id), format_cpulist(n.cpus) or "-", _bytes(n.memory_bytes),
+         " ".join(f"{v:g}" for v in dist.values[dist.ids.index(n.id)]) if dist and n.id in dist.ids else "?")
+        for n in snap.numa_nodes
+    ])]
+
+
+def _gpu_section(snap: Snapshot) -> list[str]:
+    from ..fabric._views import nvlink_islands
+    from ..model._device_order import ordered_gpus
+    from ._topo_table import gpu_labels
+
     gpus = ordered_gpus(snap)
-    out.append("")
-    if gpus:
-        out.append(f"GPUs: {len(gpus)}")
-        out += _table(("gpu", "bus id", "name", "numa", "pcie", "memory", "state"), [
-            (shown(label), shown(g.id), shown(g.name or "?"), "-" if g.numa_node is None else str(g.numa_node),
-             _pcie(g.pcie), _bytes(g.memory_bytes), "LOST" if g.lost else ("MIG" if g.mig_enabled else "ok"))
-            for label, g in zip(gpu_labels(gpus), gpus, strict=True)
-        ])
-        if snap.nvswitches:
-            out.append(f"NVSwitches: {len(snap.nvswitches)}")
-        islands = nvlink_islands(snap)
-        multi = [i for i in islands if i.size > 1]
-        if multi:
-            out.append("NVLink islands: " + ", ".join(
-                f"{isl.size} GPUs ({(isl.min_pair_bytes_per_second or 0) / 1e9:g} GB/s per direction, slowest pair)"
-                for isl in multi))
-    else:
-        out.append(no_gpu_reason(snap) or "")
-    out.append("")
-    out.append(f"NICs: {len(snap.nics)}")
+    if not gpus:
+        return [no_gpu_reason(snap) or ""]
+    out = [f"GPUs: {len(gpus)}"]
+    out += _table(("gpu", "bus id", "name", "numa", "pcie", "memory", "state"), [
+        (shown(label), shown(g.id), shown(g.name or "?"), "-" if g.numa_node is None else str(g.numa_node),
+         _pcie(g.pcie), _bytes(g.memory_bytes), "LOST" if g.lost else ("MIG" if g.mig_enabled else "ok"))
+        for label, g in zip(gpu_labels(gpus), gpus, strict=True)
+    ])
+    if snap.nvswitches:
+        out.append(f"NVSwitches: {len(snap.nvswitches)}")
+    multi = [i for i in nvlink_islands(snap) if i.size > 1]
+    if multi:
+        out.append("NVLink islands: " + ", ".join(
+            f"{isl.size} GPUs ({(isl.min_pair_bytes_per_second or 0) / 1e9:g} GB/s per direction, slowest pair)"
+            for isl in multi))
+    return out
+
+
+def _nic_section(snap: Snapshot) -> list[str]:
+    out = [f"NICs: {len(snap.nics)}"]
     if snap.nics:
         out += _table(("nic", "pci", "rdma", "numa", "ports", "netdevs"), [
             (shown(n.name), shown(n.pci_bus_id or "-"), "yes" if n.rdma else "no",
@@ -107,18 +123,18 @@ def summary(snap: Snapshot) -> str:
              ",".join(shown(d) for d in n.netdevs) or "-")
             for n in snap.nics
         ])
-    topo = matrix(snap, legend=False)
-    if topo:
-        out += ["", "Topology (nvidia-smi topo -m):", topo.rstrip("\n")]
-    out.append("")
-    out.append("Sources: " + ", ".join(f"{shown(o.name)}={o.status.value}" for o in snap.sources))
+    return out
+
+
+def _status_section(snap: Snapshot) -> list[str]:
+    out = ["Sources: " + ", ".join(f"{shown(o.name)}={o.status.value}" for o in snap.sources)]
     if not snap.complete:
         out.append("INCOMPLETE: these facts are unknown (N/A in the matrix, never guessed):")
         out += [f"  {line}" for line in describe_unknown(snap.unknown)]
     if snap.problems:
         out.append(f"Problems: {len(snap.problems)}")
         out += [f"  [{shown(p.source)}] {shown(p.subject)}: {shown_text(p.message)}" for p in snap.problems]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _count(n: int, noun: str) -> str:
