@@ -177,15 +177,8 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
     if n < 1 or top < 1:
         raise PlacementError("a group has at least 1 GPU, and at least 1 group is asked for")
     fab = model.fabric
-    excluded = _resolve(model, exclude)
-    busy = busy or {}
-    left_out: list[LeftOut] = []
-    for gid, g in fab.gpus.items():
-        reason = ("excluded" if gid in excluded else "lost" if g.lost and not include_lost
-                  else "mig" if g.mig_enabled and not include_mig else "busy" if gid in busy else None)
-        if reason:
-            left_out.append(LeftOut(gpu=gid, index=g.index, reason=reason,
-                                    detail=busy[gid] if reason == "busy" else ""))
+    left_out = _left_out(model, _resolve(model, exclude), busy or {}, include_lost=include_lost,
+                         include_mig=include_mig)
     out = {x.gpu for x in left_out}
     available = sorted((g for g in fab.gpus if g not in out), key=model.locality_key)
 
@@ -199,25 +192,7 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
         return placement((), 0, True, True, f"{len(available)} GPUs available, {n} asked for")
     search = _Search(model, available, n, size=size_bytes, collective=collective, top=top)
     exhaustive = len(available) <= EXACT_GPUS
-    if exhaustive:
-        for group in itertools.combinations(available, n):
-            search.evaluate(group)
-        optimal = True
-    else:
-        bound = search.bound() * (1 + _EPS)
-        for candidate in search.candidates():
-            ranked = search.best()
-            if len(ranked) == top and all(plan.seconds <= bound for _, plan in ranked) \
-                    and search.spread(candidate) > search.spread(ranked[-1][0]):
-                break  # the rest can neither be faster nor span fewer sockets and host bridges
-            search.evaluate(candidate)
-        if len(search.seen) < min(top, math.comb(len(available), n)):
-            search.fill(search.best()[0][0], top)
-        first = search.best()[0]
-        optimal = first[1].seconds <= bound
-        if not optimal:
-            search.improve(first[0], SWAP_BUDGET * SWAP_GPUS // max(n, SWAP_GPUS))
-            optimal = search.best()[0][1].seconds <= bound
+    optimal = _run(search, available, n, top, exhaustive=exhaustive)
     choices = []
     for rank, (members, plan) in enumerate(search.best(), 1):
         ids = tuple(sorted(members, key=lambda g: fab.order[g]))
@@ -228,3 +203,39 @@ def best_groups(snap_or_model: Snapshot | CostModel, n: int, *, size_bytes: int 
     if choices and choices[0].estimate.algorithm is Algorithm.NVLS:
         note = (note + "; " if note else "") + "NVLS (NVLink SHARP) is faster than the best ring for this group"
     return placement(tuple(choices), len(search.seen), exhaustive, optimal, note)
+
+
+def _left_out(model: CostModel, excluded: set[str], busy: Mapping[str, str], *, include_lost: bool,
+              include_mig: bool) -> list[LeftOut]:
+    """The GPUs no group may have, each with its reason, in the fabric's order."""
+    left_out = []
+    for gid, g in model.fabric.gpus.items():
+        reason = ("excluded" if gid in excluded else "lost" if g.lost and not include_lost
+                  else "mig" if g.mig_enabled and not include_mig else "busy" if gid in busy else None)
+        if reason:
+            left_out.append(LeftOut(gpu=gid, index=g.index, reason=reason,
+                                    detail=busy[gid] if reason == "busy" else ""))
+    return left_out
+
+
+def _run(search: _Search, available: list[str], n: int, top: int, *, exhaustive: bool) -> bool:
+    """Evaluates every group (``exhaustive``) or searches from the structure's candidates, then improves the
+    best by swaps; True when the best found is proven best among all groups."""
+    if exhaustive:
+        for group in itertools.combinations(available, n):
+            search.evaluate(group)
+        return True
+    bound = search.bound() * (1 + _EPS)
+    for candidate in search.candidates():
+        ranked = search.best()
+        if len(ranked) == top and all(plan.seconds <= bound for _, plan in ranked) \
+                and search.spread(candidate) > search.spread(ranked[-1][0]):
+            break  # the rest can neither be faster nor span fewer sockets and host bridges
+        search.evaluate(candidate)
+    if len(search.seen) < min(top, math.comb(len(available), n)):
+        search.fill(search.best()[0][0], top)
+    first = search.best()[0]
+    if first[1].seconds <= bound:
+        return True
+    search.improve(first[0], SWAP_BUDGET * SWAP_GPUS // max(n, SWAP_GPUS))
+    return search.best()[0][1].seconds <= bound
