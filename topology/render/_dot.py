@@ -28,8 +28,6 @@ def to_dot(snap: Snapshot) -> str:
     gpus = ordered_gpus(snap)
     # Every name, id and label from sysfs, NVML or a snapshot is escaped and bounded (``_text``) before DOT's quoting.
     gpu_names = {g.id: shown(label) for g, label in zip(gpus, gpu_labels(gpus), strict=True)}
-    nic_names = {n.id: shown(n.name) for n in snap.nics}
-    rdma = {n.id for n in ordered_rdma_nics(snap)}
     pci = {f.id: f for f in snap.pci}
     wanted = set(gpu_names) | {n.pci_bus_id for n in snap.nics if n.pci_bus_id} | {s.id for s in snap.nvswitches}
     keep: set[str] = set()
@@ -49,8 +47,19 @@ def to_dot(snap: Snapshot) -> str:
         lines.append(f"  {_id(hb.id)} [shape=box, style=rounded, label={_q('HostBridge ' + shown(hb.id))}];")
         if hb.numa_node is not None:
             lines.append(f"  {_id('numa' + str(hb.numa_node))} -- {_id(hb.id)};")
-    for bdf in sorted(keep):
-        f = pci[bdf]
+    lines += _pci_lines(snap, [pci[bdf] for bdf in sorted(keep)], gpu_names)
+    lines += _fabric_lines(snap, pci)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _pci_lines(snap: Snapshot, functions: list[PciFunction], gpu_names: dict[str, str]) -> list[str]:
+    """The PCI functions drawn (GPUs, NICs, NVSwitches, bridges as points), each with its link up."""
+    nic_names = {n.id: shown(n.name) for n in snap.nics}
+    rdma = {n.id for n in ordered_rdma_nics(snap)}
+    lines = []
+    for f in functions:
+        bdf = f.id
         if bdf in gpu_names:
             label = f"{gpu_names[bdf]}\n{shown(bdf)}"
             attrs = "style=filled, fillcolor=palegreen"
@@ -71,6 +80,12 @@ def to_dot(snap: Snapshot) -> str:
         edge = f" [label={_q(f'Gen{state.current_gen} x{state.current_width}')}]" if (
             state and state.current_gen and state.current_width) else ""
         lines.append(f"  {_id(f.parent)} -- {_id(bdf)}{edge};")
+    return lines
+
+
+def _fabric_lines(snap: Snapshot, pci: dict[str, PciFunction]) -> list[str]:
+    """NVSwitches off the PCI bus, NVLink bundles and the links between NUMA nodes."""
+    lines = []
     for s in snap.nvswitches:
         if s.id not in pci:
             lines.append(f"  {_id(s.id)} [label={_q('NVSwitch fabric')}, style=filled, fillcolor=khaki];")
@@ -80,5 +95,4 @@ def to_dot(snap: Snapshot) -> str:
             lines.append(f"  {_id(link.a)} -- {_id(link.b)} [color=darkgreen, penwidth=2, label={_q(label)}];")
         elif link.kind is LinkKind.NUMA and link.a < link.b:
             lines.append(f"  {_id(link.a)} -- {_id(link.b)} [style=dashed, label={_q(str(link.numa_distance))}];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return lines
