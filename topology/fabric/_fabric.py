@@ -32,6 +32,7 @@ from ._links import (
     measured_latencies,
     measured_rates,
     pcie_rate,
+    ports_above,
     sockets_of,
     striped,
 )
@@ -82,21 +83,7 @@ class Fabric:
     def _build_pcie(self) -> None:
         roots = {h.id: h.numa_node for h in self.snap.host_bridges}
         for gid, g in self.gpus.items():
-            ups: list[str] = []
-            root: str | None = None
-            node = self._pci.get(gid)
-            seen = {gid}
-            while node is not None:
-                parent = node.parent
-                if parent in roots:
-                    root = parent
-                    break
-                if parent in seen:
-                    break
-                seen.add(parent)
-                node = self._pci.get(parent)
-                if node is not None:
-                    ups.append(parent)
+            ups, root = ports_above(self._pci, roots, gid)
             self.socket[gid] = self._socket_of(g, roots.get(root) if root else None)
             if gid in self.pcie_unknown or root is None:
                 self.root[gid], self._up[gid] = None, ()

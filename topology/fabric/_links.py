@@ -1,11 +1,14 @@
-"""The pieces of the fabric model: links with a capacity per direction, routes over them, the constants
-that stand in where the snapshot has no number (each named, with its source), and the measurements read.
+"""The pieces of the fabric model: links with a capacity per direction, routes over them, the ports above a
+function, the constants that stand in where the snapshot has no number (each named, with its source), and
+the measurements read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
+
 from .._record import record
-from ..model._entities import LinkKind, PcieLinkState, Snapshot, link_id
+from ..model._entities import LinkKind, PcieLinkState, PciFunction, Snapshot, link_id
 from ..model._measurement import P2P_COPY_TESTS
 from ..model._provenance import Source
 from ._rates import pcie_bytes_per_second
@@ -120,3 +123,22 @@ def striped(paths: list[tuple[Path, float | None]]) -> tuple[tuple[int, float], 
         total = sum(w for w in weights if w is not None)
         shares = [(w or 0.0) / total for w in weights]
     return tuple((2 * i + d, share) for (path, _), share in zip(paths, shares, strict=True) for i, d in path)
+
+
+def ports_above(pci: Mapping[str, PciFunction], roots: Container[str], bdf: str) -> tuple[list[str], str | None]:
+    """The ports above the function ``bdf``, nearest first, and the host bridge they end at (None when the
+    chain is broken: a parent that is not in ``pci``, or a loop)."""
+    ups: list[str] = []
+    node = pci.get(bdf)
+    seen = {bdf}
+    while node is not None:
+        parent = node.parent
+        if parent in roots:
+            return ups, parent
+        if parent in seen:
+            break
+        seen.add(parent)
+        node = pci.get(parent)
+        if node is not None:
+            ups.append(parent)
+    return ups, None

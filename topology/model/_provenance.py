@@ -18,10 +18,6 @@ class Source(enum.StrEnum):
     SIMULATED = "simulated"
 
 
-# The source of a number the cost model or the fabric states itself (a default, a product of estimates)
-ESTIMATE = "estimate"
-
-
 class SourceStatus(enum.StrEnum):
     OK = "ok"
     PARTIAL = "partial"  # the subsystem was read, but some devices or calls were not: see the problems
@@ -47,3 +43,6 @@ class SourceOutcome:
     status: SourceStatus
     duration_seconds: float
     detail: str = ""
+
+
+ESTIMATE = "estimate"  # the source of a number the cost model or the fabric states itself (a stated default)
