@@ -1,4 +1,4 @@
-"""The codec's decoder as it was before decoders were built once per type (topology/_codec.py before the
+"""The codec's decoder as it was before decoders were built once per type (topology/codec/_json_codec.py before the
 change), kept only so that benchmarks/codec.py can print the two side by side. Not used by topolink."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any
 
 import topology as t
-from topology._numbers import MatrixKind
+from topology.model._measurement import MatrixKind
 
 SchemaError = t.SchemaError
 _MAX_INT = 1 << 63
@@ -96,8 +96,8 @@ def _decode_record(cls: type, value: Any, where: str) -> Any:
 
 def loads(data: bytes) -> t.Snapshot:
     """What ``topology.loads`` did: parse, decode field by field through the type hints, then the same
-    checks as now (``topology._validate.check``)."""
-    from topology._validate import check
+    checks as now (``topology.codec._validate.check``)."""
+    from topology.codec._validate import check
 
     doc = json.loads(data)
     body = {k: v for k, v in doc.items() if k != "schema"}

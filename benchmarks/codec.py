@@ -11,7 +11,7 @@ machine of 72 GPUs grown from it (tests/fakenvml/_synthetic.py), with every matr
   ``msgspec.json.decode`` of the same bytes into plain values (a parse only, for scale);
 - encode: ``topology.dumps`` indented (the default) and compact (unchanged), beside
   ``msgspec.json.encode`` of the same document;
-- import, each a fresh interpreter (median of ``--runs``, the child's CPU time): ``topology._model`` and
+- import, each a fresh interpreter (median of ``--runs``, the child's CPU time): ``topology.model._entities`` and
   what it imports (the ``dataclasses`` module and the model's records), ``dataclasses`` alone,
   ``msgspec`` alone; and the frozen records of ``topology`` created again three ways: as plain
   dataclasses (before), with ``topology._record.record`` (now) and as ``msgspec.Struct`` classes
@@ -40,13 +40,13 @@ import topology as t  # noqa: E402
 
 MS = 1e3
 # CPU time of the child (process_time): what it costs, whatever else the machine runs at the same time.
-_MODEL = "import time\na = time.process_time()\nimport topology._model\nprint(time.process_time() - a)"
+_MODEL = "import time\na = time.process_time()\nimport topology.model._entities\nprint(time.process_time() - a)"
 _DATACLASSES = "import time\na = time.process_time()\nimport dataclasses\nprint(time.process_time() - a)"
 _MSGSPEC = "import time\na = time.process_time()\nimport msgspec\nprint(time.process_time() - a)"
 # The model's records created again, three ways, in one child: plain dataclasses (the model before),
 # ``topology._record.record`` (the model now) and ``msgspec.Struct`` (``msgspec.defstruct``).
 _CREATE = """
-import dataclasses, sys, time, msgspec, topology._model
+import dataclasses, sys, time, msgspec, topology.model._entities
 from topology._record import record
 mods = [m for n, m in sys.modules.items() if n.startswith('topology.')]
 classes = [c for m in mods for c in vars(m).values()
@@ -81,7 +81,7 @@ print(t1 - a, t2 - t1, t3 - t2, len(classes))
 
 def snapshots(gpus: list[int], work: Path) -> dict[int, bytes]:
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
     from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, materialize, write_scaled
 
     hgx, found = MACHINES / "hgx-h100.yaml", {}
@@ -146,7 +146,7 @@ def import_rows(runs: int) -> list[tuple[str, str, str]]:
     plain, records, structs, classes = _child(_CREATE, runs)
     cpu = "ms CPU measured"
     return [
-        ("import topology._model (the dataclasses module, the records)", f"{model * MS:.2f} {cpu}",
+        ("import topology.model._entities (the dataclasses module, the records)", f"{model * MS:.2f} {cpu}",
          "what discovery pays"),
         ("  of which: import dataclasses (and inspect), which discovery loads anyway",
          f"{dataclasses_s * MS:.2f} {cpu}", "-"),

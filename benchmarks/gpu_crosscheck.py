@@ -40,7 +40,7 @@ TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_local_c
 
 def discover_here() -> t.Snapshot:
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext
+    from agent.discovery.access import DiscoveryContext
 
     return discover(DiscoveryContext())
 

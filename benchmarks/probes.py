@@ -56,7 +56,7 @@ from probes.harness import _plan  # noqa: E402
 
 def this_machine() -> t.Snapshot:
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext
+    from agent.discovery.access import DiscoveryContext
 
     return discover(DiscoveryContext())
 

@@ -178,10 +178,10 @@ import sys, time
 marks = [("start", time.perf_counter())]
 import re
 marks.append(("re (with enum and functools: the sources' patterns; argparse is not loaded)", time.perf_counter()))
-import topology._model
-marks.append(("the model's classes (topology._model and what it imports)", time.perf_counter()))
+import topology.model._entities
+marks.append(("the model's classes (topology.model._entities and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
-marks.append(("discovery's modules (sources, assembly, doors)", time.perf_counter()))
+marks.append(("discovery's modules (sources, assembly, access)", time.perf_counter()))
 from agent.cli import main
 try:
     main(["discover", "--format", "json", "-o", sys.argv[1]])
@@ -229,10 +229,10 @@ def model_share(runs: int, venv: Installed, tmp: Path, discover_ms: float | None
         skipped.update(out["loaded"])
         for label, ms in out["phases"]:
             samples.setdefault(label, []).append(ms)
-    code = ("import time; {pre}t = time.perf_counter(); import topology._model; "
+    code = ("import time; {pre}t = time.perf_counter(); import topology.model._entities; "
             "print((time.perf_counter() - t) * 1e3)")
-    for label, pre in (("import topology._model alone", ""),
-                       ("import topology._model alone, dataclasses imported before", "import dataclasses; ")):
+    for label, pre in (("import topology.model._entities alone", ""),
+                       ("import topology.model._entities alone, dataclasses imported before", "import dataclasses; ")):
         samples[label] = [float(subprocess.run([str(venv.python), "-I", "-c", code.format(pre=pre)],
                                                capture_output=True, text=True, check=True).stdout) for _ in range(n)]
     counts: dict[str, int] = {}
@@ -284,7 +284,7 @@ def _median_call(ctx: object, runs: int) -> float:
 
 
 def discovery_calls(runs: int, trees: list[tuple[str, Path]]) -> None:
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
 
     rows = []
     for name, root in trees:
@@ -313,7 +313,7 @@ def profile_rows(runs: int, scaled: Sequence[int] = SCALED_GPUS) -> dict[int, tu
     boards repeated in more PCI domains and NUMA nodes, one NVLink fabric). Time may grow no faster than the
     NVML pair calls. Returns the snapshot and median ms per GPU count, for the ``dumps`` rows."""
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
     from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, materialize, write_scaled
 
     rows, found = [], {}

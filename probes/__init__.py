@@ -5,7 +5,7 @@ wall-time and memory budget. Tests are defined the way
 nvbandwidth, nccl-tests and perftest define them; a test that cannot run is waived with its reason,
 never reported as a number.
 
-Rooms, each importing only those below it: ``harness`` (plan, child processes and budgets, runner,
+Layers, each importing only those below it: ``harness`` (plan, child processes and budgets, runner,
 report, the entry points here) above the backends ``cpu`` and ``cuda`` (which never import each other),
 above ``host`` (NUMA-bound host memory both backends use), above ``core`` (records, errors, specs,
 profiles, statistics, the backend seam and registry). import-linter checks the order (pyproject.toml).

@@ -40,7 +40,7 @@ def _env(**values: str) -> Iterator[None]:
 
 def discover_profile(profile: str, workdir: Path) -> t.Snapshot:
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
 
     node = materialize(profile, workdir)
     with _env(**{ENV_PROFILE: str(node.nvml_profile), ENV_CALLS: str(node.calls_file)}):

@@ -51,7 +51,7 @@ B200: dict[str, Any] = {
 def discover_profile(profile: str, workdir: Path, overrides: Mapping[str, Any] | None = None) -> t.Snapshot:
     """The profile's snapshot as discovery reads it from its sysfs tree and test NVML."""
     from agent.discovery import discover
-    from agent.discovery.doors import DiscoveryContext, FsRoot
+    from agent.discovery.access import DiscoveryContext, FsRoot
 
     node = materialize(profile, workdir, overrides)
     saved = {k: os.environ.get(k) for k in (ENV_PROFILE, ENV_CALLS)}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_PROFILE, FakeNode, materialize
 
 _D2D = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")

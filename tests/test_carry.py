@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import topology as t
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
-from topology._carry import carry_forward
+from topology.model._carry_forward import carry_forward
 
 GPU_ASPECTS = (t.Aspect.IDENTITY, t.Aspect.PCIE_LINK, t.Aspect.NUMA, t.Aspect.FABRIC, t.Aspect.MIG,
                t.Aspect.NVLINKS, t.Aspect.ALL)

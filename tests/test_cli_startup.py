@@ -21,7 +21,7 @@ from tests.stored_help import help_file, render, stored_keys
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Never loaded by ``discover``, whichever module would import them: the other rooms' dependencies and ours,
+# Never loaded by ``discover``, whichever module would import them: the other subpackages' dependencies and ours,
 # and standard modules discovery has no use for (each costs a millisecond or more).
 NEVER = (
     "cupy", "torch", "numpy", "starlette", "uvicorn", "fastapi", "httpx", "lightkube", "kubernetes",
@@ -35,12 +35,12 @@ NEVER = (
     "dataclasses", "typing", "inspect", "ast", "dis", "tokenize",
     # importlib (with warnings where nothing else loads it) for a lookup __import__ does, contextlib for
     # suppress(), and writing a snapshot has no use for its checks (they run where one is read)
-    "importlib", "contextlib", "topology._validate", "topology._coherence",
+    "importlib", "contextlib", "topology.codec._validate", "topology.codec._coherence",
 )
 # Never loaded by ``discover --format json -o FILE`` either: its usual command lines are read without argparse
 # (agent.cli.discover.plain_args), so neither argparse nor the gettext its messages are looked up in load
 # (nor locale: see ONLY_THROUGH). Help that is not stored is argparse's, as is any unusual command line.
-# The indented snapshot is written without the json package (topology._jsontext), which reading one needs.
+# The indented snapshot is written without the json package (topology.codec._jsontext), which reading one needs.
 NEVER_BY_DISCOVER = ("argparse", "gettext", "json")
 # Loaded only through the module named: ``tempfile``, ``random``, ``shutil``, ``threading`` and ``math`` by
 # ``ctypes.util`` alone, which pynvml imports where NVML is used (``-o`` writes without the first two, the

@@ -1,7 +1,7 @@
 """The snapshot's JSON text is byte for byte what the standard library writes for the same document.
 
 ``topology.dumps`` builds the document with a fast path over the model's types and writes indented text
-with its own encoder (``topology._jsontext``); both are checked here against the plain ways: the generic
+with its own encoder (``topology.codec._jsontext``); both are checked here against the plain ways: the generic
 encoder below (the model walked by ``dataclasses.fields``) and ``json.dumps(..., indent=2)``.
 """
 
@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, FakeNode, materialize, write_scaled
 from tests.fakenvml.fixtures import MakeMachine
-from topology._jsontext import dumps_indented
+from topology.codec._jsontext import dumps_indented
 
 from .strategies import snapshots
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.fakenvml import MACHINES, FakeNode
 from tests.fakenvml.fixtures import MakeMachine
 from tests.published import labels

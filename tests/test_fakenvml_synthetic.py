@@ -12,7 +12,7 @@ import yaml
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot, open_nvml
+from agent.discovery.access import DiscoveryContext, FsRoot, open_nvml
 from tests.fakenvml import (
     ENV_CALLS,
     ENV_PROFILE,

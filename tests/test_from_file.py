@@ -17,7 +17,7 @@ import pytest
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.fakenvml.fixtures import MakeMachine
 
 REPO = Path(__file__).resolve().parents[1]

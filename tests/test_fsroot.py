@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.discovery.doors import AttributeTooLarge, FsRoot, NotARegularFile
+from agent.discovery.access import AttributeTooLarge, FsRoot, NotARegularFile
 from tests.unprivileged import CANNOT_DROP, NOBODY, as_nobody
 
 

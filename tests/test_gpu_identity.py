@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from agent.discovery import discover
+from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.assemble import merge_nvml
-from agent.discovery.doors import DiscoveryContext, FsRoot
 from agent.discovery.sources.nvml import NvmlFacts, NvmlGpuFacts
 from tests.fakenvml import FakeNode
 from tests.fakenvml.fixtures import MakeMachine

@@ -1,5 +1,5 @@
 """The HTTP API in process (httpx through the ASGI app): routes, HEAD, negotiation, gzip, ETags, readiness,
-the probe door, 4xx. The server's own limits (timeouts, the connection cap, 431) are in test_http_abuse.py."""
+the probe endpoint, 4xx. The server's own limits (timeouts, the connection cap, 431) are in test_http_abuse.py."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import pytest
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.hwloc_expected import Expected, Spec, load, read_test
 from tests.reference_data import DISPUTED, HWLOC_LINUX
 

@@ -1,7 +1,7 @@
 """Imports go one way inside every package, as between them: no module imports one that imports it back,
 directly or round a loop. Imports inside functions and under TYPE_CHECKING count too (grimp reads them all);
 a name loaded through ``importlib`` by string is outside what this can see, and the layers contracts in
-pyproject.toml (``lint-imports``) state the direction of the rooms."""
+pyproject.toml (``lint-imports``) state the direction of the layers."""
 
 from __future__ import annotations
 

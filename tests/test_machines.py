@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests import topo_reference
 from tests.fakenvml import MACHINES, FakeNode
 from tests.fakenvml.fixtures import MakeMachine

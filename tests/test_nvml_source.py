@@ -11,8 +11,8 @@ import yaml
 
 import topology as t
 from agent.discovery import discover
+from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.assemble._nvml import merge_nvml
-from agent.discovery.doors import DiscoveryContext, FsRoot
 from agent.discovery.sources import SubsystemAbsent
 from agent.discovery.sources.nvml import REMOTE_SWITCH, NvmlFacts, read_nvml
 from tests.fakenvml import MACHINES, FakeNode, gpus_named
@@ -378,8 +378,8 @@ def test_cluster_uuid_text_is_rfc_4122_as_the_uuid_module_writes_it() -> None:
 
 _SYSTEM_LOOKUP = """
 import sys
-from agent.discovery.doors import NvmlLibraryNotFound, open_nvml
-from agent.discovery.doors._nvml_port import _default_library_loadable
+from agent.discovery.access import NvmlLibraryNotFound, open_nvml
+from agent.discovery.access._nvml_port import _default_library_loadable
 found = _default_library_loadable()
 print(found, "ctypes" in sys.modules)
 try:

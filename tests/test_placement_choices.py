@@ -172,7 +172,7 @@ def test_the_chosen_group_is_the_one_an_expert_would_choose(snapshots: dict[str,
 def test_the_structured_search_finds_what_enumeration_finds(snapshots: dict[str, t.Snapshot], profile: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The candidates built from sockets, islands and switches hold a best group on every real layout."""
-    from topology import _placement
+    from topology.placement import _best_groups as _placement
 
     snap = snapshots[profile]
     for n in range(2, len(snap.gpus) + 1):

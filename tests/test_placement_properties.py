@@ -62,7 +62,7 @@ def test_the_best_group_is_never_worse_than_any_other(snap: t.Snapshot, data: st
 @given(boxes(), st.data())
 def test_a_search_that_claims_the_best_has_it(snap: t.Snapshot, data: st.DataObject) -> None:
     """The structured search (forced here on small nodes) says ``optimal`` only when its bound proves it."""
-    from topology import _placement
+    from topology.placement import _best_groups as _placement
 
     ids = _ids(snap)
     n = data.draw(st.integers(2, min(5, len(ids))))

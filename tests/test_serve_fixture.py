@@ -1,6 +1,6 @@
 """``probe``, ``selftest`` and ``serve`` on a tree from elsewhere (a ``--sysfs-root`` other than /, a machine
 profile's test NVML) ask one question (``fixture_reason``) and measure nothing: ``probe`` and ``selftest``
-refuse with exit 2, ``serve`` serves the tree and runs no probe, and refuses the probe door (exit 2)."""
+refuse with exit 2, ``serve`` serves the tree and runs no probe, and refuses the probe endpoint (exit 2)."""
 
 from __future__ import annotations
 

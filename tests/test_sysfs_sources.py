@@ -17,10 +17,10 @@ import pytest
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.sources import source_table
+from agent.discovery.sources._pci_config import acs_request_redirect
 from agent.discovery.sources._sysfs import Reader
-from agent.discovery.sources.pci import acs_request_redirect
 from tests.sysfs_tree import SysfsTree
 
 SYSFS_SOURCES = ("gdr", "infiniband", "net", "numa", "pci")

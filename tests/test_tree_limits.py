@@ -13,7 +13,7 @@ import pytest
 
 import topology as t
 from agent.discovery import discover
-from agent.discovery.doors import DiscoveryContext, FsRoot
+from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.sysfs_tree import SysfsTree
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from agent.discovery import discover
+from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.assemble import WITNESSES, Witness
-from agent.discovery.doors import DiscoveryContext, FsRoot
 from tests.fakenvml import ENV_PROFILE, MACHINES
 from tests.fakenvml.fixtures import MakeMachine
 from tests.fuzz.oracle import diff

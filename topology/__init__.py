@@ -11,9 +11,7 @@ from ._lazy import lazy_names as _lazy_names
 _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
 
 if _TYPE_CHECKING:
-    from ._capability import LinkCapability
-    from ._carry import carry_forward
-    from ._codec import (
+    from .codec._json_codec import (
         MAX_DOCUMENT_BYTES,
         SCHEMA,
         SCHEMA_V1,
@@ -24,35 +22,22 @@ if _TYPE_CHECKING:
         structure_hash,
         to_dict,
     )
-    from ._cost import CostModel, collective_estimate, model_assumptions
-    from ._costtypes import (
-        Algorithm,
-        Bottleneck,
-        Collective,
-        CollectiveEstimate,
-        EstimateInput,
-        GroupChoice,
-        LeftOut,
-        Placement,
+    from .fabric._capability import LinkCapability
+    from .fabric._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
+    from .fabric._pcie_switch import pcie_switch
+    from .fabric._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
+    from .fabric._views import (
+        GdrReadiness,
+        GdrVerdict,
+        Island,
+        gdr_readiness,
+        nearest_nics,
+        numa_affinity,
+        nvlink_islands,
     )
-    from ._dot import to_dot
-    from ._errors import SchemaError, TopolinkError
-    from ._estimate import AllReduceEstimate, all_reduce_estimate
-    from ._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
-    from ._fleet import FleetClass, FleetReport, GroupFit, NodeSummary, Outlier, fleet_report
-    from ._ids import (
-        BadPciAddress,
-        canonical_bdf,
-        format_cpulist,
-        host_bridge_id,
-        is_bdf,
-        numa_id,
-        parse_cpulist,
-        parse_cpumask,
-    )
-    from ._limits import SNAPSHOT_LIMITS
-    from ._measure import measurement_key, with_measurements
-    from ._model import (
+    from .model._carry_forward import carry_forward
+    from .model._device_order import ordered_gpus, ordered_rdma_nics
+    from .model._entities import (
         FabricInfo,
         FabricState,
         GdrFacts,
@@ -70,25 +55,47 @@ if _TYPE_CHECKING:
         Snapshot,
         link_id,
     )
-    from ._numbers import Matrix, MatrixKind, Measurement, Stats
-    from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
-    from ._placement import PLACEMENT_SIZE_BYTES, PlacementError, best_groups
-    from ._provenance import Problem, Source, SourceOutcome, SourceStatus
-    from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
-    from ._render import (
+    from .model._errors import SchemaError, TopolinkError
+    from .model._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
+    from .model._ids import (
+        BadPciAddress,
+        canonical_bdf,
+        format_cpulist,
+        host_bridge_id,
+        is_bdf,
+        numa_id,
+        parse_cpulist,
+        parse_cpumask,
+    )
+    from .model._measurement import Matrix, MatrixKind, Measurement, Stats
+    from .model._provenance import Problem, Source, SourceOutcome, SourceStatus
+    from .model._snapshot_limits import SNAPSHOT_LIMITS
+    from .model._text_bounds import NAME_LIMIT, TEXT_LIMIT, shown, shown_text
+    from .model._with_measurements import measurement_key, with_measurements
+    from .placement._all_reduce import AllReduceEstimate, all_reduce_estimate
+    from .placement._best_groups import PLACEMENT_SIZE_BYTES, PlacementError, best_groups
+    from .placement._cost_model import CostModel, collective_estimate, model_assumptions
+    from .placement._cost_types import (
+        Algorithm,
+        Bottleneck,
+        Collective,
+        CollectiveEstimate,
+        EstimateInput,
+        GroupChoice,
+        LeftOut,
+        Placement,
+    )
+    from .placement._fleet_report import FleetClass, FleetReport, GroupFit, NodeSummary, Outlier, fleet_report
+    from .render._dot import to_dot
+    from .render._summary import no_gpu_reason, summary
+    from .render._topo_table import (
         LEGEND,
         TopoRow,
         TopoTable,
         gpu_labels,
         matrix,
-        ordered_gpus,
-        ordered_rdma_nics,
         topo_table,
     )
-    from ._summary import no_gpu_reason, summary
-    from ._switch import pcie_switch
-    from ._text import NAME_LIMIT, TEXT_LIMIT, shown, shown_text
-    from ._views import GdrReadiness, GdrVerdict, Island, gdr_readiness, nearest_nics, numa_affinity, nvlink_islands
 
 __all__ = [
     "LEGEND",
@@ -202,40 +209,41 @@ __all__ = [
     "with_measurements",
 ]
 
-_WHERE = {name: module for module, names in {  # name -> the private module that defines it
-    '_capability': "LinkCapability",
-    '_carry': "carry_forward",
-    '_codec': "MAX_DOCUMENT_BYTES SCHEMA SCHEMA_V1 dumps from_dict loads parse_json structure_hash to_dict",
-    '_cost': "CostModel collective_estimate model_assumptions",
-    '_costtypes': (
+_WHERE = {name: module for module, names in {  # name -> the subpackage's private module that defines it
+    'fabric._capability': "LinkCapability",
+    'model._carry_forward': "carry_forward",
+    'codec._json_codec': "MAX_DOCUMENT_BYTES SCHEMA SCHEMA_V1 dumps from_dict loads parse_json structure_hash to_dict",
+    'placement._cost_model': "CostModel collective_estimate model_assumptions",
+    'placement._cost_types': (
         "Algorithm Bottleneck Collective CollectiveEstimate EstimateInput GroupChoice LeftOut "
         "Placement"
     ),
-    '_dot': "to_dot",
-    '_errors': "SchemaError TopolinkError",
-    '_estimate': "AllReduceEstimate all_reduce_estimate",
-    '_facts': "Aspect Fact Knowledge NODE describe_unknown facts_of node_fact",
-    '_fleet': "FleetClass FleetReport GroupFit NodeSummary Outlier fleet_report",
-    '_ids': (
+    'render._dot': "to_dot",
+    'model._errors': "SchemaError TopolinkError",
+    'placement._all_reduce': "AllReduceEstimate all_reduce_estimate",
+    'model._facts': "Aspect Fact Knowledge NODE describe_unknown facts_of node_fact",
+    'placement._fleet_report': "FleetClass FleetReport GroupFit NodeSummary Outlier fleet_report",
+    'model._ids': (
         "BadPciAddress canonical_bdf format_cpulist host_bridge_id is_bdf numa_id parse_cpulist "
         "parse_cpumask"
     ),
-    '_limits': "SNAPSHOT_LIMITS",
-    '_measure': "measurement_key with_measurements",
-    '_model': (
+    'model._snapshot_limits': "SNAPSHOT_LIMITS",
+    'model._with_measurements': "measurement_key with_measurements",
+    'model._entities': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "
         "NvSwitch PciFunction PcieLinkState Snapshot link_id"
     ),
-    '_numbers': "Matrix MatrixKind Measurement Stats",
-    '_paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",
-    '_placement': "PLACEMENT_SIZE_BYTES PlacementError best_groups",
-    '_provenance': "Problem Source SourceOutcome SourceStatus",
-    '_rates': "nvlink_bytes_per_second nvlink_gen_from_nvml pcie_bytes_per_second pcie_gen_from_gts",
-    '_render': "LEGEND TopoRow TopoTable gpu_labels matrix ordered_gpus ordered_rdma_nics topo_table",
-    '_summary': "no_gpu_reason summary",
-    '_switch': "pcie_switch",
-    '_text': "NAME_LIMIT TEXT_LIMIT shown shown_text",
-    '_views': "GdrReadiness GdrVerdict Island gdr_readiness nearest_nics numa_affinity nvlink_islands",
+    'model._measurement': "Matrix MatrixKind Measurement Stats",
+    'fabric._paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",
+    'placement._best_groups': "PLACEMENT_SIZE_BYTES PlacementError best_groups",
+    'model._provenance': "Problem Source SourceOutcome SourceStatus",
+    'fabric._rates': "nvlink_bytes_per_second nvlink_gen_from_nvml pcie_bytes_per_second pcie_gen_from_gts",
+    'render._topo_table': "LEGEND TopoRow TopoTable gpu_labels matrix topo_table",
+    'model._device_order': "ordered_gpus ordered_rdma_nics",
+    'render._summary': "no_gpu_reason summary",
+    'fabric._pcie_switch': "pcie_switch",
+    'model._text_bounds': "NAME_LIMIT TEXT_LIMIT shown shown_text",
+    'fabric._views': "GdrReadiness GdrVerdict Island gdr_readiness nearest_nics numa_affinity nvlink_islands",
 }.items() for name in names.split()}
 
 __getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

@@ -193,7 +193,7 @@ def load_snapshot(path: str) -> topology.Snapshot:
     """A saved snapshot, or the snapshot inside a saved ``topolink probe --format json`` report. Any
     input, however broken, is an :class:`InputError` with one line saying why: not a regular file (``-`` is
     standard input), over 64 MiB, not JSON, not the schema, or a document whose meaning does not hold
-    together (``topology._coherence``)."""
+    together (``topology.codec._coherence``)."""
     import topology
     from exporter import UnsafeFile, read_regular
 

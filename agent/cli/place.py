@@ -66,7 +66,7 @@ def busy_now(args: argparse.Namespace) -> BusyInfo:
 
     from probes import read_busy
 
-    from ..discovery.doors import NvmlError, open_nvml
+    from ..discovery.access import NvmlError, open_nvml
 
     try:
         port = open_nvml(args.nvml_library)  # sets the library pynvml loads; read_busy nests a session in it

@@ -1,10 +1,10 @@
 """Discovery: the sources read the machine, the assembly builds one ``topology.Snapshot`` from what they read.
 
-Rooms, each importing only those below it:
+Layers, each importing only those below it:
   ``_discover``  one pass: run the enabled sources, assemble, merge NVML, settle each source's status
   ``assemble``   facts -> entities and links (identity, PCIe tree, NICs, NVLinks, cross-checks)
   ``sources``    one per subsystem (pci, numa, nvml, infiniband, net, gdr), registered in one table
-  ``doors``      the file system below a movable root, NVML behind a narrow port, the discovery context
+  ``access``     the file system below a movable root, NVML behind a narrow port, the discovery context
 Imports ``topology``; imported by the command line and the serve loop. Names load on first use, so the
 command line's ``--help`` (which reads the source table's flags) loads no source.
 """
@@ -15,14 +15,14 @@ _TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up
 
 if _TYPE_CHECKING:
     from ._discover import discover, settle
-    from .doors import DiscoveryContext, FsRoot
+    from .access import DiscoveryContext, FsRoot
     from .sources import run_sources, source_table
     from .sources._catalog import SOURCE_FLAGS
 
 __all__ = ["SOURCE_FLAGS", "DiscoveryContext", "FsRoot", "discover", "run_sources", "settle", "source_table"]
 
 # Not topology's lazy_names helper: --help imports this package for the source flags and must not load the model.
-_WHERE = {"discover": "_discover", "settle": "_discover", "DiscoveryContext": "doors", "FsRoot": "doors",
+_WHERE = {"discover": "_discover", "settle": "_discover", "DiscoveryContext": "access", "FsRoot": "access",
           "run_sources": "sources", "source_table": "sources", "SOURCE_FLAGS": "sources._catalog"}
 
 

@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from topology import Problem, Snapshot, SourceStatus
 from topology._record import replace
 
+from .access import DiscoveryContext
 from .assemble import cross_check, merge_nvml, nvml_unread
 from .assemble._snapshot import assemble
-from .doors import DiscoveryContext
 from .sources import Gathered, run_sources, source_table
 from .sources.gdr import GdrHostFacts
 from .sources.numa import NumaFacts

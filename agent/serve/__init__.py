@@ -6,7 +6,7 @@
   ``_state``  the state directory: last complete snapshot and probe report, written atomically
   ``_log``    one line per event, text or JSON
   ``_retry``  while NVML does not answer on a node with GPUs: why, and how soon the next pass comes
-Imports ``agent.discovery`` (the NVML door for idleness), ``probes``, ``exporter`` and ``topology``;
+Imports ``agent.discovery`` (NVML access for idleness), ``probes``, ``exporter`` and ``topology``;
 imported by the command line (``agent.cli.serve``).
 """
 

@@ -35,7 +35,7 @@ def nvml_busy(library: str | None) -> Busy:
     def ask() -> dict[str, str]:
         from probes import read_busy
 
-        from ..discovery.doors import NvmlError, open_nvml
+        from ..discovery.access import NvmlError, open_nvml
 
         try:
             port = open_nvml(library)  # puts the right library into pynvml, then read_busy nests a session

@@ -3,14 +3,14 @@
 Each sink is desired state (pure) -> plan (pure) -> apply (thin), behind the :class:`KubeApi` port; the fleet
 is read back for ``topolink cluster`` (``read_cluster``) in pages.
 
-Rooms, each importing only those below it, private behind the names here: ``_config`` (flags, configuration
+Layers, each importing only those below it, private behind the names here: ``_config`` (flags, configuration
 and the sink factory, prune, the RBAC and reference tables) above ``_sinks`` (label, slice and taint appliers,
 the slice watch and cache), ``_client`` (lightkube and the watch stream) and ``_fleet`` (the fleet read and
 its text), which never import each other, above ``_desired`` (labels, slices, taints and naming rules, pure),
 above ``_api`` (the ``KubeApi`` port, its errors, the retry rule). import-linter checks the order
 (pyproject.toml).
 
-Imports: ``exporter._core`` (the sink protocol, the file door, the health rule), ``topology``.
+Imports: ``exporter._core`` (the sink protocol, file I/O, the health rule), ``topology``.
 Imported by: ``agent`` (``serve``, ``prune``, ``cluster``), through the names below.
 """
 

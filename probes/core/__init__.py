@@ -1,11 +1,11 @@
-"""The words every room of ``probes`` shares: the records of a plan and its results, the errors, the probe
+"""The words every subpackage of ``probes`` shares: the records of a plan and its results, the errors, the probe
 definitions (specs and the catalogue of tests), nccl-tests' arithmetic for the collectives, the profiles,
 the statistics, and the seam between the harness and a backend (what a backend can do, the
 Backend/Session/Workload protocols, the registry that loads a backend by name). Also the two facts about
 the machine that plans and backends both consult: GPU idleness and GPUDirect readiness.
 
 Imports: ``topology`` and the standard library only (``pynvml`` lazily, in :func:`read_busy`).
-Imported by: every other room (``harness``, ``cpu``, ``cuda``, ``host``) and ``probes`` itself.
+Imported by: every other subpackage (``harness``, ``cpu``, ``cuda``, ``host``) and ``probes`` itself.
 """
 
 from ._backend import (

@@ -1,7 +1,7 @@
 """The oracle: every fact a mutation changed is either unchanged or said to be unknown.
 
 :func:`fact_values` maps each :class:`~topology.Fact` of a snapshot to its value, per the aspect table in
-``topology/_facts.py``. A device fact's value keeps one part per kind of entity that carries the subject id
+``topology/model/_facts.py``. A device fact's value keeps one part per kind of entity that carries the subject id
 (a NIC and its PCI function share an id), so a part that vanished because its entity did is excused by
 the node-wide membership fact of that kind (``gpus``, ``nics``, ``pci``): "a GPU may be missing".
 

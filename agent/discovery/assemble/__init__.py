@@ -12,7 +12,7 @@ from ._crosscheck import CHECK_OF, CHECKS, cross_check
 from ._nvml import merge_nvml
 from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
-from ._witness import CROSS_CHECK, WITNESSES, Witness, witness, witness_markdown
+from ._witness import WITNESSES, Overrule, Stage, Witness, witness, witness_markdown
 
-__all__ = ["CHECKS", "CHECK_OF", "CROSS_CHECK", "NVML_ONLY", "WITNESSES", "Witness", "assemble", "cross_check",
+__all__ = ["CHECKS", "CHECK_OF", "NVML_ONLY", "WITNESSES", "Overrule", "Stage", "Witness", "assemble", "cross_check",
            "merge_nvml", "nvml_unread", "witness", "witness_markdown"]

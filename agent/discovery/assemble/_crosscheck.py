@@ -28,7 +28,7 @@ from topology import (
 from topology._record import replace  # replace() for records, without loading dataclasses
 
 from . import _crosscheck_gpu as gpu
-from ._witness import CROSS_CHECK, WITNESSES, witness
+from ._witness import WITNESSES, Stage, witness
 
 _MELLANOX = 0x15B3
 _RDMA_DRIVERS = ("mlx5_core", "mlx4_core")
@@ -158,7 +158,7 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
     "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband,
 }
-CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage == CROSS_CHECK)  # the table's order
+CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
 
 
 def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:

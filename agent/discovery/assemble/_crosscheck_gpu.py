@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from topology import Gpu, LinkKind, PcieLinkState, PciFunction, Problem, Snapshot, format_cpulist, pcie_bytes_per_second
 from topology._record import replace
 
-from ._nvml import SYNTHETIC_SWITCH
+from ._nvml_links import SYNTHETIC_SWITCH
 from ._witness import witness
 
 _NVIDIA = 0x10DE
 _GPU_CLASSES = (0x0300, 0x0302)
-_HYPERVISORS = {0x1B36: "QEMU", 0x15AD: "VMware"}  # vendors of emulated PCIe ports
 _MULTI_NODE_PRODUCTS = ("GB200", "GB300")  # NVL72-class: the NVLink domain spans trays
 
 
@@ -29,18 +28,6 @@ def _read_gpus(snap: Snapshot) -> Iterator[tuple[Gpu, PciFunction]]:
         f = pci.get(g.id)
         if g.index is not None and not g.lost and f is not None:
             yield g, f
-
-
-def _emulated_above(snap: Snapshot, f: PciFunction) -> str | None:
-    pci = {p.id: p for p in snap.pci}
-    cur, seen = f.parent, {f.id}
-    while cur in pci and cur not in seen:
-        seen.add(cur)
-        vendor = _HYPERVISORS.get(pci[cur].vendor_id)
-        if vendor is not None:
-            return f"{cur} is a port {vendor} emulates"
-        cur = pci[cur].parent
-    return None
 
 
 def _fields(link: PcieLinkState) -> tuple[tuple[str, int | None], ...]:
@@ -64,8 +51,7 @@ def pcie(snap: Snapshot) -> list[Problem]:
         if not differ:
             continue
         said = "; ".join(f"{what} {a}" for what, a, _ in differ), "; ".join(f"{what} {b}" for what, _, b in differ)
-        why = _emulated_above(snap, f)
-        out.append(row.dispute((g.id,), *said) if why is None else row.overruled(g.id, *said, why))
+        out.append(row.judge(snap, g.id, *said))
     return out
 
 

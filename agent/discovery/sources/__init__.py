@@ -16,7 +16,7 @@ TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up;
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..doors import DiscoveryContext
+    from ..access import DiscoveryContext
     from ._registry import Gathered, SourceError, SourceSpec, SubsystemAbsent, register
 
 __all__ = ["Gathered", "SourceError", "SourceSpec", "SubsystemAbsent", "register", "run_sources", "source_table"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from topology import NODE, Aspect, BadPciAddress, Problem, canonical_bdf, facts_of, node_fact
 from topology._record import record
 
-from ..doors import FsRoot
+from ..access import FsRoot
 from ._parse import MAX_NUMA_NODES, bounded, decimal
 from ._sysfs import Reader, describe_os_error
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from topology import Aspect, Fact
 
-from ..doors import Handle, NvmlError, NvmlGpuLost
+from ..access import Handle, NvmlError, NvmlGpuLost
 from ._nvml_facts import P2P_CAPS, NvmlPairFacts
 from ._nvml_walk import Walk
 

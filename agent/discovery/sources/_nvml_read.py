@@ -26,7 +26,7 @@ from topology import (
 )
 from topology._record import replace
 
-from ..doors import Handle, NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported, NvmlPort
+from ..access import Handle, NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported, NvmlPort
 from ._nvml_facts import (
     FIELD_NVLINK_LINK_COUNT,
     FIELD_NVSWITCH_CONNECTED_LINK_COUNT,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from topology import NODE, Aspect, Fact, Problem, canonical_bdf, node_fact
 
-from ..doors import NvmlError, NvmlGpuLost, NvmlNotSupported, NvmlPort
+from ..access import NvmlError, NvmlGpuLost, NvmlNotSupported, NvmlPort
 
 TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
 if TYPE_CHECKING:

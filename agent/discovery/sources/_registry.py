@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
 from topology._record import record
 
-from ..doors import DiscoveryContext
+from ..access import DiscoveryContext
 from ._catalog import SOURCE_FLAGS
 
 TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True

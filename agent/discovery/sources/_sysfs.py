@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
-from ..doors import FsRoot
+from ..access import FsRoot
 from ._registry import SourceError, SubsystemAbsent, too_many
 
 TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True

@@ -13,7 +13,7 @@ import re
 from topology import NODE, Aspect, Problem
 from topology._record import record
 
-from ..doors import DiscoveryContext, FsRoot
+from ..access import DiscoveryContext, FsRoot
 from ._registry import register
 from ._sysfs import Reader
 

@@ -11,7 +11,7 @@ import re
 from topology import Aspect, Problem, node_fact
 from topology._record import record
 
-from ..doors import DiscoveryContext, FsRoot
+from ..access import DiscoveryContext, FsRoot
 from ._parse import decimal
 from ._registry import register
 from ._sysfs import SYSFS_BDF, Reader, class_entries, pci_function_in

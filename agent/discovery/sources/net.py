@@ -5,7 +5,7 @@ from __future__ import annotations
 from topology import SNAPSHOT_LIMITS, Aspect, Problem
 from topology._record import record
 
-from ..doors import DiscoveryContext, FsRoot
+from ..access import DiscoveryContext, FsRoot
 from ._parse import bounded, decimal
 from ._registry import register, too_many
 from ._sysfs import Reader, class_entries, pci_function_in

@@ -13,7 +13,7 @@ import re
 from topology import NODE, Aspect, Problem, parse_cpulist, parse_cpumask
 from topology._record import record
 
-from ..doors import DiscoveryContext, FsRoot
+from ..access import DiscoveryContext, FsRoot
 from ._nvidia_proc import DriverGpuFacts, driver_gpus
 from ._parse import MAX_NUMA_NODES, bounded
 from ._registry import SourceError, register

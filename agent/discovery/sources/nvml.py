@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from topology import Aspect
 
-from ..doors import DiscoveryContext, NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
+from ..access import DiscoveryContext, NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
 from ._nvml_facts import (
     FIELD_NVLINK_LINK_COUNT,
     FIELD_NVSWITCH_CONNECTED_LINK_COUNT,

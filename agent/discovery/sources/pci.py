@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-import struct
 
 from topology import (
     Aspect,
@@ -25,8 +24,9 @@ from topology import (
 )
 from topology._record import record
 
-from ..doors import DiscoveryContext, FsRoot
+from ..access import DiscoveryContext, FsRoot
 from ._parse import bdf_key, hex_int, link_speed_gts, link_width, numa_node
+from ._pci_config import read_acs
 from ._registry import register
 from ._sysfs import SYSFS_BDF, Reader, describe_os_error, list_subsystem, resolve_link
 
@@ -34,9 +34,6 @@ SOURCE = "pci"
 _DEVICES = "/sys/bus/pci/devices"
 _SYS_DEVICES = "/sys/devices/"
 _HOST_BRIDGE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
-_ACS_CAP_ID = 0x000D
-_ACS_REQUEST_REDIRECT = 1 << 2
-_EXTENDED_CONFIG = 4096  # bytes of config space when the extended capabilities are readable (root)
 
 
 @record
@@ -212,7 +209,7 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, shared: _Pass) -> PciDev
         max_link_gts=r.parsed("max_link_speed", link_speed_gts, _LINK),
         max_link_width=r.parsed("max_link_width", link_width, _LINK),
         driver=_driver(root, r, place.path, shared),
-        acs_redirect=_acs(r) if is_bridge else None,
+        acs_redirect=read_acs(r) if is_bridge else None,
         placed=place.placed,
         problems=tuple(r.problems),
     )
@@ -271,30 +268,3 @@ def _local_cpus(r: Reader, parsers: _Pass) -> tuple[int, ...] | None:
     if mask is not None or len(r.problems) > before:
         return mask  # a mask that is there but unreadable is a problem, not a reason to look elsewhere
     return r.parsed("local_cpulist", parsers.cpulist, _NUMA)
-
-
-def _acs(r: Reader) -> bool | None:
-    """Optional (needs root): unreadable is "not known" (None), never a problem: nothing depends on it."""
-    try:
-        config = r.read_bytes("config", _EXTENDED_CONFIG)
-    except OSError:
-        return None
-    return None if config is None else acs_request_redirect(config)
-
-
-def acs_request_redirect(config: bytes) -> bool | None:
-    """Whether ACS has P2P Request Redirect on: ``None`` without the extended configuration space in ``config``
-    (unprivileged reads get 64 bytes), ``False`` when the capability list is readable and has no ACS."""
-    if len(config) < _EXTENDED_CONFIG:
-        return None
-    offset, seen = 0x100, set()
-    while 0x100 <= offset <= len(config) - 8 and offset not in seen:
-        seen.add(offset)
-        (header,) = struct.unpack_from("<I", config, offset)
-        if header in (0, 0xFFFFFFFF):
-            return False
-        if header & 0xFFFF == _ACS_CAP_ID:
-            (control,) = struct.unpack_from("<H", config, offset + 6)
-            return bool(control & _ACS_REQUEST_REDIRECT)
-        offset = (header >> 20) & 0xFFC
-    return False

@@ -6,5 +6,5 @@ written, the errors of the publishing boundary and the retry rule.
   ``_retry``   bounded exponential backoff with full jitter, honouring ``Retry-After``
 
 Imports: ``topology`` only. No Kubernetes client: a fake implements the port in tests.
-Imported by: every other room of ``exporter.kube``.
+Imported by: every other subpackage of ``exporter.kube``.
 """

@@ -5,14 +5,14 @@
 * **A stated maximum**: no wait is longer than :data:`MAX_DELAY_S` (5 minutes).
 * **Retry-After honoured up to that maximum**: the wait is at least what the server asked for (capped at
   the maximum), for requests and for watches alike.
-* **Carried across passes**: a :class:`Backoff` is a streak, shared by every call of one client. While the
-  server keeps failing, a request whose next try is further off than ``in_call`` seconds is not sent at all
-  (the caller gets :class:`~._errors.BackingOff` at once and the pass moves on); a call that starts the
-  streak waits for a sooner one, ``attempts`` tries at most; a call made while it is on tries once, if
-  due. The watch never probes a failing server: while a streak is on it waits for a pass's request to be
-  answered, so a failing server gets about one request a pass at most. Only an answer that is not a
-  failure (any 2xx, a 4xx other than 429) ends the streak.
-* **The watch** has a streak of its own (:class:`Backoff` too): a watch counts as a success only when an event
+* **Carried across passes**: a :class:`Backoff` is the back-off state (the failures in a row), shared by
+  every call of one client. While the server keeps failing, a request whose next try is further off than
+  ``in_call`` seconds is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and the pass
+  moves on); a call that starts the back-off waits for a sooner one, ``attempts`` tries at most; a call made
+  while it is on tries once, if due. The watch never probes a failing server: while backing off it waits for
+  a pass's request to be answered, so a failing server gets about one request a pass at most. Only an answer
+  that is not a failure (any 2xx, a 4xx other than 429) ends the back-off.
+* **The watch** has a back-off of its own (:class:`Backoff` too): a watch counts as a success only when an event
   arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a connection
   closed right after) backs off like any other failure. A first 410 after a working watch gets the state again at
   once (a watch list); a repeated one (or one on a watch opened from its own list) lists and watches again only once
@@ -89,17 +89,17 @@ class Backoff:
 
     def held(self) -> float | None:
         """For the watch, which never probes a failing server (the passes do, one request each): the seconds
-        to wait while a streak is on, else None."""
+        to wait while backing off, else None."""
         with self._lock:
             return max(self.not_before - self.clock(), self.base) if self.failures else None
 
     def run(self, call: Callable[[], T], refuse: Callable[[float], Exception], probe: bool = True) -> T:
         """``call`` raises :class:`Retryable` for a server failure; the last one is re-raised. A try further off
-        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead (at once while a streak is on and
-        ``probe`` is false). Any other outcome is an answer from the server and ends the streak."""
+        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead (at once while backing off and
+        ``probe`` is false). Any other outcome is an answer from the server and ends the back-off."""
         if not probe and (held := self.held()) is not None:
             raise refuse(held)
-        # a streak already on: one try, when due; a streak that starts in this call: ``attempts`` tries
+        # already backing off: one try, when due; a back-off that starts in this call: ``attempts`` tries
         tries = self.attempts if not self.failures else 1
         for attempt in range(tries):
             wait = self.wait_s()

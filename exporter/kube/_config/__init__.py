@@ -7,7 +7,7 @@ tables the shipped RBAC and docs/reference.md are checked against.
   ``_rbac``       the permissions behind every call the port makes, by use
   ``_reference``  the label and attribute reference of docs/reference.md, from the tables the code uses
 
-Imports: every other room of ``exporter.kube``, ``exporter._core``, ``topology``.
+Imports: every other subpackage of ``exporter.kube``, ``exporter._core``, ``topology``.
 Imported by: ``agent`` (``serve``, ``prune``) through ``exporter.kube``'s names, and ``agent.cli.serve`` for
 ``_flags``. Loads nothing on import.
 """

@@ -1,0 +1,46 @@
+"""Access to the machine: the file system below a movable root, and NVML behind one narrow port.
+
+Everything discovery reads passes through here: ``FsRoot`` (every ``/sys`` and ``/proc`` read, jailed
+when the root is a gathered tree) and ``NvmlPort`` (every NVML call, its errors translated once), with the
+``DiscoveryContext`` that says which root and which NVML library a pass uses.
+Imports: ``topology`` only (and ``pynvml`` inside functions). Imported by the sources, the assembly, the
+serve loop's idleness check and the command line.
+"""
+
+from ._context import DiscoveryContext
+from ._fsroot import Directory, FsRoot
+from ._jail import AttributeTooLarge, NotARegularFile
+from ._nvml_errors import (
+    NvmlDriverNotLoaded,
+    NvmlError,
+    NvmlGpuLost,
+    NvmlInvalidArgument,
+    NvmlLibraryNotFound,
+    NvmlNoPermission,
+    NvmlNotFound,
+    NvmlNotSupported,
+    NvmlUnknown,
+)
+from ._nvml_port import Handle, NvmlPort, RawFabric, RawField, open_nvml
+
+__all__ = [
+    "AttributeTooLarge",
+    "Directory",
+    "DiscoveryContext",
+    "FsRoot",
+    "Handle",
+    "NotARegularFile",
+    "NvmlDriverNotLoaded",
+    "NvmlError",
+    "NvmlGpuLost",
+    "NvmlInvalidArgument",
+    "NvmlLibraryNotFound",
+    "NvmlNoPermission",
+    "NvmlNotFound",
+    "NvmlNotSupported",
+    "NvmlPort",
+    "NvmlUnknown",
+    "RawFabric",
+    "RawField",
+    "open_nvml",
+]

@@ -1,0 +1,130 @@
+"""``check``: a snapshot that decoded field by field may still not describe a machine. Refuse it whole.
+
+Checked: ids unique within each kind, matrices square over unique ids, link counts and rates and
+distances in range, NVLink generations and PCIe generations and widths that exist, measurement units
+we know with finite non-negative values, GPU indices unique; then what the numbers and statuses mean
+(``_coherence``). The first violation is raised as a
+:class:`SchemaError` naming where it is, so ``topo --from`` says one clear line instead of rendering
+``NV-20``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ..model._entities import LinkKind, PcieLinkState, Snapshot
+from ..model._errors import SchemaError
+from ..model._ids import MAX_CPUS
+from ._coherence import coherent
+
+UNITS = ("bytes_per_second", "seconds")
+MATRIX_UNITS = (*UNITS, "slit", "hops", "nvml_topology_level", "nvml_p2p_status")
+_MAX_NVLINKS = 64  # per GPU pair or GPU-switch bundle; NVML_NVLINK_MAX_LINKS is 36 today
+_MAX_NUMA = 4096
+
+
+def _unique(what: str, ids: Iterable[str]) -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise SchemaError(f"{what}: {i!r} appears twice")
+        seen.add(i)
+
+
+def _in(where: str, value: float | None, lo: float, hi: float) -> None:
+    if value is not None and not (lo <= value <= hi):
+        raise SchemaError(f"{where}: {value!r} is outside {lo:g}..{hi:g}")
+
+
+def _pcie(where: str, state: PcieLinkState | None) -> None:
+    if state is None:
+        return
+    for name in ("current_gen", "max_gen"):
+        _in(f"{where}.{name}", getattr(state, name), 1, 8)
+    for name in ("current_width", "max_width"):
+        _in(f"{where}.{name}", getattr(state, name), 1, 32)
+
+
+def _cpus(where: str, cpus: Iterable[int] | None) -> None:
+    for c in cpus or ():
+        _in(where, c, 0, MAX_CPUS - 1)
+
+
+def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
+    """``snap`` when it is a coherent description of one node; :class:`SchemaError` otherwise (the shape
+    here, the meaning in ``_coherence``)."""
+    _unique("gpus", (g.id for g in snap.gpus))
+    _unique("pci", (f.id for f in snap.pci))
+    _unique("nics", (n.id for n in snap.nics))
+    _unique("nvswitches", (s.id for s in snap.nvswitches))
+    _unique("numa_nodes", (n.id for n in snap.numa_nodes))
+    _unique("host_bridges", (h.id for h in snap.host_bridges))
+    _unique("matrices", (m.name for m in snap.matrices))
+    _unique("gpus[].index", (str(g.index) for g in snap.gpus if g.index is not None))
+    _devices(snap)
+    _links(snap)
+    _numbers(snap)
+    coherent(snap, v1=v1)
+    return snap
+
+
+def _devices(snap: Snapshot) -> None:
+    """Every device's numbers in range."""
+    for i, g in enumerate(snap.gpus):
+        where = f"snapshot.gpus[{i}]"
+        _in(f"{where}.index", g.index, 0, 1 << 16)
+        _in(f"{where}.memory_bytes", g.memory_bytes, 0, 1 << 60)
+        _in(f"{where}.numa_node", g.numa_node, 0, _MAX_NUMA - 1)
+        _cpus(f"{where}.cpu_affinity", g.cpu_affinity)
+        _pcie(f"{where}.pcie", g.pcie)
+    for i, f in enumerate(snap.pci):
+        _in(f"snapshot.pci[{i}].numa_node", f.numa_node, 0, _MAX_NUMA - 1)
+        _cpus(f"snapshot.pci[{i}].local_cpus", f.local_cpus)
+        _pcie(f"snapshot.pci[{i}].link", f.link)
+    for i, n in enumerate(snap.numa_nodes):
+        _in(f"snapshot.numa_nodes[{i}].os_index", n.os_index, 0, _MAX_NUMA - 1)
+        _cpus(f"snapshot.numa_nodes[{i}].cpus", n.cpus)
+        _in(f"snapshot.numa_nodes[{i}].memory_bytes", n.memory_bytes, 0, 1 << 62)
+    for i, nic in enumerate(snap.nics):
+        for j, p in enumerate(nic.ports):
+            _in(f"snapshot.nics[{i}].ports[{j}].rate_gbps", p.rate_gbps, 0, 1e6)
+
+
+def _links(snap: Snapshot) -> None:
+    """Every link between two entities of the snapshot, its numbers in range."""
+    entities = ({g.id for g in snap.gpus} | {f.id for f in snap.pci} | {n.id for n in snap.nics}
+                | {s.id for s in snap.nvswitches} | {n.id for n in snap.numa_nodes} | {h.id for h in snap.host_bridges})
+    for i, link in enumerate(snap.links):
+        where = f"snapshot.links[{i}]"
+        for end in (link.a, link.b):
+            if end not in entities:
+                raise SchemaError(f"{where}: {end!r} is not a device, bridge or NUMA node of the snapshot")
+        if link.a == link.b:
+            raise SchemaError(f"{where}: a link from {link.a!r} to itself")
+        _in(f"{where}.count", link.count, 1, _MAX_NVLINKS if link.kind is LinkKind.NVLINK else 1 << 16)
+        _in(f"{where}.nvlink_version", link.nvlink_version, 1, 8)
+        _in(f"{where}.numa_distance", link.numa_distance, 0, 255)
+        _in(f"{where}.bytes_per_second", link.bytes_per_second, 0, 1e15)
+        _pcie(f"{where}.pcie", link.pcie)
+
+
+def _numbers(snap: Snapshot) -> None:
+    """Matrices square and finite, measurements finite, non-negative and of a known unit."""
+    for i, m in enumerate(snap.matrices):
+        where = f"snapshot.matrices[{i}] ({m.name})"
+        _unique(f"{where}.ids", m.ids)
+        if m.unit not in MATRIX_UNITS:
+            raise SchemaError(f"{where}.unit: {m.unit!r} is not one of {', '.join(MATRIX_UNITS)}")
+        if len(m.values) != len(m.ids) or any(len(row) != len(m.ids) for row in m.values):
+            raise SchemaError(f"{where}: values are not a {len(m.ids)}x{len(m.ids)} matrix")
+        if any(not math.isfinite(v) for row in m.values for v in row):
+            raise SchemaError(f"{where}: a value is not a finite number")
+    for i, me in enumerate(snap.measurements):
+        where = f"snapshot.measurements[{i}]"
+        if me.unit not in UNITS:
+            raise SchemaError(f"{where}.unit: {me.unit!r} is not one of {', '.join(UNITS)}")
+        if not math.isfinite(me.value) or me.value < 0:
+            raise SchemaError(f"{where}.value: {me.value!r} is not a finite non-negative number")
+        if not me.subjects:
+            raise SchemaError(f"{where}.subjects: empty")

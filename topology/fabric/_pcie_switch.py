@@ -1,0 +1,33 @@
+"""``pcie_switch``: the PCIe switch a device hangs from, the grouping a scheduler and a picture use.
+
+A switch is an upstream port and its downstream ports; in the walk from a device up to its root complex,
+the root port is at depth 0 and switches' upstream ports at odd depths (as ``_paths`` counts them for
+``topo -m``). The device's switch is the nearest upstream port above it; a device right under a root port
+has none, and its root complex stands in (devices under one root complex meet at the host bridge, ``PHB``).
+"""
+
+from __future__ import annotations
+
+from ..model._entities import Snapshot
+
+
+def pcie_switch(snap: Snapshot, device: str) -> str | None:
+    """The bus id of the upstream port of the nearest PCIe switch above ``device`` (a PCI function's bus
+    id), else its root complex (``pciDDDD:BB``); None when the chain of parents does not reach one."""
+    parents = {f.id: f.parent for f in snap.pci}
+    roots = {h.id for h in snap.host_bridges}
+    ups: list[str] = []
+    node, seen = device, {device}
+    while True:
+        parent = parents.get(node)
+        if parent is None or parent in seen:
+            return None
+        if parent in roots:
+            break
+        ups.append(parent)
+        seen.add(parent)
+        node = parent
+    for k, port in enumerate(ups):
+        if (len(ups) - 1 - k) % 2 == 1:
+            return port
+    return parent

@@ -1,0 +1,18 @@
+"""The model: one node's entities and the words every other subpackage of ``topology`` speaks.
+
+  ``_entities``          the snapshot and its entities (GPUs, NICs, links, NUMA nodes, ...), ``link_id``
+  ``_ids``               canonical ids: PCI addresses, host bridges, NUMA nodes, CPU lists and masks
+  ``_facts``             which facts of a snapshot are known (``Aspect``, ``Fact``, ``Knowledge``)
+  ``_provenance``        where a number comes from (``Source``), source outcomes, problems
+  ``_measurement``       measurements, their statistics, named matrices
+  ``_with_measurements`` measurements joined to a snapshot
+  ``_carry_forward``     the last known value of every fact the latest snapshot could not read
+  ``_device_order``      the order every table, picture and view lists GPUs and RDMA NICs in
+  ``_snapshot_limits``   how many of each thing a snapshot may hold
+  ``_text_bounds``       how much outside text a snapshot keeps, and how it is shown
+  ``_errors``            ``TopolinkError`` and ``SchemaError``
+
+Imports: ``topology._record`` only (and the standard library).
+Imported by: every other subpackage of ``topology`` (codec, fabric, placement, render), and through the names of
+``topology`` by everything else. Loads nothing on import.
+"""

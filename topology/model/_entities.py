@@ -1,0 +1,238 @@
+"""The entities of one node's topology: frozen, slotted, keyword-only records with canonical ids.
+
+Ids: PCI functions, GPUs and NVSwitches use the lowercase full bus id (``0000:3b:00.0``); host bridges
+``pciDDDD:BB`` (the sysfs root-complex directory); NUMA nodes ``numa<N>``; NICs their PCI bus id, or
+``net:<ifname>`` for a virtual interface with no PCI function. Links are ``<kind>:<a>--<b>`` with the
+endpoints sorted, so the same physical link has one id whichever end saw it.
+
+A :class:`Snapshot` holds these entities beside the numbers on the graph (``_numbers``) and the record of
+where facts came from and what could not be read (``_provenance``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+from .._record import field, record
+from ._facts import Fact, Knowledge
+from ._measurement import Matrix, Measurement
+from ._provenance import Problem, SourceOutcome, SourceStatus
+
+
+class LinkKind(enum.StrEnum):
+    NVLINK = "nvlink"
+    PCIE = "pcie"
+    C2C = "c2c"
+    NUMA = "numa"
+    NIC_PORT = "nic-port"
+
+
+class FabricState(enum.StrEnum):
+    NOT_SUPPORTED = "not-supported"
+    NOT_STARTED = "not-started"
+    IN_PROGRESS = "in-progress"
+    COMPLETED = "completed"
+
+
+@record
+class PcieLinkState:
+    """PCIe generation and lane count; ``None`` where the kernel or NVML did not say."""
+
+    current_gen: int | None = None
+    current_width: int | None = None
+    max_gen: int | None = None
+    max_width: int | None = None
+
+    @property
+    def downtrained(self) -> bool:
+        """Running below what it is capable of (gen or width)."""
+        return _below(self.current_gen, self.max_gen) or _below(self.current_width, self.max_width)
+
+
+_WHOLE = frozenset({SourceStatus.OK, SourceStatus.ABSENT})
+
+
+def _below(current: int | None, maximum: int | None) -> bool:
+    return current is not None and maximum is not None and current < maximum
+
+
+@record
+class HostBridge:
+    """A PCIe root complex (the ``pciDDDD:BB`` directory under ``/sys/devices``)."""
+
+    id: str
+    domain: int
+    bus: int
+    numa_node: int | None = None
+
+
+@record
+class PciFunction:
+    """One PCI function; ``parent`` is the upstream bridge's bus id, or the host bridge id."""
+
+    id: str
+    parent: str
+    vendor_id: int
+    device_id: int
+    class_code: int  # 24-bit: base class, subclass, prog-if
+    numa_node: int | None = None
+    local_cpus: tuple[int, ...] | None = None
+    link: PcieLinkState | None = None
+    driver: str | None = None
+    acs_enabled: bool | None = None  # bridges only: ACS request redirect on (blocks P2P routing)
+
+    @property
+    def is_bridge(self) -> bool:
+        return self.class_code >> 8 == 0x0604
+
+
+@record
+class NumaNode:
+    id: str
+    os_index: int
+    cpus: tuple[int, ...]
+    memory_bytes: int | None = None
+    gpu_memory: bool = False  # the memory of a GPU exposed as a NUMA node (GH200, GB200)
+
+
+@record
+class MigInstance:
+    gpu_instance_id: int
+    compute_instance_id: int | None = None
+    profile: str | None = None
+    uuid: str | None = None
+    memory_bytes: int | None = None
+
+
+@record
+class FabricInfo:
+    state: FabricState
+    cluster_uuid: str | None = None
+    clique_id: int | None = None
+
+    @property
+    def clique(self) -> str | None:
+        """``<clusterUuid>.<cliqueId>`` as GFD's ``nvidia.com/gpu.clique``, only once the fabric is up."""
+        if self.state is not FabricState.COMPLETED or self.cluster_uuid is None or self.clique_id is None:
+            return None
+        return f"{self.cluster_uuid}.{self.clique_id}"
+
+
+@record
+class Gpu:
+    id: str  # canonical PCI bus id
+    index: int | None = None  # NVML index; None when found by PCI alone
+    minor: int | None = None
+    uuid: str | None = None
+    name: str | None = None
+    memory_bytes: int | None = None
+    pci_device_id: int | None = None
+    numa_node: int | None = None
+    cpu_affinity: tuple[int, ...] = ()
+    memory_affinity: tuple[int, ...] = ()  # NUMA nodes NVML names as near the GPU (topo -m "NUMA Affinity")
+    gpu_numa_id: int | None = None
+    mig_enabled: bool | None = None
+    mig_instances: tuple[MigInstance, ...] = ()
+    fabric: FabricInfo | None = None
+    pcie: PcieLinkState | None = None
+    compute_capability: tuple[int, int] | None = None
+    architecture: str | None = None
+    lost: bool = False  # fell off the bus (NVML GPU_IS_LOST): kept in the graph, marked
+
+
+@record
+class NvSwitch:
+    id: str  # PCI bus id, or ``nvswitch<N>`` when NVML only gave the sentinel remote id
+    pci_device_id: int | None = None
+    visible_on_pci: bool = True
+
+
+@record
+class NicPort:
+    number: int
+    state: str | None = None  # ACTIVE, DOWN, ...
+    rate_gbps: float | None = None
+    link_layer: str | None = None  # InfiniBand, Ethernet
+
+
+@record
+class Nic:
+    id: str
+    name: str  # mlx5_0 for an HCA, the interface name otherwise
+    pci_bus_id: str | None = None
+    rdma: bool = False
+    netdevs: tuple[str, ...] = ()
+    numa_node: int | None = None
+    ports: tuple[NicPort, ...] = ()
+    driver: str | None = None
+
+
+@record
+class Link:
+    """An edge of the graph. Rates are per direction, decimal bytes per second, ``theoretical``."""
+
+    a: str
+    b: str
+    kind: LinkKind
+    count: int = 1  # bonded NVLinks, or 1
+    nvlink_version: int | None = None  # NVLink generation (1..6), not NVML's enum
+    pcie: PcieLinkState | None = None
+    numa_distance: int | None = None
+    bytes_per_second: float | None = None
+
+    @property
+    def id(self) -> str:
+        return link_id(self.kind, self.a, self.b)
+
+
+def link_id(kind: LinkKind, a: str, b: str) -> str:
+    lo, hi = sorted((a, b))
+    return f"{kind.value}:{lo}--{hi}"
+
+
+@record
+class GdrFacts:
+    """What GPUDirect RDMA needs from the host, as read (None = could not tell)."""
+
+    peermem_loaded: bool | None = None
+    memory_peers: tuple[str, ...] = ()
+    dmabuf_supported: bool | None = None
+
+
+@record
+class Snapshot:
+    """One node, frozen. Build new ones with :func:`dataclasses.replace` or :func:`with_measurements`."""
+
+    node: str
+    taken_at: float | None = None
+    host_bridges: tuple[HostBridge, ...] = ()
+    pci: tuple[PciFunction, ...] = ()
+    numa_nodes: tuple[NumaNode, ...] = ()
+    gpus: tuple[Gpu, ...] = ()
+    nvswitches: tuple[NvSwitch, ...] = ()
+    nics: tuple[Nic, ...] = ()
+    links: tuple[Link, ...] = ()
+    matrices: tuple[Matrix, ...] = ()
+    measurements: tuple[Measurement, ...] = ()
+    gdr: GdrFacts = field(default_factory=GdrFacts)
+    versions: tuple[tuple[str, str], ...] = ()
+    sources: tuple[SourceOutcome, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def unknown(self) -> frozenset[Fact]:
+        """Every fact some problem leaves unknown."""
+        return frozenset(f for p in self.problems for f in p.unknown)
+
+    def knowledge(self) -> Knowledge:
+        """``knowledge().knows(subject, aspect)``: build once, ask many times."""
+        return Knowledge(self.unknown, nics=(n.id for n in self.nics))
+
+    @property
+    def complete(self) -> bool:
+        """Nothing a ``topo -m`` cell, a label or a metric depends on is unknown. Sinks never delete on less.
+        A fact is known only if a source read it: a snapshot no source read is not complete."""
+        return bool(self.sources) and not self.unknown and all(o.status in _WHOLE for o in self.sources)
+
+    def matrix(self, name: str) -> Matrix | None:
+        return next((m for m in self.matrices if m.name == name), None)
