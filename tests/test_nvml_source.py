@@ -381,7 +381,7 @@ import sys
 from agent.discovery.doors import NvmlLibraryNotFound, open_nvml
 from agent.discovery.doors._nvml_port import _default_library_loadable
 found = _default_library_loadable()
-print(found, "ctypes" in sys.modules)
+print(found, "pynvml" in sys.modules)
 try:
     port = open_nvml(None)
 except NvmlLibraryNotFound as exc:
@@ -394,7 +394,7 @@ else:
 @pytest.mark.parametrize("on_path", [True, False])
 def test_the_system_library_is_looked_up_as_pynvml_would(fake_machine: MakeMachine, on_path: bool) -> None:
     """No library named: NVML is ``libnvidia-ml.so.1`` wherever the dynamic linker finds it (here the test
-    NVML, by LD_LIBRARY_PATH) and the look-up itself loads no ``ctypes`` module; where the linker finds none,
+    NVML, by LD_LIBRARY_PATH) and the look-up itself does not import pynvml; where the linker finds none,
     pynvml is not even imported and the error is the one its nvmlInit raises (NVML_ERROR_LIBRARY_NOT_FOUND)."""
     import os
     import subprocess

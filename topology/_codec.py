@@ -75,7 +75,7 @@ def to_dict(snap: Snapshot) -> dict[str, Any]:
 def dumps(snap: Snapshot, *, indent: int | None = 2) -> str:
     """The JSON text; with ``indent``, exactly what ``json.dumps(..., indent=indent)`` writes, only faster."""
     if indent is None:
-        import json  # here: the indented text (discover's) is written without the json package (start-up)
+        import json
 
         return json.dumps(to_dict(snap), allow_nan=False)
     return dumps_indented(to_dict(snap), indent)
