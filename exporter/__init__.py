@@ -15,11 +15,11 @@ Imports: ``topology``; never ``agent`` or ``probes``. Imported by: ``agent``, th
 ``_core._http_flags`` for ``topolink --help``).
 """
 
+from typing import TYPE_CHECKING
+
 from topology._lazy import lazy_names as _lazy_names
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
-
-if _TYPE_CHECKING:
+if TYPE_CHECKING:
     from ._core._files import Target, UnsafeFile, read_regular, write_file
     from ._core._http_flags import add_http_args
     from ._core._http_limits import HttpLimits, HttpStats, limits_from_args

@@ -6,11 +6,11 @@ Names load on first use (PEP 562): a command that prints a summary does not pay 
 ``topolink --help`` pays for none of it.
 """
 
+from typing import TYPE_CHECKING
+
 from ._lazy import lazy_names as _lazy_names
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
-
-if _TYPE_CHECKING:
+if TYPE_CHECKING:
     from ._capability import LinkCapability
     from ._carry import carry_forward
     from ._codec import (

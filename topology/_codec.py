@@ -15,10 +15,12 @@ the subject is not a device), so a v1 snapshot with problems is never taken for 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
+from typing import Any
 
 from ._errors import SchemaError
 from ._facts import NODE, Aspect, Fact
@@ -26,11 +28,6 @@ from ._jsontext import dumps_indented
 from ._model import Snapshot
 from ._numbers import Matrix, MatrixKind
 from ._provenance import Problem
-from ._record import field_names, replace
-
-TYPE_CHECKING = False  # not typing's (see _record)
-if TYPE_CHECKING:
-    from typing import Any
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
 SCHEMA = "topolink.topology/v2"
@@ -42,10 +39,7 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 @cache
 def _field_names(cls: type) -> tuple[str, ...] | None:
-    if (names := field_names(cls)) is not None:
-        return names
-    dc = sys.modules.get("dataclasses")  # any other dataclass exists only where that module is loaded
-    return tuple(f.name for f in dc.fields(cls)) if dc is not None and dc.is_dataclass(cls) else None
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
 
 
 def _encode(value: Any) -> Any:

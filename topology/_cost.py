@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from ._costtypes import ESTIMATE, Algorithm, Bottleneck, Collective, CollectiveEstimate, EstimateInput, bus_factor
 from ._fabric import Fabric
 from ._links import HOP_LATENCY_SECONDS, LINK_EFFICIENCY, SMP_BYTES_PER_SECOND, UNKNOWN
 from ._model import LinkKind, Snapshot
-from ._record import record
 from ._ring import RING_BUDGET, Timing, best_ring, ring_hops, traffic_time
 
 # NVLS moves each GPU's buffer once each way; what it achieves of the NVSwitch links' line rate is fitted
@@ -33,7 +33,7 @@ from ._ring import RING_BUDGET, Timing, best_ring, ring_hops, traffic_time
 NVLS_EFFICIENCY = 0.53
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     algorithm: Algorithm
     order: tuple[str, ...]

@@ -13,16 +13,16 @@ chooses the ring and names the limiting link; placement uses that.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ._capability import LinkCapability
 from ._model import Snapshot
 from ._provenance import Source
-from ._record import record
 
 P2P_COPY_TESTS = ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AllReduceEstimate:
     seconds: float | None  # None when an edge has no known bandwidth
     bottleneck: tuple[str, str] | None

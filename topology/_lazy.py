@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 def lazy_names(package: str, where: Mapping[str, str],

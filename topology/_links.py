@@ -4,11 +4,12 @@ that stand in where the snapshot has no number (each named, with its source), an
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ._estimate import P2P_COPY_TESTS
 from ._model import LinkKind, PcieLinkState, Snapshot, link_id
 from ._provenance import Source
 from ._rates import pcie_bytes_per_second
-from ._record import record
 
 UNKNOWN = "unknown"
 
@@ -30,7 +31,7 @@ _SOCKET_DISTANCE = 20
 Path = tuple[tuple[int, int], ...]  # (link index, direction) in order
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PhysLink:
     """One physical link; direction 0 is a->b (for PCIe: upstream), 1 is b->a."""
 
@@ -46,7 +47,7 @@ class PhysLink:
         return link_id(self.kind, self.a, self.b)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
     """How a transfer from one GPU to another loads the links: (directed link key, share of the bytes)."""
 

@@ -4,9 +4,9 @@ and named matrices of pairwise values (hwloc's distance kinds)."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from ._provenance import Source
-from ._record import record
 
 
 class MatrixKind(enum.Flag):
@@ -20,7 +20,7 @@ class MatrixKind(enum.Flag):
     HOPS = enum.auto()
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Stats:
     median: float
     p5: float
@@ -29,7 +29,7 @@ class Stats:
     samples: tuple[float, ...]
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     """A number on the graph, between ``subjects`` (entity ids), with where it comes from."""
 
@@ -48,7 +48,7 @@ class Measurement:
     conditions: tuple[tuple[str, str], ...] = ()  # what it was taken under: NUMA placement, clocks, latch
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Matrix:
     name: str  # "numa_distance", "nvlink_bandwidth"
     kind: MatrixKind

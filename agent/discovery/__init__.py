@@ -10,10 +10,9 @@ command line's ``--help`` (which reads the source table's flags) loads no source
 """
 
 import sys as _sys
+from typing import TYPE_CHECKING
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
-
-if _TYPE_CHECKING:
+if TYPE_CHECKING:
     from ._discover import discover, settle
     from .doors import DiscoveryContext, FsRoot
     from .sources import run_sources, source_table

@@ -14,11 +14,11 @@ Imports: ``exporter._core`` (the sink protocol, the file door, the health rule),
 Imported by: ``agent`` (``serve``, ``prune``, ``cluster``), through the names below.
 """
 
+from typing import TYPE_CHECKING
+
 from topology._lazy import lazy_names as _lazy_names
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
-
-if _TYPE_CHECKING:
+if TYPE_CHECKING:
     from ._api._api import Kind, KubeApi, NodeView
     from ._api._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
     from ._api._retry import Backoff

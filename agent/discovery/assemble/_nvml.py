@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 from topology import (
     NODE,
@@ -33,7 +35,6 @@ from topology import (
     node_fact,
     nvlink_bytes_per_second,
 )
-from topology._record import replace
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvmlFacts, NvmlGpuFacts
@@ -41,9 +42,7 @@ from . import _counts, _identity
 from ._nvml_state import NVML_ONLY, SOURCE
 from ._witness import witness
 
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
 if TYPE_CHECKING:
-    from typing import TypeVar
 
     T = TypeVar("T")
 _NVML_ONLY = NVML_ONLY

@@ -14,14 +14,14 @@ equal), and the fuzz suite perturbs one witness of every row (``tests/fuzz/witne
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from topology import Aspect, Fact, Problem, facts_of, node_fact
-from topology._record import record
 
 CROSS_CHECK = "cross-check"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Witness:
     key: str
     fact: str  # what is compared

@@ -17,9 +17,8 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
-
-from topology._record import record
 
 from ._nvml_errors import (
     KINDS,
@@ -36,7 +35,7 @@ _AFFINITY_SCOPE_NODE = 0
 _ARGUMENT_VERSION_MISMATCH = 25
 _FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class RawFabric:
     """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
 
@@ -46,7 +45,7 @@ class RawFabric:
     cluster_uuid: bytes
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class RawField:
     """One field value as ``nvmlDeviceGetFieldValues`` returned it."""
     field_id: int

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._catalog import SOURCE_NAMES
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-
 if TYPE_CHECKING:
-    from typing import Any
 
     from ..doors import DiscoveryContext
     from ._registry import Gathered, SourceError, SourceSpec, SubsystemAbsent, register

@@ -11,6 +11,7 @@ import functools
 import posixpath
 import re
 import struct
+from dataclasses import dataclass
 
 from topology import (
     Aspect,
@@ -23,7 +24,6 @@ from topology import (
     parse_cpulist,
     parse_cpumask,
 )
-from topology._record import record
 
 from ..doors import DiscoveryContext, FsRoot
 from ._parse import bdf_key, hex_int, link_speed_gts, link_width, numa_node
@@ -39,7 +39,7 @@ _ACS_REQUEST_REDIRECT = 1 << 2
 _EXTENDED_CONFIG = 4096  # bytes of config space when the extended capabilities are readable (root)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PciDeviceFacts:
     """One function as read. ``None`` where sysfs did not say; required attributes missing are problems."""
 
@@ -65,7 +65,7 @@ class PciDeviceFacts:
         return self.class_code is not None and self.class_code >> 8 == 0x0604
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PciFacts:
     """What the pci source read."""
     devices: tuple[PciDeviceFacts, ...] = ()
@@ -73,7 +73,7 @@ class PciFacts:
     twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class _Place:
     path: str  # the function's directory below the root
     parent: str
