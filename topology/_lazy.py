@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from importlib import import_module
 from typing import Any
 
 
@@ -16,8 +17,7 @@ def lazy_names(package: str, where: Mapping[str, str],
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        __import__(f"{package}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
-        value = getattr(sys.modules[f"{package}.{module}"], name)
+        value = getattr(import_module(f"{package}.{module}"), name)
         setattr(sys.modules[package], name, value)
         return value
 
