@@ -1,9 +1,9 @@
 """The peak memory of a probe child and everything it started (its session: gloo ranks, perftest), sampled
-from /proc while a pass runs. Each sample sums the proportional set size (``Pss`` of
-``/proc/PID/smaps_rollup``: a page shared by forked ranks counted once over them, as the container's
-memory cgroup charges it once) over the session's processes; the fake CUDA runtime's device memory,
-shared memory in host RAM that a GPU would hold in its own, is left out (``Pss_Shmem``) for a simulated
-pass. Not a test: the benchmarks print what it finds."""
+while a pass runs. Each sample sums the proportional set size (psutil's ``memory_full_info().pss``, from
+``/proc/PID/smaps_rollup``: a page shared by forked ranks counted once over them, as the container's memory
+cgroup charges it once) over the session's processes (``os.getsid``); the fake CUDA runtime's device memory,
+shared memory in host RAM that a GPU would hold in its own, is left out (``Pss_Shmem``, which psutil does not
+report, read from the same file) for a simulated pass. Not a test: the benchmarks print what it finds."""
 
 from __future__ import annotations
 
@@ -13,25 +13,34 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 
 def _session(pid: int) -> int | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return os.getsid(pid)
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[3])  # field 6: the session id
 
 
-def _pss(pid: int, *, without_shmem: bool) -> int:
-    fields: dict[str, int] = {}
+def _pss_shmem(pid: int) -> int:
+    """``Pss_Shmem`` of ``/proc/PID/smaps_rollup`` in bytes: the one figure psutil does not give."""
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             key, _, rest = line.partition(":")
-            if key in ("Pss", "Pss_Shmem"):
-                fields[key] = int(rest.split()[0]) * 1024
+            if key == "Pss_Shmem":
+                return int(rest.split()[0]) * 1024
     except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _pss(pid: int, *, without_shmem: bool) -> int:
+    try:
+        pss = int(psutil.Process(pid).memory_full_info().pss)
+    except psutil.Error:
         return 0
-    return fields.get("Pss", 0) - (fields.get("Pss_Shmem", 0) if without_shmem else 0)
+    return pss - (_pss_shmem(pid) if without_shmem else 0)
 
 
 class PeakMemory:
@@ -57,7 +66,7 @@ class PeakMemory:
     def _run(self) -> None:
         while not self._stop.is_set():
             lead = self.leader()
-            pids = [int(p) for p in os.listdir("/proc") if p.isdigit()] if lead else []
+            pids = psutil.pids() if lead else []
             total = sum(_pss(p, without_shmem=self.without_shmem) for p in pids if _session(p) == lead)
             self.peak = max(self.peak, total)
             self.samples += 1

@@ -15,9 +15,9 @@ Imports: ``topology``; never ``agent`` or ``probes``. Imported by: ``agent``, th
 ``_core._http_flags`` for ``topolink --help``).
 """
 
-from topology._lazy import lazy_names as _lazy_names
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
+from topology._lazy import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from ._core._files import Target, UnsafeFile, read_regular, write_file

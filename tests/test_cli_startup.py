@@ -1,12 +1,14 @@
-"""What the command line loads to start: each run builds its own command's parser alone, help asked for alone
-is the stored text argparse would print (no argparse, no command module), and ``discover`` loads none of the
-modules it has no use for (whoever would import them).
+"""What the command line loads to start: each run builds its own command's parser alone, and ``discover``
+loads none of the heavy modules it has no use for (whoever would import them).
 
 Not timed (benchmarks/startup.py times it): these hold the imports that the start-up budget rests on.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -15,41 +17,22 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import _help, build_parser
+from agent.cli import _COMMANDS, build_parser
 from tests.fakenvml import FakeNode, materialize
-from tests.stored_help import help_file, render, stored_keys
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Never loaded by ``discover``, whichever module would import them: the other subpackages' dependencies and ours,
-# and standard modules discovery has no use for (each costs a millisecond or more).
+# Never loaded by ``discover``, whichever module would import them: the other subpackages' dependencies and ours
+# (Kubernetes, HTTP, the probes, the page, metrics), and the standard modules of a server (HTTP, asyncio,
+# logging) that discovery has no use for. Writing a snapshot has no use for the checks run where one is read.
 NEVER = (
     "cupy", "torch", "numpy", "starlette", "uvicorn", "fastapi", "httpx", "lightkube", "kubernetes",
     "prometheus_client", "yaml", "msgpack",
     "agent.serve", "probes", "exporter.kube", "exporter._http", "exporter._core._http_flags",
     "exporter._core._http_limits", "exporter._metrics", "exporter._webpage", "exporter._placement",
-    "urllib", "http", "email", "asyncio", "logging", "socket", "ssl", "pathlib",
-    "zipfile",
-    # the model's and discovery's records are built without dataclasses (topology._record), and typing is
-    # read by mypy alone: together with inspect, ast, dis and tokenize they cost more than the discovery
-    "dataclasses", "typing", "inspect", "ast", "dis", "tokenize",
-    # importlib (with warnings where nothing else loads it) for a lookup __import__ does, contextlib for
-    # suppress(), and writing a snapshot has no use for its checks (they run where one is read)
-    "importlib", "contextlib", "topology.codec._validate", "topology.codec._coherence",
+    "urllib", "http", "email", "asyncio", "logging", "socket", "ssl",
+    "topology.codec._validate", "topology.codec._coherence",
 )
-# Never loaded by ``discover --format json -o FILE`` either: its usual command lines are read without argparse
-# (agent.cli.discover.plain_args), so neither argparse nor the gettext its messages are looked up in load
-# (nor locale: see ONLY_THROUGH). Help that is not stored is argparse's, as is any unusual command line.
-# The indented snapshot is written without the json package (topology.codec._jsontext), which reading one needs.
-NEVER_BY_DISCOVER = ("argparse", "gettext", "json")
-# Loaded only through the module named: ``tempfile``, ``random``, ``shutil``, ``threading`` and ``math`` by
-# ``ctypes.util`` alone, which pynvml imports where NVML is used (``-o`` writes without the first two, the
-# parser is formatted without shutil, NVML's lock is a bare ``_thread`` lock, JSON floats are checked without
-# math); ``ctypes`` by pynvml alone (whether a system NVML loads is asked of ``_ctypes.dlopen``).
-ONLY_THROUGH = {"tempfile": "ctypes.util", "random": "ctypes.util", "shutil": "ctypes.util",
-                "threading": "ctypes.util", "math": "ctypes.util", "ctypes": "pynvml"}
-# and by ``discover``, ``locale`` too (through subprocess), never by argparse's gettext.
-ONLY_THROUGH_BY_DISCOVER = {**ONLY_THROUGH, "locale": "ctypes.util"}
 
 # Runs main() with a finder first on sys.meta_path that records, for each module loaded, the module whose code
 # asked for it (the first frame outside the import machinery), then prints that map as JSON.
@@ -93,14 +76,9 @@ def chain(importer: dict[str, str], module: str) -> list[str]:
     return seen
 
 
-def assert_bounded(importer: dict[str, str], *, discover: bool = False) -> None:
-    loaded = set(importer)
-    never_loaded = (*NEVER, *NEVER_BY_DISCOVER) if discover else NEVER
-    never = sorted(m for m in loaded if any(m == n or m.startswith(f"{n}.") for n in never_loaded))
+def assert_bounded(importer: dict[str, str]) -> None:
+    never = sorted(m for m in importer if any(m == n or m.startswith(f"{n}.") for n in NEVER))
     assert never == [], {m: chain(importer, m) for m in never}
-    for module, through in (ONLY_THROUGH_BY_DISCOVER if discover else ONLY_THROUGH).items():
-        if module in loaded:
-            assert through in chain(importer, module), f"{module} loaded by {chain(importer, module)}"
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +89,7 @@ def gpu_node(tmp_path_factory: pytest.TempPathFactory) -> FakeNode:
 def test_discover_loads_nothing_it_does_not_use_on_this_machine(tmp_path: Path) -> None:
     code, importer = run_recorded(["discover", "--format", "json", "-o", str(tmp_path / "node.json")])
     assert code in (0, 1) and (tmp_path / "node.json").stat().st_size > 0
-    assert_bounded(importer, discover=True)
+    assert_bounded(importer)
     assert "pynvml" not in importer or os.path.exists("/dev/nvidiactl")  # no driver here: NVML never imported
 
 
@@ -121,61 +99,27 @@ def test_discover_loads_nothing_it_does_not_use_with_nvml(gpu_node: FakeNode, tm
     assert code == 0
     assert '"gpus": [' in (tmp_path / "node.json").read_text()
     assert "pynvml" in importer  # the test NVML answered through it
-    assert_bounded(importer, discover=True)
-
-
-@pytest.mark.parametrize("argv", [["--help"], ["discover", "--help"], ["topo", "-h"]])
-def test_help_asked_alone_loads_neither_argparse_nor_a_command(argv: list[str]) -> None:
-    code, importer = run_recorded(argv, {"COLUMNS": "80"})
-    assert code == 0
-    ours = {m for m in importer if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
-    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli._help"}
-    assert "argparse" not in importer
     assert_bounded(importer)
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["discover", "--help"], ["discover", "--format", "json", "--help"]])
-def test_other_help_builds_only_the_command_it_shows(argv: list[str]) -> None:
-    _, importer = run_recorded(argv, {"COLUMNS": "100"})  # not the stored width: argparse prints it
+@pytest.mark.parametrize("argv", [["--help"], ["discover", "--help"], ["discover", "--format", "json", "--help"],
+                                  ["topo", "-h"]])
+def test_help_builds_only_the_command_it_shows(argv: list[str]) -> None:
+    code, importer = run_recorded(argv)
+    assert code == 0
     ours = {m for m in importer if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
     shown = {f"agent.cli.{argv[0]}", "agent.discovery", "agent.discovery.sources",
              "agent.discovery.sources._catalog"} if argv[0] != "--help" else set()
-    assert ours == {"agent", "agent.cli", "agent.cli._common", "agent.cli._help", *shown}
+    assert ours == {"agent", "agent.cli", "agent.cli._common", *shown}
     assert_bounded(importer)
 
 
-def test_the_stored_help_is_what_argparse_prints() -> None:
-    assert Path(_help.HELP_FILE).read_text(encoding="utf-8") == help_file(), \
-        "agent/cli/help.txt is stale: run .venv/bin/python -m tests.stored_help"
-
-
-@pytest.mark.parametrize("key", stored_keys())
-def test_a_command_prints_its_help_alike_either_way(key: str) -> None:
-    argv = ["--help"] if key == _help.TOP else [key, "--help"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
-    outs = [subprocess.run([sys.executable, "-m", "agent.cli", *argv], capture_output=True, text=True, cwd=REPO,
-                           env={**env, "COLUMNS": columns}, check=False) for columns in ("80", "100")]
-    assert [o.returncode for o in outs] == [0, 0]
-    assert outs[0].stdout == render(key)[0]
-    assert outs[1].stdout == render(key, {"COLUMNS": "100"})[0]
-
-
-def test_stored_help_is_not_printed_where_a_source_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "80")
-    assert _help.stored_help(["discover", "--help"]) == render("discover")[0]
-    assert _help.stored_help(["discover", "--format", "json", "--help"]) is None
-    stale = tmp_path / "help.txt"
-    text = Path(_help.HELP_FILE).read_text(encoding="utf-8")
-    stale.write_text(text.replace("agent/cli/discover.py=", "agent/cli/discover.py=0"), encoding="utf-8")
-    monkeypatch.setattr(_help, "HELP_FILE", str(stale))
-    assert _help.stored_help(["discover", "--help"]) is None
-    assert _help.stored_help(["--help"]) == render(_help.TOP)[0]
-    monkeypatch.setenv("COLUMNS", "81")
-    assert _help.stored_help(["--help"]) is None
-
-
-def _subcommands(parser: object) -> dict[str, object]:
-    return dict(parser._subparsers._group_actions[0].choices)  # type: ignore[attr-defined]
+def _help_of(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """What ``parser`` prints for ``argv`` (a command line asking for help)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        parser.parse_args(argv)
+    return out.getvalue()
 
 
 def test_each_command_line_builds_the_parser_of_its_command_alone() -> None:
@@ -183,7 +127,7 @@ def test_each_command_line_builds_the_parser_of_its_command_alone() -> None:
     from its module), and for each command the same help, usage and flags."""
     whole = build_parser()
     assert build_parser("").format_help() == whole.format_help()
-    for name, full in _subcommands(whole).items():
+    for name, _, _ in _COMMANDS:
         lazy = build_parser(name)
         assert lazy.format_help() == whole.format_help()
-        assert _subcommands(lazy)[name].format_help() == full.format_help()  # type: ignore[attr-defined]
+        assert _help_of(lazy, [name, "--help"]) == _help_of(whole, [name, "--help"])

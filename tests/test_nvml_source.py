@@ -381,7 +381,7 @@ import sys
 from agent.discovery.access import NvmlLibraryNotFound, open_nvml
 from agent.discovery.access._nvml_port import _default_library_loadable
 found = _default_library_loadable()
-print(found, "ctypes" in sys.modules)
+print(found, "pynvml" in sys.modules)
 try:
     port = open_nvml(None)
 except NvmlLibraryNotFound as exc:
@@ -394,7 +394,7 @@ else:
 @pytest.mark.parametrize("on_path", [True, False])
 def test_the_system_library_is_looked_up_as_pynvml_would(fake_machine: MakeMachine, on_path: bool) -> None:
     """No library named: NVML is ``libnvidia-ml.so.1`` wherever the dynamic linker finds it (here the test
-    NVML, by LD_LIBRARY_PATH) and the look-up itself loads no ``ctypes`` module; where the linker finds none,
+    NVML, by LD_LIBRARY_PATH) and the look-up itself does not import pynvml; where the linker finds none,
     pynvml is not even imported and the error is the one its nvmlInit raises (NVML_ERROR_LIBRARY_NOT_FOUND)."""
     import os
     import subprocess
@@ -413,3 +413,38 @@ def test_the_system_library_is_looked_up_as_pynvml_would(fake_machine: MakeMachi
         pytest.skip("this machine has an NVIDIA driver: its own NVML would answer")
     else:
         assert out == ["False False", "not found 12"]
+
+
+_SWITCH_LIBRARIES = """
+import sys
+from agent.discovery.access import NvmlError, open_nvml
+test_nvml, other = sys.argv[1], sys.argv[2]
+print("test NVML", open_nvml(test_nvml).device_count())
+try:
+    open_nvml(other)
+except NvmlError as exc:
+    print("other", exc.code)
+else:
+    print("other answered")
+print("test NVML again", open_nvml(test_nvml).device_count())
+"""
+
+
+def test_a_process_that_changes_library_calls_the_new_one(fake_machine: MakeMachine) -> None:
+    """pynvml keeps the function pointers it looked up by name: after a change of library every call must
+    go to the new one (here a library without NVML's functions, so nvmlInit is not found), never to the
+    pointers of the one before."""
+    import ctypes.util
+    import os
+    import subprocess
+    import sys
+
+    node = fake_machine("hgx-h100")
+    libc = ctypes.util.find_library("c")
+    assert libc is not None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
+    env.update({k: v for k, v in node.env().items() if k != "TOPOLINK_NVML_LIBRARY"})
+    out = subprocess.run([sys.executable, "-c", _SWITCH_LIBRARIES, str(node.nvml_library), libc],
+                         capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1],
+                         timeout=120, check=True).stdout.splitlines()
+    assert out == ["test NVML 8", "other 13", "test NVML again 8"]  # 13: NVML_ERROR_FUNCTION_NOT_FOUND

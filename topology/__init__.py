@@ -6,9 +6,9 @@ Names load on first use (PEP 562): a command that prints a summary does not pay 
 ``topolink --help`` pays for none of it.
 """
 
-from ._lazy import lazy_names as _lazy_names
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
+from ._lazy import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from .codec._json_codec import (

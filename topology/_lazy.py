@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Any
+from importlib import import_module
+from typing import Any
 
 
 def lazy_names(package: str, where: Mapping[str, str],
@@ -19,8 +17,7 @@ def lazy_names(package: str, where: Mapping[str, str],
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        __import__(f"{package}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
-        value = getattr(sys.modules[f"{package}.{module}"], name)
+        value = getattr(import_module(f"{package}.{module}"), name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -18,22 +18,19 @@ Exit status:
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Sequence
+from importlib import import_module
+from typing import Any
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
-from ._help import columns, stored_help
-
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Sequence
-    from typing import Any
 
 # Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
 # Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
 # ``handler`` default; heavy dependencies load only inside the handlers. A run builds the parser of its own
-# command alone: the others are listed by name and line, their modules not imported (tests/test_cli_startup.py
-# holds these lines to the modules' own).
+# command alone: the others are listed by name and line with an empty parser, their modules not imported
+# (tests/test_cli_startup.py holds these lines to the modules' own).
 _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("discover", "discover", "discover the node's topology and print it"),
     ("topo", "topo", "print the GPU/NIC matrix as nvidia-smi topo -m does"),
@@ -47,58 +44,21 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
 _MODULE_OF = {name: module for name, module, _ in _COMMANDS}
 
 
-def _version_action() -> type[argparse.Action]:
-    import argparse
+class _Version(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
-    class VersionAction(argparse.Action):
-        def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
-            super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
-
-        def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-            print(f"topolink {version()}")
-            parser.exit()
-
-    return VersionAction
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"topolink {version()}")
+        parser.exit()
 
 
-def _parser_class() -> type[argparse.ArgumentParser]:
-    """ArgumentParser formatting for the width ``shutil.get_terminal_size`` gives, found without importing
-    shutil (with the compression modules it loads: about 2 ms); its subparsers are of the same class."""
-    import argparse
-
-    class Formatter(argparse.HelpFormatter):
-        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                     width: int | None = None) -> None:
-            super().__init__(prog, indent_increment, max_help_position, columns() - 2 if width is None else width)
-
-    class Parser(argparse.ArgumentParser):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs.setdefault("formatter_class", Formatter)
-            super().__init__(*args, **kwargs)
-
-    return Parser
-
-
-def _listed_only(parser_class: type[argparse.ArgumentParser]) -> type[argparse.ArgumentParser]:
-    """A parser made when it first parses: a command listed but not run is parsed by nothing (building its
-    empty parser costs argparse's set-up and gettext look-ups, ~0.1 ms each); if it is chosen all the same
-    (``topolink -- topo``), it is built then, as the whole tree would have built it."""
-
-    class Later(parser_class):  # type: ignore[valid-type,misc]
-        def __init__(self, **kwargs: Any) -> None:  # ArgumentParser.__init__ runs on first parse
-            self._later = kwargs
-
-        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
-            parser_class.__init__(self, **self.__dict__.pop("_later"))
-            return super().parse_known_args(args, namespace)
-
-    return Later
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None,
+                 parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
-    name and help line and parsed by nothing (an unknown ``command`` builds none)."""
-    parser = _parser_class()(
+    name and help line with an empty parser (an unknown ``command`` builds none). The commands' parsers are of
+    ``parser_class`` too (argparse's default for subparsers)."""
+    parser = parser_class(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
         epilog="Exit status: 0 complete; 1 some facts unknown (listed on standard error: a source failed, NVML "
@@ -108,23 +68,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                "written through). Optional facts (ACS on bridges, which needs root to read PCI config space) are "
                "left empty when not readable and never make a snapshot incomplete.",
     )
-    parser.add_argument("--version", action=_version_action())
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     built: set[str] = set()
-    real = sub._parser_class
-    later = _listed_only(real)
     for name, module, help_text in _COMMANDS:
         if module in built:
             continue
         if command is None or _MODULE_OF.get(command) == module:
-            __import__(f"{__name__}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
-            sys.modules[f"{__name__}.{module}"].add_parsers(sub, add_discovery_args)
+            import_module(f"{__name__}.{module}").add_parsers(sub, add_discovery_args)
             built.add(module)
         else:
-            sub._parser_class = later
             sub.add_parser(name, help=help_text)
-            sub._parser_class = real
     return parser
 
 
@@ -136,23 +91,12 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    text = stored_help(argv)  # help asked for alone: printed without importing argparse
-    if text is not None:
-        sys.stdout.write(text)
-        raise SystemExit(0)  # as argparse's --help ends
-    args: Any = None
-    if argv[:1] == ["discover"]:  # its usual command lines are read without argparse (~3 ms of the start)
-        from .discover import plain_args
-
-        args = plain_args(argv)
-    parser = None
-    if args is None:
-        parser = build_parser(_command_of(argv) or "")
-        args = parser.parse_args(argv)
+    parser = build_parser(_command_of(argv) or "")
+    args: Any = parser.parse_args(argv)
     from ._output import OutputError
 
     try:
-        if parser is not None and args.command is None:
+        if args.command is None:
             parser.print_help()
             return EXIT_USAGE
         result: int = args.handler(args)

@@ -1,18 +1,16 @@
 """What the commands share: the discovery flags, discovery from them, reading a saved snapshot, exit status.
 
-Imported before the parser is built, so it loads nothing at import, not even argparse (``--help`` may be
-printed without it, see ``_help``): the model, discovery and output load inside the functions that need them.
+Imported before the parser is built: the model, discovery and output load inside the functions that need them.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Mapping, Sequence
 
     import topology
 
@@ -59,56 +57,6 @@ def add_discovery_args(p: argparse.ArgumentParser) -> None:
         p.add_argument(f"--source.{name}", dest=f"source_{name}", action=argparse.BooleanOptionalAction,
                        default=enabled_by_default,
                        help=f"{help_text} (default: {'on' if enabled_by_default else 'off'})")
-
-
-def discovery_flags() -> tuple[dict[str, tuple[str, tuple[str, ...] | None]], dict[str, tuple[str, bool]],
-                               dict[str, object]]:
-    """``add_discovery_args``' flags for ``plain_parse``: its flags with a value, its switches, its defaults."""
-    from ..discovery import SOURCE_FLAGS
-
-    valued: dict[str, tuple[str, tuple[str, ...] | None]] = {
-        "--sysfs-root": ("sysfs_root", None), "--nvml-library": ("nvml_library", None),
-        "--node-name": ("node_name", None)}
-    defaults: dict[str, object] = {"sysfs_root": os.environ.get(_ENV_SYSFS_ROOT, "/"),
-                                   "nvml_library": os.environ.get(_ENV_NVML_LIBRARY), "node_name": None}
-    switches: dict[str, tuple[str, bool]] = {}
-    for name, enabled_by_default, _ in SOURCE_FLAGS:
-        switches[f"--source.{name}"], switches[f"--no-source.{name}"] = (f"source_{name}", True), (f"source_{name}",
-                                                                                                   False)
-        defaults[f"source_{name}"] = enabled_by_default
-    return valued, switches, defaults
-
-
-def plain_parse(argv: Sequence[str], valued: Mapping[str, tuple[str, tuple[str, ...] | None]],
-                switches: Mapping[str, tuple[str, bool]], defaults: Mapping[str, object]) -> dict[str, object] | None:
-    """The values argparse would give a command line that needs none of its rules, without importing it
-    (argparse, gettext and locale: about 3 ms of a start): every word a flag spelled out whole (``valued``:
-    flag -> its destination and choices; ``switches``: flag -> destination and value), each value either
-    after ``=`` or the next word, that word not starting with ``-`` (``-`` itself is a value), and a value
-    among its choices. None for anything else (help, an abbreviation, ``--``, a stray word, a bad choice):
-    argparse parses that, with its own messages. tests/test_cli_plain.py holds the two to the same result."""
-    values = dict(defaults)
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg in switches:
-            dest, on = switches[arg]
-            values[dest] = on
-            i += 1
-            continue
-        flag, eq, value = arg.partition("=")
-        if eq and value and flag.startswith("--") and flag in valued:
-            i += 1
-        elif arg in valued and i + 1 < len(argv) and (argv[i + 1] == "-" or not argv[i + 1].startswith("-")):
-            flag, value = arg, argv[i + 1]
-            i += 2
-        else:
-            return None
-        dest, choices = valued[flag]
-        if choices is not None and value not in choices:
-            return None
-        values[dest] = value
-    return values
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:

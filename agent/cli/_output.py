@@ -11,10 +11,10 @@ is refused. No command replaces a file it did not create.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from topology import TopolinkError
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
     from exporter import Target
 

@@ -13,12 +13,54 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 # The order of the reference: the order of ``topolink --help``, each command's companions beside it.
 COMMANDS = ("discover", "topo", "place", "probe", "selftest", "serve", "prune", "cluster")
 _DISCOVERY = "--sysfs-root"  # the first of the discovery flags: the shared ones are tabled once
 _EXIT = re.compile(r"Exit status:\s*(.*?)\.?$", re.DOTALL)
 _CODE = re.compile(r"(?:^|;\s*)(\d)\s+")
+
+
+class _Recording(argparse.ArgumentParser):
+    """A parser that keeps the flags added to it and its commands' parsers, in the order they were added:
+    argparse lists them only in private attributes. Its groups' flags are kept too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.added: list[argparse.Action] = []
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.added.append(action)
+        return action
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self._recorded(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self._recorded(super().add_mutually_exclusive_group(*args, **kwargs))
+
+    def _recorded(self, group: Any) -> Any:
+        add = group.add_argument
+
+        def add_argument(*args: Any, **kwargs: Any) -> argparse.Action:
+            action: argparse.Action = add(*args, **kwargs)
+            self.added.append(action)
+            return action
+
+        group.add_argument = add_argument
+        return group
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        sub = super().add_subparsers(**kwargs)
+        self.commands = sub.choices  # the action's choices: each command's name and parser, as added
+        return sub
+
+    def flags(self) -> list[argparse.Action]:
+        """The flags added, without ``-h``."""
+        return [a for a in self.added if "--help" not in a.option_strings]
 
 
 @contextlib.contextmanager
@@ -32,18 +74,16 @@ def _clean_environment() -> Iterator[None]:
         os.environ.update(saved)
 
 
-def command_parser(name: str) -> argparse.ArgumentParser:
+def command_parser(name: str) -> _Recording:
     """The parser of one command, as ``topolink NAME`` builds it (defaults of a clean environment)."""
     from . import build_parser
 
     with _clean_environment():
-        parser = build_parser(name)  # only this command's parser is built
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            choices: dict[str, argparse.ArgumentParser] = action.choices
-            if name in choices:
-                return choices[name]
-    raise KeyError(name)
+        parser = build_parser(name, _Recording)  # only this command's parser is built
+    assert isinstance(parser, _Recording)
+    command = parser.commands[name]
+    assert isinstance(command, _Recording)
+    return command
 
 
 def _cell(text: str) -> str:
@@ -80,16 +120,15 @@ def _default(action: argparse.Action) -> str:
 
 def _shared() -> list[argparse.Action]:
     """The discovery options, as ``discover`` has them: from ``--sysfs-root`` on."""
-    actions = command_parser("discover")._actions
+    actions = command_parser("discover").flags()
     start = next(n for n, a in enumerate(actions) if _DISCOVERY in a.option_strings)
     return actions[start:]
 
 
-def _own_actions(parser: argparse.ArgumentParser, shared: set[str]) -> tuple[list[argparse.Action], bool]:
+def _own_actions(parser: _Recording, shared: set[str]) -> tuple[list[argparse.Action], bool]:
     """The command's own flags, and whether it takes the shared discovery ones."""
-    own = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)
-           and not set(a.option_strings) & shared]
-    return own, any(_DISCOVERY in a.option_strings for a in parser._actions)
+    own = [a for a in parser.flags() if not set(a.option_strings) & shared]
+    return own, any(_DISCOVERY in a.option_strings for a in parser.flags())
 
 
 def _help(action: argparse.Action) -> str:

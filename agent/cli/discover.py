@@ -1,20 +1,15 @@
-"""``topolink discover``: discover the node and print it (summary, JSON snapshot or DOT).
-
-Its usual command lines (``discover --format json -o FILE``) are read by ``plain_args`` without argparse;
-anything else builds the parser as every command does."""
+"""``topolink discover``: discover the node and print it (summary, JSON snapshot or DOT)."""
 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any
 
-from ._common import EXIT_EPILOG, discover_from_args, discovery_flags, exit_for, plain_parse
+from ._common import EXIT_EPILOG, discover_from_args, exit_for
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
-    from types import SimpleNamespace
-    from typing import Any
+    from collections.abc import Callable
 
 FORMATS = ("table", "json", "dot")
 
@@ -28,21 +23,6 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     d.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
     add_discovery_args(d)
     d.set_defaults(handler=_cmd_discover)
-
-
-def plain_args(argv: Sequence[str]) -> SimpleNamespace | None:
-    """What ``topolink`` 's parser makes of ``discover ARGS`` (the same names and values), where ``ARGS``
-    needs none of argparse's rules (``_common.plain_parse``); None otherwise."""
-    if argv[:1] != ["discover"]:
-        return None
-    valued, switches, defaults = discovery_flags()
-    valued = {**valued, "--format": ("format", FORMATS), "-o": ("output", None), "--output": ("output", None)}
-    values = plain_parse(argv[1:], valued, switches, {**defaults, "format": "table", "output": None})
-    if values is None:
-        return None
-    from types import SimpleNamespace
-
-    return SimpleNamespace(version=None, command="discover", handler=_cmd_discover, **values)
 
 
 def _cmd_discover(args: argparse.Namespace) -> int:

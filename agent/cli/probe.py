@@ -11,14 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._common import fixture_reason
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-
 if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs neither
-    from typing import Any, TextIO
-
     import topology
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4

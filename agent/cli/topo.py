@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from ._common import EXIT_EPILOG, discover_from_args, exit_for, load_snapshot
-
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:

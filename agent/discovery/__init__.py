@@ -9,9 +9,8 @@ Imports ``topology``; imported by the command line and the serve loop. Names loa
 command line's ``--help`` (which reads the source table's flags) loads no source.
 """
 
-import sys as _sys
-
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
+from importlib import import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from ._discover import discover, settle
@@ -30,8 +29,7 @@ def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    __import__(f"{__name__}.{module}")  # not importlib's import_module: importlib loads warnings (start-up)
-    value = getattr(_sys.modules[f"{__name__}.{module}"], name)
+    value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 

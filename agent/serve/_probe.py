@@ -16,8 +16,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
-from pathlib import Path
+from collections.abc import Callable, Collection
+
+import psutil
 
 import probes
 from probes.core import spec, specs_for
@@ -103,24 +104,11 @@ def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[st
                               elapsed_s=time.monotonic() - t0)
 
 
-def _children(pid: int) -> Iterator[int]:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 1 and int(fields[1]) == pid:
-            yield int(entry.name)
-
-
 def kill_children() -> int:
-    """SIGKILL every child of this process with its process group (a probe child leads its own session, so
-    its gloo ranks and perftest go with it). Returns how many were signalled."""
+    """SIGKILL every descendant of this process, a group leader with its process group (a probe child leads
+    its own session, so its gloo ranks and perftest go with it). Returns how many were signalled."""
     killed = 0
-    for child in _children(os.getpid()):
+    for child in (c.pid for c in psutil.Process().children(recursive=True)):
         try:
             if os.getpgid(child) == child:
                 os.killpg(child, signal.SIGKILL)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse

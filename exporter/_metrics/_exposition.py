@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -43,6 +44,14 @@ class Exposition:
         self.text, self.openmetrics = text, openmetrics
 
 
+class _Compressor(Protocol):
+    """What ``zlib.compressobj`` returns (zlib does not name its class publicly)."""
+
+    def compress(self, data: bytes, /) -> bytes: ...
+    def flush(self, mode: int = ..., /) -> bytes: ...
+    def copy(self) -> _Compressor: ...
+
+
 class _Part:
     """One view's families in one format, and its gzip compressor with all of them fed and flushed."""
 
@@ -50,7 +59,7 @@ class _Part:
 
     def __init__(self, raw: bytes) -> None:
         self.raw = raw
-        self._zipper: zlib._Compress | None = None
+        self._zipper: _Compressor | None = None
         self._zipped = b""
 
     def gzipped(self, tail: bytes) -> bytes:

@@ -14,9 +14,9 @@ Imports: ``exporter._core`` (the sink protocol, file I/O, the health rule), ``to
 Imported by: ``agent`` (``serve``, ``prune``, ``cluster``), through the names below.
 """
 
-from topology._lazy import lazy_names as _lazy_names
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-_TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads the block
+from topology._lazy import lazy_names as _lazy_names
 
 if _TYPE_CHECKING:
     from ._api._api import Kind, KubeApi, NodeView

@@ -23,15 +23,14 @@ FD_ENV = "TOPOLINK_PROBE_FD"
 
 
 def data_bytes() -> int:
-    """This process's data segment (VmData), what RLIMIT_DATA limits; 0 when /proc cannot say."""
+    """This process's data and stack segments (psutil's ``memory_info().data``, from ``/proc/self/statm``):
+    what RLIMIT_DATA limits, and the stack, which does not grow between items; 0 when it cannot be read."""
+    import psutil
+
     try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        return int(psutil.Process().memory_info().data)
+    except psutil.Error:
+        return 0
 
 
 def main() -> int:

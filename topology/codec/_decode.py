@@ -10,10 +10,10 @@ The lists a snapshot holds are bounded (``_limits.SNAPSHOT_LIMITS``): a document
 PCI functions or links than any machine has is refused before a single entry of that list is decoded, so
 a document cannot make the commands that read it do work without bound.
 
-The model's types stay standard-library dataclasses (house rule 2, ``_record``). ``msgspec`` (a topolink
+The model's types are standard-library dataclasses (frozen, slotted, keyword-only). ``msgspec`` (a topolink
 dependency) was measured for them (``benchmarks/codec.py``): its ``Struct`` classes are created in
-microseconds, but importing it costs about three times what creating the model's records does (it loads
-``typing``, ``pathlib``, ``decimal`` and ``uuid``, which the discovery path does not otherwise load), its
+microseconds, but importing it costs about twice what creating the model's dataclasses does (it loads
+``pathlib``, ``decimal`` and ``uuid``, which the discovery path does not otherwise load), its
 types are not dataclasses (``dataclasses.replace``, used across topolink, fails on them), and it does
 not read ``MatrixKind`` flags as the schema writes them (a list of names). Decoding here costs about as
 much again as the JSON parse before it: 4 to 5 times less than the decoder it replaced.

@@ -15,22 +15,19 @@ the subject is not a device), so a v1 snapshot with problems is never taken for 
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import cache
+from typing import Any
 
-from .._record import field_names, replace
 from ..model._entities import Snapshot
 from ..model._errors import SchemaError
 from ..model._facts import NODE, Aspect, Fact
 from ..model._measurement import Matrix, MatrixKind
 from ..model._provenance import Problem
 from ._jsontext import dumps_indented
-
-TYPE_CHECKING = False  # not typing's (see _record)
-if TYPE_CHECKING:
-    from typing import Any
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
 SCHEMA = "topolink.topology/v2"
@@ -42,10 +39,7 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 @cache
 def _field_names(cls: type) -> tuple[str, ...] | None:
-    if (names := field_names(cls)) is not None:
-        return names
-    dc = sys.modules.get("dataclasses")  # any other dataclass exists only where that module is loaded
-    return tuple(f.name for f in dc.fields(cls)) if dc is not None and dc.is_dataclass(cls) else None
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
 
 
 def _encode(value: Any) -> Any:
@@ -75,7 +69,7 @@ def to_dict(snap: Snapshot) -> dict[str, Any]:
 def dumps(snap: Snapshot, *, indent: int | None = 2) -> str:
     """The JSON text; with ``indent``, exactly what ``json.dumps(..., indent=indent)`` writes, only faster."""
     if indent is None:
-        import json  # here: the indented text (discover's) is written without the json package (start-up)
+        import json
 
         return json.dumps(to_dict(snap), allow_nan=False)
     return dumps_indented(to_dict(snap), indent)

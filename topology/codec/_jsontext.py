@@ -1,48 +1,28 @@
 """Indented JSON text, byte for byte what ``json.dumps(doc, indent=n, allow_nan=False)`` writes, made fast.
 
 ``json.dumps`` uses its C encoder only when ``indent`` is None; with an indent every value goes through
-the pure-Python one. Here Python walks only the objects and the lists that hold strings or containers.
-Scalars are written as the C encoder writes them (strings by its own ``encode_basestring_ascii``), and a
-list of numbers, booleans and nulls (CPU lists, matrix rows: most of a snapshot) is joined in one call.
-NaN and infinities are refused (ValueError), as there. Object keys must be strings (json.dumps would turn
-numbers into strings; a snapshot has none).
-
-The ``json`` package itself (its decoder, scanner and encoder modules: about a millisecond of every start
-of ``discover``) is loaded only for what is rare here: a value of another type (an int subclass), or a
-non-finite float to refuse with its message.
+the pure-Python one, about three times as slow on a snapshot (``benchmarks/codec.py``). Here Python walks
+only the objects and the lists that hold strings or containers. Strings are written by the function the
+encoder itself uses (``json.encoder.encode_basestring_ascii``), and a list of numbers, booleans and nulls
+(CPU lists, matrix rows: most of a snapshot) is joined in one call. NaN and infinities are refused
+(ValueError), as there; so is anything else ``json.dumps`` refuses. Object keys must be strings (json.dumps
+would turn numbers into strings; a snapshot has none). tests/test_codec_text.py holds the two to the same
+bytes.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii as _string
+from typing import Any
 
-try:  # what json.encoder.encode_basestring_ascii is, where the C accelerator exists (CPython has it)
-    from _json import encode_basestring_ascii as _string
-except ImportError:  # pragma: no cover
-    from json.encoder import encode_basestring_ascii as _string
-
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Any
-
-_encoder: Callable[[Any], str] | None = None
+_compact: Callable[[Any], str] = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
-def _compact(o: Any) -> str:
-    """``o`` as ``json.dumps(o, allow_nan=False, separators=(",", ":"))`` writes it (or its ValueError)."""
-    global _encoder  # noqa: PLW0603 - made once, on first use
-    if _encoder is None:
-        import json
-
-        _encoder = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
-    return _encoder(o)
-
-
-_INF = float("inf")
-
-
-def _float(f: float) -> str:  # -inf < f < inf is math.isfinite without importing math (start-up)
-    return float.__repr__(f) if -_INF < f < _INF else _compact(f)  # _compact refuses it
+def _float(f: float) -> str:
+    return float.__repr__(f) if math.isfinite(f) else _compact(f)  # _compact refuses it
 
 
 _SCALAR: dict[type, Callable[[Any], str]] = {
@@ -74,7 +54,7 @@ def _value(o: Any, newline: str, step: str) -> str:
         kinds = set(map(type, o))
         if kinds == _INTS:  # CPU lists, counts: nearly every list of a snapshot
             return "[" + inner + ("," + inner).join(map(int.__repr__, o)) + newline + "]"
-        if kinds == _FLOATS and -_INF < sum(o) < _INF:  # matrix rows; a NaN or an infinity makes the sum one
+        if kinds == _FLOATS and math.isfinite(sum(o)):  # matrix rows; a NaN or an infinity makes the sum one
             return "[" + inner + ("," + inner).join(map(float.__repr__, o)) + newline + "]"
         if kinds <= _FLAT:
             return "[" + inner + ("," + inner).join([_SCALAR[type(v)](v) for v in o]) + newline + "]"

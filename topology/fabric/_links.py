@@ -6,8 +6,8 @@ the measurements read.
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
+from dataclasses import dataclass
 
-from .._record import record
 from ..model._entities import LinkKind, PcieLinkState, PciFunction, Snapshot, link_id
 from ..model._measurement import P2P_COPY_TESTS
 from ..model._provenance import Source
@@ -33,7 +33,7 @@ _SOCKET_DISTANCE = 20
 Path = tuple[tuple[int, int], ...]  # (link index, direction) in order
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PhysLink:
     """One physical link; direction 0 is a->b (for PCIe: upstream), 1 is b->a."""
 
@@ -49,7 +49,7 @@ class PhysLink:
         return link_id(self.kind, self.a, self.b)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
     """How a transfer from one GPU to another loads the links: (directed link key, share of the bytes)."""
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
+from dataclasses import dataclass
 
-from .._record import record
 from ..model._entities import LinkKind, Snapshot
 from ..model._facts import Aspect
 
@@ -50,7 +50,7 @@ NVML_TOPOLOGY_LEVEL = {
 }
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class PathInfo:
     kind: PathClass
     nvlinks: int = 0
@@ -60,7 +60,7 @@ class PathInfo:
         return f"NV{self.nvlinks}" if self.kind is PathClass.NVLINK else self.kind.value
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class _Place:
     root: str | None  # host bridge id, None when unknown
     chain: tuple[str, ...]  # bridge functions from the root port down, the device excluded

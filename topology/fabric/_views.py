@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from .._record import record
 from ..model._device_order import ordered_gpus
 from ..model._entities import Snapshot
 from ._paths import PathClass, PathIndex
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Island:
     """GPUs joined by NVLink (directly or through NVSwitches). A GPU without NVLink is an island of one."""
 
@@ -80,7 +80,7 @@ class GdrVerdict(enum.StrEnum):
     UNKNOWN = "unknown"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GdrReadiness:
     gpu: str
     nic: str

@@ -12,7 +12,7 @@
   ``_text_bounds``       how much outside text a snapshot keeps, and how it is shown
   ``_errors``            ``TopolinkError`` and ``SchemaError``
 
-Imports: ``topology._record`` only (and the standard library).
+Imports: the standard library only.
 Imported by: every other subpackage of ``topology`` (codec, fabric, placement, render), and through the names of
 ``topology`` by everything else. Loads nothing on import.
 """

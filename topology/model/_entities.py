@@ -12,8 +12,8 @@ where facts came from and what could not be read (``_provenance``).
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass, field
 
-from .._record import field, record
 from ._facts import Fact, Knowledge
 from ._measurement import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
@@ -34,7 +34,7 @@ class FabricState(enum.StrEnum):
     COMPLETED = "completed"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PcieLinkState:
     """PCIe generation and lane count; ``None`` where the kernel or NVML did not say."""
 
@@ -56,7 +56,7 @@ def _below(current: int | None, maximum: int | None) -> bool:
     return current is not None and maximum is not None and current < maximum
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HostBridge:
     """A PCIe root complex (the ``pciDDDD:BB`` directory under ``/sys/devices``)."""
 
@@ -66,7 +66,7 @@ class HostBridge:
     numa_node: int | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PciFunction:
     """One PCI function; ``parent`` is the upstream bridge's bus id, or the host bridge id."""
 
@@ -86,7 +86,7 @@ class PciFunction:
         return self.class_code >> 8 == 0x0604
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NumaNode:
     id: str
     os_index: int
@@ -95,7 +95,7 @@ class NumaNode:
     gpu_memory: bool = False  # the memory of a GPU exposed as a NUMA node (GH200, GB200)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class MigInstance:
     gpu_instance_id: int
     compute_instance_id: int | None = None
@@ -104,7 +104,7 @@ class MigInstance:
     memory_bytes: int | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FabricInfo:
     state: FabricState
     cluster_uuid: str | None = None
@@ -118,7 +118,7 @@ class FabricInfo:
         return f"{self.cluster_uuid}.{self.clique_id}"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
     id: str  # canonical PCI bus id
     index: int | None = None  # NVML index; None when found by PCI alone
@@ -140,14 +140,14 @@ class Gpu:
     lost: bool = False  # fell off the bus (NVML GPU_IS_LOST): kept in the graph, marked
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvSwitch:
     id: str  # PCI bus id, or ``nvswitch<N>`` when NVML only gave the sentinel remote id
     pci_device_id: int | None = None
     visible_on_pci: bool = True
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NicPort:
     number: int
     state: str | None = None  # ACTIVE, DOWN, ...
@@ -155,7 +155,7 @@ class NicPort:
     link_layer: str | None = None  # InfiniBand, Ethernet
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Nic:
     id: str
     name: str  # mlx5_0 for an HCA, the interface name otherwise
@@ -167,7 +167,7 @@ class Nic:
     driver: str | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Link:
     """An edge of the graph. Rates are per direction, decimal bytes per second, ``theoretical``."""
 
@@ -190,7 +190,7 @@ def link_id(kind: LinkKind, a: str, b: str) -> str:
     return f"{kind.value}:{lo}--{hi}"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GdrFacts:
     """What GPUDirect RDMA needs from the host, as read (None = could not tell)."""
 
@@ -199,7 +199,7 @@ class GdrFacts:
     dmabuf_supported: bool | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """One node, frozen. Build new ones with :func:`dataclasses.replace` or :func:`with_measurements`."""
 

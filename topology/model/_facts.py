@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from .._record import record
 from ._text_bounds import shown
 
 NODE = "node"
@@ -62,7 +62,7 @@ class Aspect(enum.StrEnum):
     PORTS = "ports"
 
 
-@record(order=True)
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
 class Fact:
     subject: str  # an entity id, or NODE
     aspect: Aspect

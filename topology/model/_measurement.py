@@ -4,8 +4,8 @@ and named matrices of pairwise values (hwloc's distance kinds)."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from .._record import record
 from ._provenance import Source
 
 # The probe tests whose numbers are one GPU's copy bandwidth to another: what the fabric and the all-reduce
@@ -24,7 +24,7 @@ class MatrixKind(enum.Flag):
     HOPS = enum.auto()
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Stats:
     median: float
     p5: float
@@ -33,7 +33,7 @@ class Stats:
     samples: tuple[float, ...]
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     """A number on the graph, between ``subjects`` (entity ids), with where it comes from."""
 
@@ -52,7 +52,7 @@ class Measurement:
     conditions: tuple[tuple[str, str], ...] = ()  # what it was taken under: NUMA placement, clocks, latch
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Matrix:
     name: str  # "numa_distance", "nvlink_bandwidth"
     kind: MatrixKind

@@ -5,8 +5,8 @@ they leave unknown)."""
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from .._record import record
 from ._facts import Fact
 
 
@@ -26,7 +26,7 @@ class SourceStatus(enum.StrEnum):
     DISABLED = "disabled"  # turned off (--no-source.NAME): what it reads is unknown
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Problem:
     """Something that could not be read, and why. ``subject`` is an entity id or a source name;
     ``unknown`` the facts it leaves unknown (none: a note, nothing is missing because of it)."""
@@ -37,7 +37,7 @@ class Problem:
     unknown: tuple[Fact, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SourceOutcome:
     name: str
     status: SourceStatus

@@ -13,15 +13,15 @@ chooses the ring and names the limiting link; placement uses that.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .._record import record
 from ..fabric._capability import LinkCapability
 from ..model._entities import Snapshot
 from ..model._measurement import P2P_COPY_TESTS
 from ..model._provenance import Source
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AllReduceEstimate:
     seconds: float | None  # None when an edge has no known bandwidth
     bottleneck: tuple[str, str] | None

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from .._record import record
 from ..fabric._fabric import Fabric
 from ..fabric._links import HOP_LATENCY_SECONDS, LINK_EFFICIENCY, SMP_BYTES_PER_SECOND, UNKNOWN
 from ..model._entities import LinkKind, Snapshot
@@ -34,7 +34,7 @@ from ._ring import RING_BUDGET, Timing, best_ring, ring_hops, traffic_time
 NVLS_EFFICIENCY = 0.53
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
     algorithm: Algorithm
     order: tuple[str, ...]

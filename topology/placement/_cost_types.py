@@ -9,9 +9,9 @@ efficiency of its kind), ``estimate`` (a stated default, such as the SMP link's 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any
 
-from .._record import record
 from ..model._provenance import ESTIMATE
 
 
@@ -37,7 +37,7 @@ def bus_factor(collective: Collective, n: int) -> float:
     return 2 * (n - 1) / n if collective is Collective.ALL_REDUCE else (n - 1) / n
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Bottleneck:
     """The physical link that limits the estimate, in the direction the traffic crosses it."""
 
@@ -56,7 +56,7 @@ class Bottleneck:
                 "source": self.source}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EstimateInput:
     what: str  # link (a capacity), pair (a measured GPU-to-GPU rate), latency (one step), nvls
     subject: str  # a link id with its direction (``... a->b``), or ``x->y`` for a GPU pair
@@ -69,7 +69,7 @@ class EstimateInput:
                 "source": self.source}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CollectiveEstimate:
     collective: Collective
     algorithm: Algorithm
@@ -104,7 +104,7 @@ class CollectiveEstimate:
                 "unknown": list(self.unknown), "model": dict(self.model), "source": self.source}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeftOut:
     gpu: str
     index: int | None
@@ -115,7 +115,7 @@ class LeftOut:
         return {"gpu": self.gpu, "index": self.index, "reason": self.reason, "detail": self.detail}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GroupChoice:
     rank: int  # 1 is the best
     gpus: tuple[str, ...]  # in NVML index order
@@ -128,7 +128,7 @@ class GroupChoice:
                 "links_used": self.links_used, "estimate": self.estimate.to_dict()}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Placement:
     """The K best groups of N GPUs on one node, best first; equal estimates are ordered by fewer sockets, then
     fewer host bridges spanned, then fewer links used, then GPU index."""

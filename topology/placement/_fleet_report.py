@@ -18,9 +18,9 @@ median (the class without the node). A group of N GPUs fits:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from .._record import record
 from ..fabric._links import LINK_EFFICIENCY
 from ..model._entities import LinkKind
 from ..model._provenance import ESTIMATE
@@ -28,7 +28,7 @@ from ..model._provenance import ESTIMATE
 OUTLIER_RATIO = 0.8
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSummary:
     node: str
     product: str
@@ -45,7 +45,7 @@ class NodeSummary:
         return sizes[0][1] if sizes else None
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Outlier:
     node: str
     size: int
@@ -61,7 +61,7 @@ class Outlier:
                 "peer_median_bytes_per_second": self.peer_median_bytes_per_second, "ratio": round(self.ratio, 4)}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetClass:
     domain: str | None
     product: str
@@ -77,7 +77,7 @@ class FleetClass:
                 "source": self.source}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GroupFit:
     kind: str  # node, nvlink-domain, network
     where: str  # the node, the NVLink domain, or the product class
@@ -91,7 +91,7 @@ class GroupFit:
                 "busbw_bytes_per_second": self.busbw_bytes_per_second, "limit": self.limit, "source": self.source}
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetReport:
     classes: tuple[FleetClass, ...]
     gpus: int | None  # the N the fits are for

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .._record import record
 from ..fabric._fabric import Fabric
 
 RING_BUDGET = 20_000  # partial rings the branch and bound may extend before it settles for the best found
 _EPS = 1e-9
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Timing:
     """The cost of some traffic, and what bounds it."""
 
@@ -70,7 +70,7 @@ def ring_hops(order: Sequence[str]) -> list[tuple[str, str]]:
     return [(x, order[(i + 1) % len(order)]) for i, x in enumerate(order)] if len(order) > 1 else []
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Ring:
     order: tuple[str, ...]
     seconds: float  # inf when unknown

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from topology._record import field, record
+from dataclasses import dataclass, field
 
 from ._fsroot import FsRoot
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DiscoveryContext:
     """``root`` other than ``/`` is a fixture: NVML stays off unless ``nvml_library`` names the
     fixture's own (a machine profile's test NVML), so a fixture never mixes with the live machine."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from typing import TYPE_CHECKING
 
 from ._jail import (
     ABSENT,
@@ -23,7 +24,6 @@ from ._jail import (
     read_regular,
 )
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 if TYPE_CHECKING:
     from pathlib import Path  # paths are strings here: pathlib (and urllib, which it loads) cost start-up
 

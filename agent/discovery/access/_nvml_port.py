@@ -7,17 +7,18 @@ the port is counted.
 A specific library (a machine profile's test NVML) is loaded by handing nvidia-ml-py the ``CDLL``
 before ``nvmlInit``: pynvml keeps the library in the module global ``nvmlLib`` and loads
 ``libnvidia-ml.so.1`` only while that is ``None``; setting ``LD_LIBRARY_PATH`` would be too late in a
-running process. Function pointers are cached per name in ``_nvmlGetFunctionPointer_cache``, so that
-cache is emptied whenever the library changes; one process can then discover several profiles in turn.
+running process. pynvml caches function pointers per name, so when the library changes after one was
+used, pynvml is reloaded first (``importlib.reload``: its state starts afresh); one process can then
+discover several profiles in turn.
 """
 
 from __future__ import annotations
 
 import sys
-from _thread import allocate_lock  # threading's Lock without importing threading (start-up)
+import threading
 from collections.abc import Callable
-
-from topology._record import record
+from dataclasses import dataclass
+from typing import Any, NewType, TypeVar
 
 from ._nvml_errors import (
     KINDS,
@@ -25,15 +26,8 @@ from ._nvml_errors import (
     NvmlLibraryNotFound,
 )
 
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Any, NewType, TypeVar
-
-    Handle = NewType("Handle", object)
-    T = TypeVar("T")
-else:
-    def Handle(value: object) -> object:  # NewType's run-time identity  # noqa: N802
-        return value
+Handle = NewType("Handle", object)
+T = TypeVar("T")
 
 CPU_SET_WORDS = 64  # 4096 CPUs, 64 per word
 NODE_SET_WORDS = 16  # 1024 NUMA nodes
@@ -41,7 +35,7 @@ _AFFINITY_SCOPE_NODE = 0
 _ARGUMENT_VERSION_MISMATCH = 25
 _FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class RawFabric:
     """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
 
@@ -51,7 +45,7 @@ class RawFabric:
     cluster_uuid: bytes
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class RawField:
     """One field value as ``nvmlDeviceGetFieldValues`` returned it."""
     field_id: int
@@ -59,15 +53,21 @@ class RawField:
     value: int
 
 
-_lock = allocate_lock()
+_lock = threading.Lock()
 _loaded: str | None = None  # the library this module put into pynvml, None for pynvml's default
+_used = False  # whether pynvml may have loaded a library in this process (and cached its pointers)
 
 
 def _use_library(pynvml: Any, library: str | None) -> None:
-    global _loaded  # noqa: PLW0603 - one process, one pynvml: which library it holds is process state
+    global _loaded, _used  # noqa: PLW0603 - one process, one pynvml: which library it holds is process state
     with _lock:
-        if library == _loaded:
+        changed, used, _used = library != _loaded, _used, True
+        if not changed:
             return
+        if used:  # pynvml caches the last library's function pointers by name: start it afresh
+            import importlib
+
+            importlib.reload(pynvml)
         if library is None:
             lib = None  # back to pynvml's own lookup of libnvidia-ml.so.1
         else:
@@ -79,9 +79,6 @@ def _use_library(pynvml: Any, library: str | None) -> None:
                 raise NvmlLibraryNotFound("dlopen", 12, f"{library}: {exc}") from exc
         with pynvml.libLoadLock:
             pynvml.nvmlLib = lib
-            cache = getattr(pynvml, "_nvmlGetFunctionPointer_cache", None)
-            if isinstance(cache, dict):
-                cache.clear()
         _loaded = library
 
 
@@ -263,17 +260,14 @@ _DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no lib
 
 
 def _default_library_loadable() -> bool:
-    """Whether pynvml's own lookup would find a library: a dlopen, without importing pynvml (about 20 ms).
-    The dlopen is ``_ctypes.dlopen``, the very call ``ctypes.CDLL(name)`` makes (the same mode, RTLD_NOW
-    added by it), without ``ctypes``' own module and classes: a millisecond of every driverless start."""
+    """Whether pynvml's own lookup would find a library: ``ctypes.CDLL`` of the name it loads, without
+    importing pynvml (about 20 ms of every driverless start)."""
     if "pynvml" in sys.modules:
         return True  # already paid for; let pynvml decide as before
+    import ctypes
+
     try:
-        from _ctypes import RTLD_LOCAL, dlopen
-    except ImportError:  # pragma: no cover - an interpreter without ctypes cannot run pynvml either
-        return False
-    try:
-        dlopen(_DEFAULT_LIBRARY, RTLD_LOCAL)  # RTLD_LOCAL: ctypes.DEFAULT_MODE on Linux
+        ctypes.CDLL(_DEFAULT_LIBRARY)
     except OSError:
         return False
     return True

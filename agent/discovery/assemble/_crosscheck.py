@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 
 from topology import (
     NVML_TOPOLOGY_LEVEL,
@@ -25,7 +26,6 @@ from topology import (
     Snapshot,
     SourceStatus,
 )
-from topology._record import replace  # replace() for records, without loading dataclasses
 
 from . import _crosscheck_gpu as gpu
 from ._witness import WITNESSES, Stage, witness

@@ -9,9 +9,9 @@ not read is no disagreement (the failed read is a problem of its own).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from topology import Gpu, LinkKind, PcieLinkState, PciFunction, Problem, Snapshot, format_cpulist, pcie_bytes_per_second
-from topology._record import replace
 
 from ._nvml_links import SYNTHETIC_SWITCH
 from ._witness import witness

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from topology import Aspect, Fact, Gpu, Problem, facts_of, node_fact
-from topology._record import replace
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import NvmlGpuFacts

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 from topology import (
     NODE,
@@ -30,7 +32,6 @@ from topology import (
     facts_of,
     node_fact,
 )
-from topology._record import replace
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, NvmlFacts, NvmlGpuFacts
@@ -38,9 +39,7 @@ from . import _counts, _identity
 from ._nvml_links import SYNTHETIC_SWITCH, nvlinks
 from ._nvml_state import NVML_ONLY, SOURCE
 
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
 if TYPE_CHECKING:
-    from typing import TypeVar
 
     T = TypeVar("T")
 _NVML_ONLY = NVML_ONLY

@@ -9,9 +9,9 @@ far end cannot be placed is a problem that leaves the GPU's NVLinks unknown.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from topology import Aspect, Link, LinkKind, NvSwitch, Problem, Snapshot, facts_of, nvlink_bytes_per_second
-from topology._record import record
 
 from ..sources.nvml import REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvLinkFact, NvmlFacts
 from . import _counts
@@ -22,7 +22,7 @@ SYNTHETIC_SWITCH = "nvswitch0"
 _NVIDIA, _NVSWITCH_CLASS = 0x10DE, 0x0680
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class _Ends:
     """What a link's far end may be: the snapshot's GPUs, the lost ones, the NVSwitches found so far."""
 

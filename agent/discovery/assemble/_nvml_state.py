@@ -20,8 +20,9 @@ absence a failure. See ``_pci.gpus``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from topology import Aspect, Problem, Snapshot, SourceOutcome, SourceStatus, facts_of, node_fact
-from topology._record import replace  # replace() for records, without loading dataclasses
 
 SOURCE = "nvml"
 # What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).

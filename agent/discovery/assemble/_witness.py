@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from topology import Aspect, Fact, Problem, Snapshot, facts_of, node_fact
-from topology._record import record
 
 
 class Stage(enum.Enum):
@@ -49,7 +49,7 @@ def emulated_port_above(snap: Snapshot, subject: str) -> str | None:
     return None
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Overrule:
     """One witness's reading stands where ``holds`` says the situation holds for a subject (its reason)."""
 
@@ -61,7 +61,7 @@ class Overrule:
         return f"{self.winner} when {self.situation}"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Witness:
     key: str
     fact: str  # what is compared

@@ -6,15 +6,13 @@ flags without importing a source; the source modules (each registers itself) loa
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Mapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from ._catalog import SOURCE_NAMES
 
-TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
-
 if TYPE_CHECKING:
-    from typing import Any
 
     from ..access import DiscoveryContext
     from ._registry import Gathered, SourceError, SourceSpec, SubsystemAbsent, register
@@ -25,7 +23,7 @@ _FROM_REGISTRY = frozenset({"Gathered", "SourceError", "SourceSpec", "SubsystemA
 
 def _load_sources() -> None:
     for name in SOURCE_NAMES:
-        __import__(f"{__name__}.{name}")  # importing a source module registers it (not importlib: see __getattr__)
+        import_module(f"{__name__}.{name}")  # importing a source module registers it
 
 
 def source_table() -> Mapping[str, SourceSpec]:
@@ -48,6 +46,5 @@ def __getattr__(name: str) -> Any:
 
         return getattr(_registry, name)
     if name in SOURCE_NAMES:
-        __import__(f"{__name__}.{name}")  # not importlib's import_module: importlib loads warnings (start-up)
-        return sys.modules[f"{__name__}.{name}"]
+        return import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

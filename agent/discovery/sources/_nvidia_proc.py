@@ -10,8 +10,9 @@ the GPUs given to it here, as NVML does. The file is optional (a gathered tree m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from topology import NODE, Aspect, BadPciAddress, Problem, canonical_bdf, facts_of, node_fact
-from topology._record import record
 
 from ..access import FsRoot
 from ._parse import MAX_NUMA_NODES, bounded, decimal
@@ -23,7 +24,7 @@ _NUMA = (Aspect.NUMA,)
 _MINOR = bounded(0, 254)  # 255 is /dev/nvidiactl
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DriverGpuFacts:
     """A GPU the NVIDIA driver lists in /proc: its memory's NUMA node and its identity as the driver says."""
 

@@ -7,8 +7,9 @@ the model: bus ids are canonical (``0000:3b:00.0``), the remote id ``FFFFFFFF:FF
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from topology import FabricInfo, MigInstance, PcieLinkState, Problem
-from topology._record import record
 
 # nvmlIntNvLinkDeviceType_t
 REMOTE_GPU, REMOTE_IBMNPU, REMOTE_SWITCH, REMOTE_UNKNOWN = 0x00, 0x01, 0x02, 0xFF
@@ -18,7 +19,7 @@ FIELD_NVLINK_LINK_COUNT = 91
 FIELD_NVSWITCH_CONNECTED_LINK_COUNT = 147
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvLinkFact:
     """One NVLink of a GPU as NVML reports it."""
     link: int
@@ -29,7 +30,7 @@ class NvLinkFact:
     remote_sentinel: bool = False  # NVML gave FFFFFFFF:FF:FF.0 (an NVSwitch it does not show on PCI)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvmlGpuFacts:
     """What NVML says of one GPU."""
     index: int
@@ -55,7 +56,7 @@ class NvmlGpuFacts:
     lost: bool = False  # NVML said GPU_IS_LOST; nothing more was asked of it
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvmlPairFacts:
     """One unordered pair of GPUs (NVML indices, ``a < b``)."""
 
@@ -65,7 +66,7 @@ class NvmlPairFacts:
     p2p: tuple[tuple[int, int], ...] = ()  # (nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t) as read
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NvmlFacts:
     """What the NVML source read: its GPUs, their pairs and the driver."""
     gpus: tuple[NvmlGpuFacts, ...] = ()

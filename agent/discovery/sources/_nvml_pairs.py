@@ -7,16 +7,13 @@ otherwise) tells which one fell off.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from topology import Aspect, Fact
 
 from ..access import Handle, NvmlError, NvmlGpuLost
 from ._nvml_facts import P2P_CAPS, NvmlPairFacts
 from ._nvml_walk import Walk
-
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def pair_facts(w: Walk, handles: dict[int, Handle], a: int, b: int) -> NvmlPairFacts | None:

@@ -14,6 +14,8 @@ one ``nvmlDeviceGetIndex`` on each GPU of the pair (never asked otherwise) tells
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from topology import (
     SNAPSHOT_LIMITS,
     Aspect,
@@ -24,7 +26,6 @@ from topology import (
     PcieLinkState,
     canonical_bdf,
 )
-from topology._record import replace
 
 from ..access import Handle, NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported, NvmlPort
 from ._nvml_facts import (

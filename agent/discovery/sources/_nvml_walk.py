@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from topology import NODE, Aspect, Fact, Problem, canonical_bdf, node_fact
 
 from ..access import NvmlError, NvmlGpuLost, NvmlNotSupported, NvmlPort
 
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
 if TYPE_CHECKING:
-    from typing import Any, TypeVar
 
     T = TypeVar("T")
 SOURCE = "nvml"

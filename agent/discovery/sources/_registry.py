@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
-from topology._record import record
 
 from ..access import DiscoveryContext
 from ._catalog import SOURCE_FLAGS
 
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
 if TYPE_CHECKING:
-    from typing import Any, TypeVar
 
     T = TypeVar("T")
 
@@ -39,7 +38,7 @@ def too_many(where: str, found: int, most: int | None) -> None:
         raise SourceError(f"{where}: {found}, more than the {most} topolink reads")
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class SourceSpec:
     """A source in the table: its reader, default state, flag help and what it covers."""
     name: str
@@ -78,7 +77,7 @@ def source_table() -> Mapping[str, SourceSpec]:
     return dict(sorted(_SOURCES.items()))
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class Gathered:
     """Every enabled source's facts (absent or failed ones are missing) and outcomes."""
 

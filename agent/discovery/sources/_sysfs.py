@@ -10,15 +10,14 @@ import functools
 import posixpath
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
 from ..access import FsRoot
 from ._registry import SourceError, SubsystemAbsent, too_many
 
-TYPE_CHECKING = False  # not typing's: importing typing costs start-up; mypy reads it as True
 if TYPE_CHECKING:
-    from typing import TypeVar
 
     T = TypeVar("T")
 

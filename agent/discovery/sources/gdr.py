@@ -9,9 +9,9 @@ proprietary ones do not export GPU memory as dma-buf) and a Linux 5.12 or newer 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from topology import NODE, Aspect, Problem
-from topology._record import record
 
 from ..access import DiscoveryContext, FsRoot
 from ._registry import register
@@ -26,7 +26,7 @@ _RELEASE = r"^([0-9]{1,4})\.([0-9]{1,4})"
 _MODULE_VERSION = r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GdrHostFacts:
     """The host's GPUDirect RDMA facts: kernel modules and memory peers."""
     peermem_loaded: bool | None = None

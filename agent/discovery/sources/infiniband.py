@@ -7,9 +7,9 @@ no place in the PCIe tree.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from topology import Aspect, Problem, node_fact
-from topology._record import record
 
 from ..access import DiscoveryContext, FsRoot
 from ._parse import decimal
@@ -25,7 +25,7 @@ _PORT = r"^[0-9]{1,3}$"
 _PORTS = (Aspect.PORTS,)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IbPortFacts:
     """One port of an RDMA device."""
     number: int
@@ -34,7 +34,7 @@ class IbPortFacts:
     link_layer: str | None = None  # InfiniBand, Ethernet
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class IbDeviceFacts:
     """One RDMA device: its PCI function, network interfaces and ports."""
     name: str  # mlx5_0
@@ -44,7 +44,7 @@ class IbDeviceFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InfinibandFacts:
     """What the infiniband source read."""
     devices: tuple[IbDeviceFacts, ...] = ()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from topology import SNAPSHOT_LIMITS, Aspect, Problem
-from topology._record import record
 
 from ..access import DiscoveryContext, FsRoot
 from ._parse import bounded, decimal
@@ -15,7 +16,7 @@ _CLASS = "/sys/class/net"
 _VIRTUAL = "/sys/devices/virtual/"
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NetIfFacts:
     """One network interface."""
     name: str
@@ -27,7 +28,7 @@ class NetIfFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NetFacts:
     """What the net source read."""
     interfaces: tuple[NetIfFacts, ...] = ()

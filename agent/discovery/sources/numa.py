@@ -9,9 +9,9 @@ NVIDIA driver onlined as NUMA nodes (POWER9 + V100, Grace Hopper) is named in
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from topology import NODE, Aspect, Problem, parse_cpulist, parse_cpumask
-from topology._record import record
 
 from ..access import DiscoveryContext, FsRoot
 from ._nvidia_proc import DriverGpuFacts, driver_gpus
@@ -27,7 +27,7 @@ _MAX_MEMORY_KB = 1 << 50  # a petabyte-scale kB count (2**60 bytes) is already b
 _NUMA = (Aspect.NUMA,)
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NumaNodeFacts:
     """One NUMA node: its CPUs, memory and distances."""
     os_index: int
@@ -37,7 +37,7 @@ class NumaNodeFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NumaFacts:
     """What the numa source read."""
     nodes: tuple[NumaNodeFacts, ...] = ()

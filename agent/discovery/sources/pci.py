@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
+from dataclasses import dataclass
 
 from topology import (
     Aspect,
@@ -22,7 +23,6 @@ from topology import (
     parse_cpulist,
     parse_cpumask,
 )
-from topology._record import record
 
 from ..access import DiscoveryContext, FsRoot
 from ._parse import bdf_key, hex_int, link_speed_gts, link_width, numa_node
@@ -36,7 +36,7 @@ _SYS_DEVICES = "/sys/devices/"
 _HOST_BRIDGE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PciDeviceFacts:
     """One function as read. ``None`` where sysfs did not say; required attributes missing are problems."""
 
@@ -62,7 +62,7 @@ class PciDeviceFacts:
         return self.class_code is not None and self.class_code >> 8 == 0x0604
 
 
-@record
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PciFacts:
     """What the pci source read."""
     devices: tuple[PciDeviceFacts, ...] = ()
@@ -70,7 +70,7 @@ class PciFacts:
     twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
 
 
-@record(kw_only=False)
+@dataclass(frozen=True, slots=True)
 class _Place:
     path: str  # the function's directory below the root
     parent: str
