@@ -22,7 +22,7 @@ from exporter import HttpLimits, ProbeStats, PublishResult, Sink, View, sink_sta
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._log import event
-from ._probe import BUSY, Busy, Item, run_pass
+from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
 
@@ -251,8 +251,9 @@ class Agent:
                 self._runs[item.test, item.status] += 1
             if item.status != "ok":
                 skipped.append((item.test, ",".join(item.subjects), item.reason))
-            if item.status in (BUSY, "failed"):
-                event(self.log, f"probe {item.status}", logging.WARNING if item.status == "failed" else logging.INFO,
+            if item.status in (BUSY, BUSY_UNKNOWN, "failed"):
+                level = logging.INFO if item.status == BUSY else logging.WARNING
+                event(self.log, f"probe {item.status.replace('_', ' ')}", level,
                       test=item.test, subjects=",".join(item.subjects), reason=item.reason)
 
         try:
@@ -290,5 +291,6 @@ class Agent:
 
     def gpus_idle(self) -> bool:
         with self._lock:
-            gpus = {g.id for g in self._served.gpus} if self._served else set()
-        return not any(r for g, r in self._busy().items() if g in gpus)
+            gpus = {g.id: g.index for g in self._served.gpus} if self._served else {}
+        answer = self._busy()
+        return not any(probes.busy_of(answer, g, index) for g, index in gpus.items())

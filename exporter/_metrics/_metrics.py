@@ -20,7 +20,7 @@ from .._core._view import View
 from ._families import BY_NAME, DEGRADED_KINDS, FAMILIES, GPUDIRECT, SOURCE_STATUS, Family
 
 _UP = (SourceStatus.OK, SourceStatus.ABSENT)
-RUN_STATUSES = ("ok", "waived", "failed", "busy")
+RUN_STATUSES = ("ok", "waived", "failed", "busy", "busy_unknown")
 LIVE = ("topolink_http_connections_closed",)  # counted by the server as it runs, not kept in the view
 
 
