@@ -218,3 +218,31 @@ def test_more_gpus_than_the_limit_is_exit_3(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": t.SCHEMA, "node": "n", "gpus": [{}] * (t.SNAPSHOT_LIMITS["gpus"] + 1)}))
     run = topo_from(str(path))
     assert run.returncode == 3 and f"snapshot.gpus: {t.SNAPSHOT_LIMITS['gpus'] + 1} entries" in run.stderr, run.stderr
+
+
+def _objects(value: Any, path: str = "snapshot") -> list[tuple[str, Doc]]:
+    """Every object of a document with its path, the first of each list only (its siblings have its keys)."""
+    if isinstance(value, dict):
+        return [(path, value)] + [o for k, v in value.items() for o in _objects(v, f"{path}.{k}")]
+    if isinstance(value, list) and value:
+        return _objects(value[0], f"{path}[0]")
+    return []
+
+
+def test_a_missing_field_is_named_never_a_python_signature(hgx: Doc) -> None:
+    tried = 0
+    for path, obj in _objects(hgx):
+        for key in list(obj):
+            if key == "schema":
+                continue
+            value = obj.pop(key)
+            try:
+                t.from_dict(hgx)
+            except t.SchemaError as exc:
+                tried += 1
+                assert "__init__" not in str(exc) and "argument" not in str(exc), (path, key, str(exc))
+                if "missing" in str(exc):
+                    assert str(exc).startswith(f"{path}.{key}: missing"), (path, key, str(exc))
+            finally:
+                obj[key] = value
+    assert tried > 20  # required fields of the snapshot, GPUs, links, sources, problems, measurements
