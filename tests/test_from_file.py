@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -246,3 +247,19 @@ def test_a_missing_field_is_named_never_a_python_signature(hgx: Doc) -> None:
             finally:
                 obj[key] = value
     assert tried > 20  # required fields of the snapshot, GPUs, links, sources, problems, measurements
+
+
+@pytest.mark.parametrize("ahead", [301.0, 86400.0, 100 * 365 * 86400.0, 1e15])
+@pytest.mark.parametrize("field", ["taken_at", "measurement"])
+def test_a_document_dated_in_the_future_is_refused_with_its_field_and_time(hgx: Doc, field: str,
+                                                                          ahead: float) -> None:
+    import time
+
+    d = copy.deepcopy(hgx)
+    target = d if field == "taken_at" else d["measurements"][0]
+    target["taken_at"] = time.time() + ahead
+    where = "snapshot.taken_at" if field == "taken_at" else "snapshot.measurements[0].taken_at"
+    with pytest.raises(t.SchemaError, match=rf"^{re.escape(where)}: \d+ \(.*\) is in the future"):
+        t.from_dict(d)
+    target["taken_at"] = time.time() + 60  # within the clock skew two machines may have
+    t.from_dict(d)

@@ -186,11 +186,12 @@ class Agent:
         if served is None:
             return
         self._generation += 1
-        elapsed = max(self._clock() - self.started, 1e-9)
+        now = self._clock()
+        elapsed = max(now - self.started, 1e-9)
         last: dict[str, float] = {}
         for m in served.measurements:
-            if m.taken_at is not None and m.source.value == "measured":
-                last[m.test] = max(last.get(m.test, 0.0), m.taken_at)
+            if m.taken_at is not None and m.source.value == "measured":  # never a time still to come
+                last[m.test] = max(last.get(m.test, 0.0), min(m.taken_at, now))
         if not self._known_tests:
             self._known_tests = tuple(self.config.probe_tests or (
                 s.name for s in probes.specs_for(probes.choose_backend(self.config.probe_backend, served))))
