@@ -19,6 +19,7 @@ from ._coherence import coherent
 from ._errors import SchemaError
 from ._ids import MAX_CPUS
 from ._model import LinkKind, PcieLinkState, Snapshot
+from ._physics_rules import physical
 
 UNITS = ("bytes_per_second", "seconds")
 MATRIX_UNITS = (*UNITS, "slit", "hops", "nvml_topology_level", "nvml_p2p_status")
@@ -115,6 +116,7 @@ def check(snap: Snapshot, *, v1: bool = False, now: float | None = None) -> Snap
         if not me.subjects:
             raise SchemaError(f"{where}.subjects: empty")
     coherent(snap, v1=v1)
+    physical(snap, snap.knowledge())
     now = time.time() if now is None else now
     not_ahead("snapshot.taken_at", snap.taken_at, now)
     for i, me in enumerate(snap.measurements):

@@ -28,6 +28,7 @@ from topology import (
 from topology._record import replace  # replace() for records, without loading dataclasses
 
 from . import _crosscheck_gpu as gpu
+from ._crosscheck_physics import physics
 from ._witness import CROSS_CHECK, WITNESSES, witness
 
 _MELLANOX = 0x15B3
@@ -170,9 +171,10 @@ def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
 
 
 def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapshot:
-    """``snap`` with a problem for every contradiction between its sources' readings, the table's order;
+    """``snap`` with a problem for every contradiction between its sources' readings, the table's order, then
+    for every reading the physics table says no hardware has;
     ``module_version``: the NVIDIA kernel module's version, for ``driver-version`` (checked at discovery)."""
-    found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap))]
+    found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap)), *physics(snap)]
     if not found:
         return snap
     snap = gpu.adopt_nvml_pcie(snap, found)
