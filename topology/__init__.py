@@ -72,6 +72,7 @@ if _TYPE_CHECKING:
     )
     from ._numbers import Matrix, MatrixKind, Measurement, Stats
     from ._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
+    from ._physics_rules import Breach, measured_breach, physics_breaches
     from ._placement import PLACEMENT_SIZE_BYTES, PlacementError, best_groups
     from ._provenance import Problem, Source, SourceOutcome, SourceStatus
     from ._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
@@ -106,6 +107,7 @@ __all__ = [
     "Aspect",
     "BadPciAddress",
     "Bottleneck",
+    "Breach",
     "Collective",
     "CollectiveEstimate",
     "CostModel",
@@ -173,6 +175,7 @@ __all__ = [
     "link_id",
     "loads",
     "matrix",
+    "measured_breach",
     "measurement_key",
     "model_assumptions",
     "nearest_nics",
@@ -192,6 +195,7 @@ __all__ = [
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
     "pcie_switch",
+    "physics_breaches",
     "shown",
     "shown_text",
     "structure_hash",
@@ -228,6 +232,7 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
     ),
     '_numbers': "Matrix MatrixKind Measurement Stats",
     '_paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",
+    '_physics_rules': "Breach measured_breach physics_breaches",
     '_placement': "PLACEMENT_SIZE_BYTES PlacementError best_groups",
     '_provenance': "Problem Source SourceOutcome SourceStatus",
     '_rates': "nvlink_bytes_per_second nvlink_gen_from_nvml pcie_bytes_per_second pcie_gen_from_gts",

@@ -23,7 +23,7 @@ from pathlib import Path
 import probes
 from probes.core import BUSY_ANY, busy_of, is_unknown, spec, specs_for, unknown
 from probes.harness import ProbeProcess, assemble
-from topology import Snapshot
+from topology import LinkCapability, Snapshot
 
 Busy = Callable[[], dict[str, str]]  # probes.read_busy's answer: bus id -> why busy ("" when idle)
 ANY = BUSY_ANY  # the key of an answer for every GPU
@@ -76,6 +76,7 @@ def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[st
             process = stack.enter_context(ProbeProcess("cpu"))
             chosen, caps = "cpu", process.capabilities()
         plan = probes.make_plan(snap, prof, caps, tests=tests)
+        cap = LinkCapability(snap)
         outcomes = [probes.ProbeOutcome(test=w.test, subjects=w.subjects, status=probes.Status.WAIVED,
                                         reason=w.reason) for w in plan.waived]
         for w in plan.waived:
@@ -98,7 +99,7 @@ def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[st
             budgeted = item if item_timeout_s is None else dataclasses.replace(
                 item, wall_budget_s=min(item.wall_budget_s, item_timeout_s))
             raw = process.run(budgeted)
-            outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time())
+            outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time(), cap=cap)
             outcomes.append(outcome)
             on_item(Item(item.test, item.subjects, outcome.status.value, outcome.reason))
     order = {s.name: n for n, s in enumerate(specs_for(chosen))}
