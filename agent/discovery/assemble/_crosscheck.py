@@ -27,6 +27,7 @@ from topology import (
 )
 from topology._record import replace  # replace() for records, without loading dataclasses
 
+from . import _crosscheck_ends as ends
 from . import _crosscheck_gpu as gpu
 from ._crosscheck_physics import physics
 from ._witness import CROSS_CHECK, WITNESSES, witness
@@ -157,7 +158,8 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "numa-cpus": _numa_cpus, "numa-distance": _numa_distances, "root-numa": _root_numa,
     "pcie-over-max": _link_over_max, "gpu-pcie": gpu.pcie, "gpu-affinity": gpu.affinity,
     "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
-    "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband,
+    "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband, "gpu-model": ends.gpu_model,
+    "pcie-ends": ends.pcie_ends,
 }
 CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage == CROSS_CHECK)  # the table's order
 
