@@ -12,7 +12,7 @@ from ._witness import witness
 _EMULATED = (0x1B36, 0x15AD)  # QEMU, VMware: a port that reports its own link, not the device's
 
 
-def _below(pci: dict[str, PciFunction], port: PciFunction) -> bool:
+def facing_down(pci: dict[str, PciFunction], port: PciFunction) -> bool:
     """Whether ``port``'s link is the one below it: a root port (no bridge above it) or a switch's downstream
     port (below an upstream port, itself below a root or downstream port). Ports alternate down the chain,
     so a port under an even number of bridges faces down; an upstream port's link is the one above it."""
@@ -31,7 +31,7 @@ def pcie_ends(snap: Snapshot) -> list[Problem]:
     for f in snap.pci:
         port = pci.get(f.parent)
         if f.link is None or port is None or port.link is None or not port.is_bridge or port.vendor_id in _EMULATED \
-                or not _below(pci, port):
+                or not facing_down(pci, port):
             continue
         mine, theirs = f.link, port.link
         for what, a, b in (("generation", mine.current_gen, theirs.current_gen),
