@@ -22,6 +22,7 @@ from topology import (
     PathClass,
     PathIndex,
     Problem,
+    SchemaError,
     Snapshot,
     SourceStatus,
 )
@@ -187,3 +188,18 @@ def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapsho
                         if o.name == "infiniband" and o.status is SourceStatus.ABSENT else o for o in sources)
     problems = sorted({*snap.problems, *found}, key=lambda p: (p.source, p.subject, p.message))
     return replace(snap, sources=sources, problems=tuple(problems))
+
+
+def witnessed(snap: Snapshot) -> Snapshot:
+    """``snap`` when the table's cross-checks find no contradiction it does not already own (a problem
+    leaving the disputed facts unknown); :class:`SchemaError` naming the first otherwise. Run on every
+    snapshot read back (``--from``, the agent's state, a probe report's), so a saved document is held to
+    the rules live discovery keeps."""
+    k = snap.knowledge()
+    for check in CHECKS:
+        for p in check(snap):
+            known = [f for f in p.unknown if k.knows(f.subject, f.aspect)]
+            if known:
+                said = p.message.rsplit(": ", 1)[0]  # the readings, less "...: <facts> unknown"
+                raise SchemaError(f"snapshot ({p.subject}): {said}, yet its {known[0].aspect.value} is said known")
+    return snap
