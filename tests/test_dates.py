@@ -58,3 +58,12 @@ def test_the_last_success_metric_is_never_ahead_of_the_clock() -> None:
     agent._served = snap(now, now + MAX_CLOCK_SKEW_S / 2)  # believed, as within the skew, yet not published ahead
     agent._rebuild()
     assert agent.view.probes.last_success == (("host_memcpy", now),)
+
+
+def test_the_snapshot_timestamp_metric_is_never_ahead_of_the_clock() -> None:
+    from exporter import View, families
+
+    ahead = snap(time.time() + MAX_CLOCK_SKEW_S / 2)  # a state file within the skew: read, yet not published ahead
+    stamp = next(f for f in families(View(snapshot=ahead, structure_hash=t.structure_hash(ahead)))
+                 if f.name == "topolink_snapshot_timestamp_seconds")
+    assert stamp.samples[0].value <= time.time()
