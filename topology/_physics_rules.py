@@ -56,19 +56,29 @@ class Breach:
     message: str
 
 
-def _pcie_state(where: str, subject: str, s: PcieLinkState | None, out: list[Breach]) -> None:
-    if s is None:
-        return
+def _state_faults(s: PcieLinkState) -> list[tuple[str, str]]:
+    """(field, why) for each generation no row has and each width no link has, of one PCIe state."""
+    out = []
     for name in ("current_gen", "max_gen"):
         gen = getattr(s, name)
         if gen is not None and pcie_generation(gen) is None:
-            out.append(Breach(where=f"{where}.{name}", subjects=(subject,), aspect=Aspect.PCIE_LINK, source="pci",
-                              message=f"PCIe Gen{gen}: unknown generation (the physics table knows {_KNOWN_PCIE})"))
+            out.append((name, f"PCIe Gen{gen}: unknown generation (the physics table knows {_KNOWN_PCIE})"))
     for name in ("current_width", "max_width"):
         width = getattr(s, name)
         if width is not None and width not in PCIE_WIDTHS:
-            out.append(Breach(where=f"{where}.{name}", subjects=(subject,), aspect=Aspect.PCIE_LINK, source="pci",
-                              message=f"x{width} is no PCIe link width (x{', x'.join(map(str, PCIE_WIDTHS))})"))
+            out.append((name, f"x{width} is no PCIe link width (x{', x'.join(map(str, PCIE_WIDTHS))})"))
+    return out
+
+
+def _pcie_state(where: str, subject: str, s: PcieLinkState | None, out: list[Breach],
+                seen: dict[PcieLinkState, list[tuple[str, str]]]) -> None:
+    if s is None:
+        return
+    faults = seen.get(s)
+    if faults is None:  # a machine has a few distinct link states, and thousands of links in them
+        faults = seen[s] = _state_faults(s)
+    out += [Breach(where=f"{where}.{name}", subjects=(subject,), aspect=Aspect.PCIE_LINK, source="pci", message=why)
+            for name, why in faults]
 
 
 def pcie_link_ceiling(s: PcieLinkState | None) -> float | None:
@@ -138,16 +148,22 @@ def _families(snap: Snapshot, per_gpu: dict[str, int], out: list[Breach]) -> Non
 def physics_breaches(snap: Snapshot) -> list[Breach]:
     """Every way ``snap`` breaks the physics table, in field order."""
     out: list[Breach] = []
+    seen: dict[PcieLinkState, list[tuple[str, str]]] = {}
+    ceilings: dict[PcieLinkState, float | None] = {}
     for i, g in enumerate(snap.gpus):
-        _pcie_state(f"snapshot.gpus[{i}].pcie", g.id, g.pcie, out)
+        _pcie_state(f"snapshot.gpus[{i}].pcie", g.id, g.pcie, out, seen)
     for i, f in enumerate(snap.pci):
-        _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out)
+        _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out, seen)
     for i, link in enumerate(snap.links):
         if link.kind is not LinkKind.PCIE:
             continue
-        _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out)
-        top = pcie_link_ceiling(link.pcie)
-        if link.bytes_per_second is not None and (top is None or link.bytes_per_second > top * _SLACK):
+        _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out, seen)
+        if link.bytes_per_second is None:
+            continue
+        if link.pcie is not None and link.pcie not in ceilings:
+            ceilings[link.pcie] = pcie_link_ceiling(link.pcie)
+        top = None if link.pcie is None else ceilings[link.pcie]
+        if top is None or link.bytes_per_second > top * _SLACK:
             bound = "nothing bounds it (no known generation and width)" if top is None else f"at most {top:.4g}"
             out.append(Breach(where=f"snapshot.links[{i}].bytes_per_second", subjects=(link.a,),
                               aspect=Aspect.PCIE_LINK, source="pci",
