@@ -45,6 +45,8 @@ MEASURED_OVER_THEORETICAL = 1.5  # room for NVSwitch reductions (NVLS busbw) and
 _SLACK = 1 + 1e-9  # a rate written from the table, read back through JSON
 _KNOWN_NVLINK = ", ".join(str(g.version) for g in NVLINK)
 _KNOWN_PCIE = ", ".join(str(g.gen) for g in PCIE)
+_GENS = frozenset((None, *(g.gen for g in PCIE)))
+_WIDTHS = frozenset((None, *PCIE_WIDTHS))
 
 
 @record
@@ -70,15 +72,12 @@ def _state_faults(s: PcieLinkState) -> list[tuple[str, str]]:
     return out
 
 
-def _pcie_state(where: str, subject: str, s: PcieLinkState | None, out: list[Breach],
-                seen: dict[PcieLinkState, list[tuple[str, str]]]) -> None:
-    if s is None:
+def _pcie_state(where: str, subject: str, s: PcieLinkState | None, out: list[Breach]) -> None:
+    if s is None or (s.current_gen in _GENS and s.max_gen in _GENS and s.current_width in _WIDTHS
+                     and s.max_width in _WIDTHS):  # the usual case, in a few lookups: thousands of links have one
         return
-    faults = seen.get(s)
-    if faults is None:  # a machine has a few distinct link states, and thousands of links in them
-        faults = seen[s] = _state_faults(s)
     out += [Breach(where=f"{where}.{name}", subjects=(subject,), aspect=Aspect.PCIE_LINK, source="pci", message=why)
-            for name, why in faults]
+            for name, why in _state_faults(s)]
 
 
 def pcie_link_ceiling(s: PcieLinkState | None) -> float | None:
@@ -148,21 +147,17 @@ def _families(snap: Snapshot, per_gpu: dict[str, int], out: list[Breach]) -> Non
 def physics_breaches(snap: Snapshot) -> list[Breach]:
     """Every way ``snap`` breaks the physics table, in field order."""
     out: list[Breach] = []
-    seen: dict[PcieLinkState, list[tuple[str, str]]] = {}
-    ceilings: dict[PcieLinkState, float | None] = {}
     for i, g in enumerate(snap.gpus):
-        _pcie_state(f"snapshot.gpus[{i}].pcie", g.id, g.pcie, out, seen)
+        _pcie_state(f"snapshot.gpus[{i}].pcie", g.id, g.pcie, out)
     for i, f in enumerate(snap.pci):
-        _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out, seen)
+        _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out)
     for i, link in enumerate(snap.links):
         if link.kind is not LinkKind.PCIE:
             continue
-        _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out, seen)
+        _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out)
         if link.bytes_per_second is None:
             continue
-        if link.pcie is not None and link.pcie not in ceilings:
-            ceilings[link.pcie] = pcie_link_ceiling(link.pcie)
-        top = None if link.pcie is None else ceilings[link.pcie]
+        top = pcie_link_ceiling(link.pcie)
         if top is None or link.bytes_per_second > top * _SLACK:
             bound = "nothing bounds it (no known generation and width)" if top is None else f"at most {top:.4g}"
             out.append(Breach(where=f"snapshot.links[{i}].bytes_per_second", subjects=(link.a,),
