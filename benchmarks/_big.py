@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import topology as t
 
+# NVSwitches off the PCI bus: an NVLink domain, whose clique the fabric info gives (else it is unknown)
+_FABRIC = t.FabricInfo(state=t.FabricState.COMPLETED, cluster_uuid="big-domain", clique_id=1)
 _PCIE = t.PcieLinkState(current_gen=5, current_width=16, max_gen=5, max_width=16)
 _BRIDGE = 0x060400
 
@@ -47,7 +49,7 @@ def big(gpus: int, *, nics: int = 0, pci: int = 0, links: int = 0) -> t.Snapshot
                     edges.append(t.Link(a=bdf, b=up, kind=t.LinkKind.PCIE, pcie=_PCIE))
                     if d < 2:
                         gpu_list.append(t.Gpu(id=bdf, index=len(gpu_list), name="GPU", numa_node=numa, pcie=_PCIE,
-                                              memory_affinity=(numa,), cpu_affinity=(numa,)))
+                                              memory_affinity=(numa,), cpu_affinity=(numa,), fabric=_FABRIC))
                     else:
                         nic_list.append(t.Nic(id=bdf, name=f"mlx5_{len(nic_list)}", pci_bus_id=bdf, rdma=True,
                                               numa_node=numa))

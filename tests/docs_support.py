@@ -65,6 +65,12 @@ def _witnesses() -> str:
     return str(witness_markdown())
 
 
+def _physics() -> str:
+    from topology.fabric._physics import physics_markdown
+
+    return physics_markdown()
+
+
 def _commands() -> str:
     from agent.cli._reference import commands_markdown
 
@@ -119,8 +125,8 @@ def _profiles() -> str:
 
 # Each generated section: its name and the function of the code that writes it.
 GENERATED: dict[str, Callable[[], str]] = {"alerts": _alerts, "cli-reference": _commands, "kube-reference": _kube,
-                                           "metrics": _metrics, "probe-profiles": _profiles,
-                                           "witness-table": _witnesses}
+                                           "metrics": _metrics, "physics-table": _physics,
+                                           "probe-profiles": _profiles, "witness-table": _witnesses}
 
 
 def write_generated() -> list[Path]:

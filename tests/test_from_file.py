@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -218,3 +219,104 @@ def test_more_gpus_than_the_limit_is_exit_3(tmp_path: Path) -> None:
     path.write_text(json.dumps({"schema": t.SCHEMA, "node": "n", "gpus": [{}] * (t.SNAPSHOT_LIMITS["gpus"] + 1)}))
     run = topo_from(str(path))
     assert run.returncode == 3 and f"snapshot.gpus: {t.SNAPSHOT_LIMITS['gpus'] + 1} entries" in run.stderr, run.stderr
+
+
+def _objects(value: Any, path: str = "snapshot") -> list[tuple[str, Doc]]:
+    """Every object of a document with its path, the first of each list only (its siblings have its keys)."""
+    if isinstance(value, dict):
+        return [(path, value)] + [o for k, v in value.items() for o in _objects(v, f"{path}.{k}")]
+    if isinstance(value, list) and value:
+        return _objects(value[0], f"{path}[0]")
+    return []
+
+
+def test_a_missing_field_is_named_never_a_python_signature(hgx: Doc) -> None:
+    tried = 0
+    for path, obj in _objects(hgx):
+        for key in list(obj):
+            if key == "schema":
+                continue
+            value = obj.pop(key)
+            try:
+                t.from_dict(hgx)
+            except t.SchemaError as exc:
+                tried += 1
+                assert "__init__" not in str(exc) and "argument" not in str(exc), (path, key, str(exc))
+                if "missing" in str(exc):
+                    assert str(exc).startswith(f"{path}.{key}: missing"), (path, key, str(exc))
+            finally:
+                obj[key] = value
+    assert tried > 20  # required fields of the snapshot, GPUs, links, sources, problems, measurements
+
+
+@pytest.mark.parametrize("ahead", [301.0, 86400.0, 100 * 365 * 86400.0, 1e15])
+@pytest.mark.parametrize("field", ["taken_at", "measurement"])
+def test_a_document_dated_in_the_future_is_refused_with_its_field_and_time(hgx: Doc, field: str,
+                                                                          ahead: float) -> None:
+    import time
+
+    d = copy.deepcopy(hgx)
+    target = d if field == "taken_at" else d["measurements"][0]
+    target["taken_at"] = time.time() + ahead
+    where = "snapshot.taken_at" if field == "taken_at" else "snapshot.measurements[0].taken_at"
+    with pytest.raises(t.SchemaError, match=rf"^{re.escape(where)}: \d+ \(.*\) is in the future"):
+        t.from_dict(d)
+    target["taken_at"] = time.time() + 60  # within the clock skew two machines may have
+    t.from_dict(d)
+
+
+def _nvlinks(d: Doc) -> list[Doc]:
+    return [lk for lk in d["links"] if lk["kind"] == "nvlink"]
+
+
+def _port_of_gpu(d: Doc) -> Doc:
+    parent = next(f["parent"] for f in d["pci"] if f["id"] == d["gpus"][0]["id"])
+    return next(f for f in d["pci"] if f["id"] == parent)
+
+
+def _versions(d: Doc, version: int) -> None:
+    for lk in _nvlinks(d):
+        lk["nvlink_version"], lk["bytes_per_second"] = version, 25e9 * lk["count"]
+
+
+# A rule live discovery keeps, broken in a saved document: (edit, what the refusal names)
+RULES: dict[str, tuple[Callable[[Doc], None], str]] = {
+    "an NVLink rate 10 times its links": (lambda d: _nvlinks(d)[0].update(bytes_per_second=_nvlinks(d)[0][
+        "bytes_per_second"] * 10), "bytes_per_second: "),
+    "an NVLink to a PCIe bridge": (lambda d: _nvlinks(d)[0].update(b=_port_of_gpu(d)["id"]),
+                                   "which is neither a GPU nor an NVSwitch"),
+    "40 NVLinks in one bundle": (lambda d: _nvlinks(d)[0].update(count=40, bytes_per_second=None),
+                                 "and a GPU of the H100 family has at most 18"),
+    "an NVLink generation no table row has": (lambda d: _nvlinks(d)[0].update(nvlink_version=7,
+                                              bytes_per_second=None), "NVLink 7: unknown generation"),
+    "an NVLink generation not the family's": (lambda d: _versions(d, 3), "has NVLink 4"),
+    "a PCIe generation no table row has": (lambda d: d["gpus"][0]["pcie"].update(max_gen=8),
+                                           "snapshot.gpus[0].pcie.max_gen: PCIe Gen8: unknown generation"),
+    "a PCIe width no link has": (lambda d: d["gpus"][0]["pcie"].update(current_width=3),
+                                 "snapshot.gpus[0].pcie.current_width: x3 is no PCIe link width"),
+    "a PCIe rate above its link": (lambda d: next(lk for lk in d["links"] if lk["kind"] == "pcie" and lk.get(
+        "bytes_per_second")).update(bytes_per_second=1e12), "over PCIe: at most"),
+    "an H100's device id with an H200's name": (lambda d: d["gpus"][0].update(name="NVIDIA H200 141GB HBM3e"),
+                                                "what model a GPU is: "),
+    "the two ends of a PCIe link at other widths": (lambda d: _port_of_gpu(d)["link"].update(current_width=4),
+                                                    "a PCIe link's trained state: "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RULES))
+def test_a_saved_snapshot_is_held_to_the_rules_discovery_keeps(hgx: Doc, case: str) -> None:
+    from agent.discovery.assemble import witnessed
+
+    edit, named = RULES[case]
+    d = copy.deepcopy(hgx)
+    edit(d)
+    with pytest.raises(t.SchemaError, match=re.escape(named)):
+        witnessed(t.from_dict(d))
+    witnessed(t.from_dict(hgx))
+
+
+def test_topo_from_refuses_a_rule_broken_with_exit_3(hgx: Doc) -> None:
+    d = copy.deepcopy(hgx)
+    RULES["an H100's device id with an H200's name"][0](d)
+    run = topo_from("-", json.dumps(d).encode())
+    assert run.returncode == 3 and "what model a GPU is" in run.stderr and run.stderr.count("\n") == 1, run.stderr

@@ -27,11 +27,13 @@ from tests.fuzz import Suite, fact_values
 from tests.fuzz._cases import tally
 from tests.fuzz._trees import cleanup_stale
 from tests.fuzz.oracle import diff
+from tests.fuzz.physics_cases import RULES
 from topology import NODE, Aspect, Fact, Gpu, Problem, Snapshot, loads
 
 SEED = int(os.environ.get("TOPOLINK_FUZZ_SEED", "20240607"))
 CASES = int(os.environ.get("TOPOLINK_FUZZ_CASES", "200"))
 SHOWN = 20
+DRAWS = int(os.environ.get("TOPOLINK_FUZZ_DRAWS", "25"))  # per rule and machine, in process
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +119,45 @@ def test_fuzz_snapshot_roundtrip_is_stable(suite: Suite) -> None:
         from topology import dumps
 
         assert fact_values(loads(dumps(b.snap))) == fact_values(b.snap), b.tree.name
+
+
+@pytest.fixture(scope="module")
+def machine_docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    """Clean snapshot documents of the machine profiles with NVLinks, discovered in this process."""
+    from agent.discovery.access import DiscoveryContext, FsRoot
+
+    from agent.discovery import discover
+    from tests.fakenvml import ENV_PROFILE, materialize
+    from topology import to_dict
+
+    docs = {}
+    for name in ("hgx-h100", "dgx-a100", "dgx1-v100", "a6000-8x-nvlink-pairs", "gb200-tray"):
+        node = materialize(name, tmp_path_factory.mktemp(name))
+        os.environ[ENV_PROFILE] = str(node.nvml_profile)
+        try:
+            ctx = DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))
+            docs[name] = to_dict(discover(ctx))
+        finally:
+            del os.environ[ENV_PROFILE]
+    return docs
+
+
+@pytest.mark.parametrize("kind", sorted(RULES))
+def test_every_rule_refuses_every_draw_of_its_planner(machine_docs: dict[str, dict[str, object]], kind: str) -> None:
+    """The physics and saved-document planners, many draws each on several machines: each document is
+    refused by the reader with one line naming a field, never a Python signature, and never read as whole."""
+    import copy
+    import random
+
+    from agent.discovery.assemble import witnessed
+    from topology import SchemaError, from_dict
+
+    for name, doc in machine_docs.items():
+        witnessed(from_dict(doc))  # the clean document reads
+        for draw in range(DRAWS):
+            d = copy.deepcopy(doc)
+            RULES[kind](d, random.Random(f"{SEED}:{kind}:{name}:{draw}"))
+            with pytest.raises(SchemaError) as refused:
+                witnessed(from_dict(d))
+            message = str(refused.value)
+            assert message.startswith("snapshot") and "\n" not in message and "__init__" not in message, message

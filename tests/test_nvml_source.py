@@ -448,3 +448,17 @@ def test_a_process_that_changes_library_calls_the_new_one(fake_machine: MakeMach
                          capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1],
                          timeout=120, check=True).stdout.splitlines()
     assert out == ["test NVML 8", "other 13", "test NVML again 8"]  # 13: NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+@pytest.mark.parametrize(("profile", "enum", "why"), [
+    ("a6000-8x-nvlink-pairs", 8, "NVLink 6 (nvmlNvlinkVersion_t [8]): unknown generation"),  # no rate in the table
+    ("a6000-8x-nvlink-pairs", 7, "NVLink 5, and a GPU of the A6000 family has NVLink 3"),
+    ("hgx-h100", 4, "NVLink 3, and a GPU of the H100 family has NVLink 4"),
+])
+def test_an_nvlink_generation_the_physics_table_refuses_is_a_problem(fake_machine: MakeMachine, profile: str,
+                                                                      enum: int, why: str) -> None:
+    snap = snapshot(fake_machine(profile, _nvlink(profile, version_enum=enum)))
+    assert any(why in p for p in nvml_problems(snap)), nvml_problems(snap)
+    k = snap.knowledge()
+    assert not snap.complete and not any(k.knows(g.id, t.Aspect.NVLINKS) for g in snap.gpus)
+    t.from_dict(t.to_dict(snap))  # what discovery writes, the reader reads

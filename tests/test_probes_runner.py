@@ -138,3 +138,22 @@ def test_not_run_is_never_a_number() -> None:
     out = assemble(spec("cpu", "host_memcpy"), item,
                    RawResult(key="k", status=Status.FAILED, reason="out of memory"), taken_at=0)
     assert (out.status, out.reason, out.measurements) == (Status.FAILED, "out of memory", ())
+
+
+@pytest.mark.parametrize(("gen", "width", "rate", "refused"), [
+    (3, 16, 12e9, False), (3, 16, 15.75e9 * 1.5 * 1.01, True), (5, 16, 60e9, False), (4, 8, 60e9, True),
+])
+def test_a_copy_above_what_its_path_carries_is_refused_as_measured(gen: int, width: int, rate: float,
+                                                                   refused: bool) -> None:
+    from topology import Gpu, LinkCapability, PcieLinkState, Snapshot
+
+    snap = Snapshot(node="n", gpus=(Gpu(id="0000:01:00.0", pcie=PcieLinkState(max_gen=gen, max_width=width)),))
+    h, g = Target(id="numa0", kind="host"), Target(id="0000:01:00.0", kind="gpu", index=0)
+    item = Item(key="k", test="host_to_device_memcpy_ce", targets=(h, g), sizes=(MiB,), warmup=0, iters=1,
+                samples=1, wall_budget_s=1, memory_budget_bytes=1)
+    raw = RawResult(key="k", status=Status.OK, rows=(RawRow(size=MiB, bytes_per_op=MiB, ops=1,
+                                                           seconds=((MiB / rate,),)),))
+    out = assemble(spec("cuda", item.test), item, raw, taken_at=0, cap=LinkCapability(snap))
+    assert (out.status is Status.FAILED) is refused and bool(out.measurements) is not refused
+    if refused:
+        assert out.reason.startswith("refused as measured: ") and "times the" in out.reason

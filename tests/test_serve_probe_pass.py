@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.serve._probe import BUSY, Item, run_pass
+from agent.serve._probe import BUSY, BUSY_UNKNOWN, Item, run_pass
 from probes import Status
 from probes.core import ours, read_busy
 from tests.fakecuda_support import bus, configure, gpu_box
@@ -36,6 +36,20 @@ def test_a_pass_keeps_one_child_and_skips_a_busy_gpu(monkeypatch: pytest.MonkeyP
     assert [i.status for i in seen].count(BUSY) == 2 and len(asked) == 4  # asked before every item
     assert len(fake.calls("process")) == 1  # capabilities and both items ran in one CUDA process
 
+
+
+@pytest.mark.slow
+def test_a_gpu_whose_busy_state_is_unknown_is_not_probed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    configure(monkeypatch, tmp_path)
+    box = gpu_box(2)
+    index = {g.id: g.index for g in box.gpus}[bus(1)]
+    seen: list[Item] = []
+    report = run_pass(box, profile="selftest", backend="cuda", tests=["device_local_copy"],
+                      busy=lambda: {bus(0): "", f"nvml index {index}": "busy state unknown: x failed (y)"},
+                      stop=threading.Event(), on_item=seen.append)
+    by = {o.subjects[-1]: o for o in report.outcomes}
+    assert by[bus(0)].status is Status.OK and by[bus(1)].status is Status.WAIVED
+    assert [i.status for i in seen] == ["ok", BUSY_UNKNOWN] or [i.status for i in seen] == [BUSY_UNKNOWN, "ok"]
 
 def nvml(processes: dict[str, list[int]]) -> types.ModuleType:
     """A stand-in for pynvml: the GPUs by bus id, each with the PIDs of its compute processes."""

@@ -439,3 +439,19 @@ def test_node_name(tree: SysfsTree) -> None:
 def test_an_unknown_source_name_is_a_usage_error(tree: SysfsTree) -> None:
     with pytest.raises(ValueError, match="unknown source"):
         snap_of(tree, "pci", "nope")
+
+
+@pytest.mark.parametrize(("speed", "width", "said"), [
+    ("24.0 GT/s PCIe", "16", "current_link_speed 24 GT/s: unknown generation"),
+    ("256.0 GT/s PCIe", "16", "current_link_speed 256 GT/s: unknown generation"),
+    ("16.0 GT/s PCIe", "3", "x3 is no PCIe link width"),
+    ("16.0 GT/s PCIe", "5", "x5 is no PCIe link width"),
+])
+def test_a_pcie_reading_no_generation_or_width_has_is_a_problem_never_a_null(tree: SysfsTree, speed: str, width: str,
+                                                                             said: str) -> None:
+    gpu = tree.pci("pci0000:00/0000:00:01.0/0000:01:00.0", vendor="0x10de", cls="0x030200", speed=speed,
+                   width=width, max_speed="32.0 GT/s PCIe", max_width="16")
+    snap = snap_of(tree, "pci")
+    assert any(said in p for p in problems_of(snap, gpu)), problems_of(snap, gpu)
+    assert not snap.knowledge().knows(gpu, t.Aspect.PCIE_LINK) and not snap.complete
+    t.loads(t.dumps(snap))  # what discovery writes, the reader reads

@@ -60,3 +60,37 @@ def test_discover_on_such_a_tree_says_so_and_exits_1(tmp_path: Path) -> None:
                          check=False)
     assert run.returncode == 1, run.stderr
     assert "Traceback" not in run.stderr and "infiniband failed" in run.stderr
+
+
+def _round_trips(snap: t.Snapshot) -> None:
+    """What discovery writes, the reader reads: every list within its limit, the document accepted."""
+    from agent.discovery.assemble import witnessed
+
+    for name, limit in t.SNAPSHOT_LIMITS.items():
+        assert len(getattr(snap, name)) <= limit, name
+    witnessed(t.loads(t.dumps(snap)))
+
+
+@pytest.mark.slow  # 300 GPU functions
+def test_more_gpus_on_the_bus_than_a_snapshot_holds_are_left_out_and_said(tmp_path: Path) -> None:
+    tree = SysfsTree(tmp_path)
+    limit = t.SNAPSHOT_LIMITS["gpus"]
+    for i in range(limit + 44):  # 200 GPUs a PCI domain, each behind its root port
+        domain, bus = f"{i // 200:04x}", f"{1 + i % 200:02x}"
+        tree.pci(f"pci{domain}:00/{domain}:00:00.0/{domain}:{bus}:00.0", vendor="0x10de", device="0x2330",
+                 cls="0x030200")
+    snap = discover(DiscoveryContext(root=FsRoot(tmp_path), node_name="n1"), ("pci",))
+    assert len(snap.gpus) == limit and not snap.complete
+    assert any(f"{limit + 44} GPUs, more than the {limit}" in p.message for p in snap.problems)
+    _round_trips(snap)
+
+
+def test_numa_nodes_whose_pairs_make_more_links_than_a_snapshot_holds(tmp_path: Path) -> None:
+    tree = SysfsTree(tmp_path)
+    n = 257  # 257 * 256 / 2 = 32,896 node pairs, over the 32,768 links a snapshot holds
+    for i in range(n):
+        tree.node(i, str(i), distance=" ".join("10" if j == i else "20" for j in range(n)))
+    snap = discover(DiscoveryContext(root=FsRoot(tmp_path), node_name="n1"), ("numa",))
+    assert len(snap.numa_nodes) == n and not snap.complete
+    assert any("numa links left out" in p.message for p in snap.problems)
+    _round_trips(snap)

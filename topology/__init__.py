@@ -25,6 +25,8 @@ if _TYPE_CHECKING:
     from .fabric._capability import LinkCapability
     from .fabric._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
     from .fabric._pcie_switch import pcie_switch
+    from .fabric._physics import GpuFamily, family_of_device, family_of_name
+    from .fabric._physics_rules import Breach, measured_breach, physics_breaches
     from .fabric._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
     from .fabric._views import (
         GdrReadiness,
@@ -113,6 +115,7 @@ __all__ = [
     "Aspect",
     "BadPciAddress",
     "Bottleneck",
+    "Breach",
     "Collective",
     "CollectiveEstimate",
     "CostModel",
@@ -126,6 +129,7 @@ __all__ = [
     "GdrReadiness",
     "GdrVerdict",
     "Gpu",
+    "GpuFamily",
     "GroupChoice",
     "GroupFit",
     "HostBridge",
@@ -170,6 +174,8 @@ __all__ = [
     "describe_unknown",
     "dumps",
     "facts_of",
+    "family_of_device",
+    "family_of_name",
     "fleet_report",
     "format_cpulist",
     "from_dict",
@@ -180,6 +186,7 @@ __all__ = [
     "link_id",
     "loads",
     "matrix",
+    "measured_breach",
     "measurement_key",
     "model_assumptions",
     "nearest_nics",
@@ -199,6 +206,7 @@ __all__ = [
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
     "pcie_switch",
+    "physics_breaches",
     "shown",
     "shown_text",
     "structure_hash",
@@ -235,6 +243,8 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     ),
     'model._measurement': "Matrix MatrixKind Measurement Stats",
     'fabric._paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",
+    'fabric._physics': "GpuFamily family_of_device family_of_name",
+    'fabric._physics_rules': "Breach measured_breach physics_breaches",
     'placement._best_groups': "PLACEMENT_SIZE_BYTES PlacementError best_groups",
     'model._provenance': "Problem Source SourceOutcome SourceStatus",
     'fabric._rates': "nvlink_bytes_per_second nvlink_gen_from_nvml pcie_bytes_per_second pcie_gen_from_gts",

@@ -155,7 +155,9 @@ def load_snapshot(path: str) -> topology.Snapshot:
             doc = doc["snapshot"]
         if not isinstance(doc, dict):
             raise topology.SchemaError(f"not a {topology.SCHEMA} document")
-        return topology.from_dict(doc)
+        from ..discovery.assemble import witnessed  # the witness table's rules, as live discovery keeps them
+
+        return witnessed(topology.from_dict(doc))
     except OSError as exc:
         raise InputError(f"{path}: {exc.strerror or exc}") from exc
     except UnsafeFile as exc:

@@ -21,6 +21,7 @@ from ._common import EXIT_USAGE, discover_from_args, exit_for, load_snapshot
 
 if TYPE_CHECKING:
     from exporter import BusyInfo
+    from topology import Snapshot
 
 EXIT_NONE_FITS = 4
 _EPILOG = ("Every figure is an estimate of the cost model (measured rates where the snapshot has them, else "
@@ -52,8 +53,9 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.set_defaults(handler=_cmd_place)
 
 
-def busy_now(args: argparse.Namespace) -> BusyInfo:
-    """What NVML says of busy GPUs, asked the way the agent asks before a probe; unknown when it cannot."""
+def busy_now(args: argparse.Namespace, snap: Snapshot) -> BusyInfo:
+    """What NVML says of ``snap``'s busy GPUs, asked the way the agent asks before a probe; unknown when it
+    cannot. A GPU whose busy state NVML cannot read counts as busy, with why."""
     from exporter import BusyInfo
 
     if args.from_file:
@@ -62,7 +64,7 @@ def busy_now(args: argparse.Namespace) -> BusyInfo:
         return BusyInfo(known=False, detail="a gathered tree (--sysfs-root) without its own NVML (--nvml-library)")
     import contextlib
 
-    from probes import read_busy
+    from probes import busy_of, read_busy
 
     from ..discovery.access import NvmlError, open_nvml
 
@@ -77,8 +79,9 @@ def busy_now(args: argparse.Namespace) -> BusyInfo:
     finally:
         with contextlib.suppress(NvmlError):
             port.close()
+    why = {g.id: busy_of(answer, g.id, g.index) for g in snap.gpus}
     return BusyInfo(known=True, detail="asked NVML: compute processes, utilisation over 10%",
-                    gpus={gpu: why for gpu, why in answer.items() if why})
+                    gpus={gpu: reason for gpu, reason in why.items() if reason})
 
 
 def _cmd_place(args: argparse.Namespace) -> int:
@@ -97,7 +100,7 @@ def _cmd_place(args: argparse.Namespace) -> int:
         print(f"topolink place: {exc}", file=sys.stderr)
         return EXIT_USAGE
     snap = load_snapshot(args.from_file) if args.from_file else discover_from_args(args)
-    busy = busy_now(args)
+    busy = busy_now(args, snap)
     try:
         doc = placement_answer(snap, query, busy)
     except PlacementError as exc:

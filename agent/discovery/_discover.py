@@ -11,6 +11,7 @@ from topology import Problem, Snapshot, SourceStatus
 
 from .access import DiscoveryContext
 from .assemble import cross_check, merge_nvml, nvml_unread
+from .assemble._bounded import bounded
 from .assemble._snapshot import assemble
 from .sources import Gathered, run_sources, source_table
 from .sources.gdr import GdrHostFacts
@@ -43,7 +44,7 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
     else:
         snap = merge_nvml(snap, nvml, numa.driver_gpus if numa is not None else None)
     gdr = gathered.get("gdr", GdrHostFacts)
-    return settle(cross_check(snap, module_version=gdr.module_version if gdr is not None else None))
+    return settle(bounded(cross_check(snap, module_version=gdr.module_version if gdr is not None else None)))
 
 
 def settle(snap: Snapshot) -> Snapshot:

@@ -22,7 +22,7 @@ from exporter import HttpLimits, ProbeStats, PublishResult, Sink, View, sink_sta
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._log import event
-from ._probe import BUSY, Busy, Item, run_pass
+from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
 
@@ -186,11 +186,12 @@ class Agent:
         if served is None:
             return
         self._generation += 1
-        elapsed = max(self._clock() - self.started, 1e-9)
+        now = self._clock()
+        elapsed = max(now - self.started, 1e-9)
         last: dict[str, float] = {}
         for m in served.measurements:
-            if m.taken_at is not None and m.source.value == "measured":
-                last[m.test] = max(last.get(m.test, 0.0), m.taken_at)
+            if m.taken_at is not None and m.source.value == "measured":  # never a time still to come
+                last[m.test] = max(last.get(m.test, 0.0), min(m.taken_at, now))
         if not self._known_tests:
             self._known_tests = tuple(self.config.probe_tests or (
                 s.name for s in probes.specs_for(probes.choose_backend(self.config.probe_backend, served))))
@@ -251,8 +252,9 @@ class Agent:
                 self._runs[item.test, item.status] += 1
             if item.status != "ok":
                 skipped.append((item.test, ",".join(item.subjects), item.reason))
-            if item.status in (BUSY, "failed"):
-                event(self.log, f"probe {item.status}", logging.WARNING if item.status == "failed" else logging.INFO,
+            if item.status in (BUSY, BUSY_UNKNOWN, "failed"):
+                level = logging.INFO if item.status == BUSY else logging.WARNING
+                event(self.log, f"probe {item.status.replace('_', ' ')}", level,
                       test=item.test, subjects=",".join(item.subjects), reason=item.reason)
 
         try:
@@ -290,5 +292,6 @@ class Agent:
 
     def gpus_idle(self) -> bool:
         with self._lock:
-            gpus = {g.id for g in self._served.gpus} if self._served else set()
-        return not any(r for g, r in self._busy().items() if g in gpus)
+            gpus = {g.id: g.index for g in self._served.gpus} if self._served else {}
+        answer = self._busy()
+        return not any(probes.busy_of(answer, g, index) for g, index in gpus.items())

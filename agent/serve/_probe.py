@@ -1,5 +1,6 @@
 """One probe pass for the agent: the probes package's plan and child process, one item at a time, with
-NVML asked before each item whether the GPUs it touches are idle (a busy GPU is skipped, with why).
+NVML asked before each item whether the GPUs it touches are idle (a busy GPU is skipped, with why, and so
+is one whose busy state NVML cannot read: unknown is never idle).
 
 ``topolink probe`` asks once, at plan time; a daemon that measures for hours must ask again before every
 item, since a job may have started on the GPU since. The pass keeps one child process (CuPy imported and
@@ -21,13 +22,14 @@ from collections.abc import Callable, Collection
 import psutil
 
 import probes
-from probes.core import spec, specs_for
+from probes.core import BUSY_ANY, busy_of, is_unknown, spec, specs_for, unknown
 from probes.harness import ProbeProcess, assemble
-from topology import Snapshot
+from topology import LinkCapability, Snapshot
 
-Busy = Callable[[], dict[str, str]]  # bus id -> why busy ("" when idle); ANY: every GPU
-ANY = "*"
+Busy = Callable[[], dict[str, str]]  # probes.read_busy's answer: bus id -> why busy ("" when idle)
+ANY = BUSY_ANY  # the key of an answer for every GPU
 BUSY = "busy"  # the outcome status of an item skipped because a GPU was in use
+BUSY_UNKNOWN = "busy_unknown"  # ... because NVML could not say whether a GPU was in use: never taken for idle
 
 
 def nvml_busy(library: str | None) -> Busy:
@@ -45,7 +47,7 @@ def nvml_busy(library: str | None) -> Busy:
         try:
             return read_busy()
         except Exception as exc:  # pynvml raises more than NVMLError (a library version mismatch)
-            return {ANY: f"could not ask NVML whether it is idle: {type(exc).__name__}: {exc}"}
+            return {ANY: unknown("asking NVML", exc)}
         finally:
             with contextlib.suppress(NvmlError):
                 port.close()
@@ -57,7 +59,7 @@ def nvml_busy(library: str | None) -> Busy:
 class Item:
     test: str
     subjects: tuple[str, ...]
-    status: str  # ok | waived | failed | busy
+    status: str  # ok | waived | failed | busy | busy_unknown
     reason: str = ""
 
 
@@ -75,27 +77,30 @@ def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[st
             process = stack.enter_context(ProbeProcess("cpu"))
             chosen, caps = "cpu", process.capabilities()
         plan = probes.make_plan(snap, prof, caps, tests=tests)
+        cap = LinkCapability(snap)
         outcomes = [probes.ProbeOutcome(test=w.test, subjects=w.subjects, status=probes.Status.WAIVED,
                                         reason=w.reason) for w in plan.waived]
         for w in plan.waived:
             on_item(Item(w.test, w.subjects, "waived", w.reason))
         gpu_ids = {g.id for g in snap.gpus}
+        indices = {g.id: g.index for g in snap.gpus}
         for item in plan.items:
             if stop.is_set():
                 break
             touched = [s for s in (*item.subjects, *(t.id for t in item.background)) if s in gpu_ids]
             answer = busy() if touched else {}
-            why = {g: r for g in touched if (r := answer.get(g) or answer.get(ANY, ""))}
+            why = {g: r for g in touched if (r := busy_of(answer, g, indices.get(g)))}
             if why:
                 reason = "; ".join(f"GPU {g} is busy ({r})" for g, r in sorted(why.items()))
                 outcomes.append(probes.ProbeOutcome(test=item.test, subjects=item.subjects,
                                                     status=probes.Status.WAIVED, reason=reason))
-                on_item(Item(item.test, item.subjects, BUSY, reason))
+                unknown = any(is_unknown(r) for r in why.values())
+                on_item(Item(item.test, item.subjects, BUSY_UNKNOWN if unknown else BUSY, reason))
                 continue
             budgeted = item if item_timeout_s is None else dataclasses.replace(
                 item, wall_budget_s=min(item.wall_budget_s, item_timeout_s))
             raw = process.run(budgeted)
-            outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time())
+            outcome = assemble(spec(chosen, item.test), budgeted, raw, taken_at=time.time(), cap=cap)
             outcomes.append(outcome)
             on_item(Item(item.test, item.subjects, outcome.status.value, outcome.reason))
     order = {s.name: n for n, s in enumerate(specs_for(chosen))}

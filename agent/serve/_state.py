@@ -18,6 +18,8 @@ from pathlib import Path
 from exporter import UnsafeFile, read_regular, write_file
 from topology import MAX_DOCUMENT_BYTES, Fact, Measurement, SchemaError, Snapshot, from_dict, loads, structure_hash
 
+from ..discovery.assemble import witnessed
+
 SNAPSHOT_FILE = "snapshot.json"
 REPORT_FILE = "probe-report.json"
 REPORT_SCHEMAS = ("topolink.probe/v1", "topolink.probe/v2")  # probes.READABLE_REPORT_SCHEMAS
@@ -84,7 +86,7 @@ class StateDir:
         path = self.root / SNAPSHOT_FILE
         if os.path.lexists(path):
             try:
-                snap = loads(_read(path))
+                snap = witnessed(loads(_read(path)))
                 if structure_hash(snap) == expected_hash:
                     snapshot = snap
                 else:
@@ -98,7 +100,7 @@ class StateDir:
                 if not isinstance(doc, dict) or doc.get("schema") not in REPORT_SCHEMAS \
                         or not isinstance(doc.get("snapshot"), dict):
                     raise SchemaError(f"not a {' or '.join(REPORT_SCHEMAS)} report")
-                snap = from_dict(doc["snapshot"])
+                snap = witnessed(from_dict(doc["snapshot"]))
                 if structure_hash(snap) == expected_hash:
                     measurements, report = snap.measurements, doc
                 else:

@@ -100,8 +100,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_bandwidth_measured_ratio", "gauge", "Measured bandwidth over theoretical.",
            _MEASURE[:-1], "M"),
     Family("topolink_probe_runs", "counter", "Probe runs since the agent started, by test and status (ok, "
-           "waived, failed, busy); every test the agent may run is here from the start.", ("test", "status"),
-           "4T"),
+           "waived, failed, busy, busy_unknown: NVML could not say whether a GPU was in use, so it was not "
+           "probed); every test the agent may run is here from the start.", ("test", "status"), "5T"),
     Family("topolink_probe_last_success_timestamp_seconds", "gauge", "When the test last produced a number.",
            ("test",), "T"),
     Family("topolink_probe_busy_seconds", "counter", "Wall time spent running probes.", (), "1"),
@@ -136,7 +136,7 @@ def series_bound(*, gpus: int, nics: int, numa: int, sources: int, links: int, m
     g, n = gpus, nics
     values = {"1": 1, "2": 2, "4": 4, "S": sources, "F": unknown, "G": g, "2G": 2 * g,
               "G(G-1)/2": g * (g - 1) // 2, "U^2": numa * numa, "GN": g * n, "L": links, "2M": 2 * measurements,
-              "M": measurements, "4T": 4 * tests, "T": tests, "3G+N": 3 * g + n, "3K": 3 * sinks}
+              "M": measurements, "5T": 5 * tests, "T": tests, "3G+N": 3 * g + n, "3K": 3 * sinks}
     return sum(values[f.bound] for f in FAMILIES)
 
 

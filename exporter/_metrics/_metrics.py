@@ -7,6 +7,7 @@ moves a value instead of starting a series; every counter is there at 0 for each
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
@@ -20,7 +21,7 @@ from .._core._view import View
 from ._families import BY_NAME, DEGRADED_KINDS, FAMILIES, GPUDIRECT, SOURCE_STATUS, Family
 
 _UP = (SourceStatus.OK, SourceStatus.ABSENT)
-RUN_STATUSES = ("ok", "waived", "failed", "busy")
+RUN_STATUSES = ("ok", "waived", "failed", "busy", "busy_unknown")
 LIVE = ("topolink_http_connections_closed",)  # counted by the server as it runs, not kept in the view
 
 
@@ -53,8 +54,8 @@ def families(view: View) -> Iterator[Metric]:
     add("topolink_build", [view.version], 1)
     add("topolink_snapshot", [snap.node, view.structure_hash, SCHEMA], 1)
     add("topolink_snapshot_complete", [], 1 if snap.complete else 0)
-    if snap.taken_at is not None:
-        add("topolink_snapshot_timestamp_seconds", [], snap.taken_at)
+    if snap.taken_at is not None:  # a saved one may be ahead by the clock skew a reader allows: never published so
+        add("topolink_snapshot_timestamp_seconds", [], min(snap.taken_at, time.time()))
     add("topolink_discovery_passes", [], view.discovery_passes)
     add("topolink_discovery_retry_seconds", [], view.discovery_delay_s)
     if view.nvml_error:

@@ -42,7 +42,8 @@ from ._collectives import (
 )
 from ._errors import ProbeError, Waived
 from ._gdr import GDR_TEST
-from ._idle import ours, read_busy
+from ._idle import ANY as BUSY_ANY
+from ._idle import busy_of, is_unknown, ours, read_busy, unknown
 from ._model import (
     Item,
     Kind,
@@ -65,6 +66,7 @@ from ._stats import summarize
 
 __all__ = [
     "BACKENDS",
+    "BUSY_ANY",
     "BUS_FACTORS",
     "COLLECTIVES",
     "CPU_SPECS",
@@ -105,12 +107,14 @@ __all__ = [
     "Waiver",
     "Workload",
     "all_reduce_bytes",
+    "busy_of",
     "caps_from_dict",
     "caps_to_dict",
     "checked",
     "counts",
     "element_values",
     "host_nodes",
+    "is_unknown",
     "item_from_dict",
     "item_to_dict",
     "load_backend",
@@ -128,4 +132,5 @@ __all__ = [
     "specs_for",
     "summarize",
     "summed_values",
+    "unknown",
 ]

@@ -20,6 +20,7 @@ from ..core import (
     Pairs,
     Session,
     Waived,
+    busy_of,
     read_busy,
     spec,
 )
@@ -65,7 +66,7 @@ class CudaBackend:
                 continue
             name = rt.getDeviceProperties(d).get("name", b"")
             devices.append(Device(id=bus, ordinal=d, name=name.decode() if isinstance(name, bytes) else str(name),
-                                  busy=busy.get(bus, "")))
+                                  busy=busy_of(busy, bus)))
         peers = tuple((a.id, b.id) for a in devices for b in devices
                       if a.ordinal != b.ordinal and rt.deviceCanAccessPeer(a.ordinal, b.ordinal))
         unavailable = self._probe_optional(cp)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from topology import Gpu, Problem, Snapshot, to_dict, with_measurements
+from topology import Gpu, LinkCapability, Problem, Snapshot, to_dict, with_measurements
 
 from ..core import SELFTEST, Capabilities, ProbeOutcome, ProbeReport, Profile, Status, profile, spec, specs_for
 from ._plan import make_plan
@@ -54,6 +54,7 @@ def run_probes(snap: Snapshot, *, profile_name: str | Profile = "quick", backend
             process = owned.enter_context(ProbeProcess("cpu"))
             chosen, caps = "cpu", process.capabilities()
         plan = make_plan(snap, prof, caps, tests=tests, force=force)
+        cap = LinkCapability(snap)
         total = len(plan.items)
         outcomes = [ProbeOutcome(test=w.test, subjects=w.subjects, status=Status.WAIVED, reason=w.reason)
                     for w in plan.waived]
@@ -61,7 +62,7 @@ def run_probes(snap: Snapshot, *, profile_name: str | Profile = "quick", backend
             if progress:
                 progress(done, total, item.key)
             raw = process.run(item)
-            outcomes.append(assemble(spec(chosen, item.test), item, raw, taken_at=time.time()))
+            outcomes.append(assemble(spec(chosen, item.test), item, raw, taken_at=time.time(), cap=cap))
         if progress and total:
             progress(total, total, "")
     order = {s.name: n for n, s in enumerate(specs_for(chosen))}

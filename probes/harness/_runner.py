@@ -12,7 +12,7 @@ import statistics
 import time
 import traceback
 
-from topology import Measurement, Source
+from topology import LinkCapability, Measurement, Source, measured_breach
 
 from ..core import (
     Backend,
@@ -98,8 +98,11 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{at}"
 
 
-def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float) -> ProbeOutcome:
-    """Statistics and measurements from what the child timed; a result without rows is not a number."""
+def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float,
+             cap: LinkCapability | None = None) -> ProbeOutcome:
+    """Statistics and measurements from what the child timed; a result without rows is not a number, and
+    one above what its path can carry (``cap``: the snapshot's links, by the physics table) is refused as
+    measured: the test failed, no number joins the snapshot."""
     if raw.status is not Status.OK:
         return ProbeOutcome(test=item.test, subjects=item.subjects, status=raw.status, reason=raw.reason,
                             elapsed_s=raw.elapsed_s)
@@ -140,6 +143,11 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float) ->
                                         extra=(("total", "sum of the directions' medians (nvbandwidth)"),)))
     if spec.kind is Kind.COLLECTIVE and sweep:
         headline = [*peak(sweep), *average_bus_bandwidth(sweep)]
+    why = next((w for m in headline if cap is not None and source is Source.MEASURED
+                and (w := measured_breach(m, cap))), "")
+    if why:
+        return ProbeOutcome(test=item.test, subjects=item.subjects, status=Status.FAILED, elapsed_s=raw.elapsed_s,
+                            reason=f"refused as measured: {why}; the path cannot carry it")
     return ProbeOutcome(test=item.test, subjects=item.subjects, status=Status.OK, measurements=tuple(headline),
                         sweep=tuple(sweep), elapsed_s=raw.elapsed_s)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from agent.discovery.assemble import witnessed
 from tests.fakenvml import load_machine, nvml_lines, profile_path, read_calls
 from topology import SchemaError, Snapshot, loads
 
@@ -22,6 +23,7 @@ from ._targets import find_targets
 from ._trees import HWLOC_TREES, PROFILES, BaseTree, copy_tree, hwloc_base, materialize_profile, remove_tree, restore
 from .io_cases import IoCase
 from .nvml_cases import edited, faults
+from .snapshots import EDITS as SNAPSHOT_KINDS
 from .snapshots import broken_snapshots
 
 TOPO_EVERY = 6  # one case in six renders `topolink topo` instead of `discover --format json`
@@ -81,7 +83,7 @@ class Suite:
             if run.returncode not in (0, 1) or not (d / "snap.json").exists():
                 raise RuntimeError(f"clean run of {tree.name}: exit {run.returncode}\n{run.stderr[-2000:]}")
             text = (d / "snap.json").read_text()
-            snaps.append(loads(text))
+            snaps.append(witnessed(loads(text)))  # what discovery writes, the reader reads
             runs.append((text, read_calls(d / "calls.txt")))
         unstable = oracle.diff(snaps[0], snaps[1]) + oracle.diff(snaps[1], snaps[0])
         if unstable:
@@ -113,7 +115,7 @@ class Suite:
     # -- cases ----------------------------------------------------------------------------------------------
     def plan(self) -> list[Case]:
         rng = random.Random(self.seed)
-        n_snap = max(8, self.n_cases * 6 // 100)
+        n_snap = max(len(SNAPSHOT_KINDS), self.n_cases * 6 // 100)  # every kind of broken document once
         n_nvml = self.n_cases * 30 // 100
         n_io = max(4, self.n_cases * 8 // 100)
         n_contra = max(4, self.n_cases * 10 // 100)
@@ -251,7 +253,7 @@ class Suite:
             return result
         try:
             size = out.stat().st_size
-            snap = loads(out.read_text())
+            snap = witnessed(loads(out.read_text()))  # the reader's every rule, as --from holds it to
         except (OSError, SchemaError, UnicodeDecodeError) as exc:
             result.errors.append(f"exit {run.returncode} but no readable snapshot at -o: {exc}")
             return result

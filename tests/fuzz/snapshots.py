@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .physics_cases import RULES
+
 Doc = dict[str, Any]
 
 
@@ -176,6 +178,7 @@ EDITS: dict[str, Callable[[Doc, random.Random], bytes]] = {
     "reference-to-nowhere": _reference_to_nowhere, "one-function-two-devices": _one_function_two_devices,
     "over-limit": _over_limit, "repeated-key": _repeated_key,
 }
+EDITS |= {kind: _doc_edit(edit) for kind, edit in RULES.items()}  # the rules live discovery keeps, on --from
 _LENIENT = {"huge-file"}  # bounded input: refusing is right, reading it is acceptable
 
 

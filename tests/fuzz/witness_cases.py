@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.discovery.assemble._crosscheck_ends import facing_down
 from topology import LinkKind, PathIndex, Snapshot
+from topology.fabric._physics import FAMILIES, family_of_name
 
 from . import contradict
 
@@ -69,6 +71,7 @@ def plan(rng: random.Random, key: str, snap: Snapshot, root: Path, nvml: list[st
     return None if edit is None else WitnessCase(key, edit)
 
 
+DRIVER = "proc/driver/nvidia/gpus"
 Planner = Callable[[random.Random, Snapshot, Path, "list[str] | None"], "Edit | None"]
 
 
@@ -235,6 +238,64 @@ def _bond_version(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str
     return Edit(f"one link of a bond another version: {nvml[i]!r} -> {out[i]!r}", nvml=out)
 
 
+def _other_family(name: str | None, rng: random.Random) -> str | None:
+    """A product name of another GPU family, of the same NVLink generation and at least as many links where
+    the table has one (so the physics table has nothing more to say), else of any other family."""
+    mine = family_of_name(name)
+    if mine is None:
+        return None
+    others = [f for f in FAMILIES if f.name != mine.name]
+    alike = [f for f in others if f.nvlink_version == mine.nvlink_version and f.max_nvlinks >= mine.max_nvlinks]
+    return f"NVIDIA {rng.choice(alike or others).name}"
+
+
+def _gpu_model(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """NVML's product name another family's; the PCI device id (and the driver's Model) stay."""
+    named = [g for g in snap.gpus if g.index is not None and family_of_name(g.name)]
+    if nvml is None or not named:
+        return None
+    g = rng.choice(named)
+    other = _other_family(g.name, rng)
+    return _sed(nvml, rf"^gpu {g.index} name .*$", lambda m: f"gpu {g.index} name {other}",
+                "NVML's product name another family's", rng)
+
+
+def _driver_model(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """The driver's Model of one GPU another family's (``information``)."""
+    gpus = [g for g in snap.gpus if (root / DRIVER / g.id / "information").is_file() and family_of_name(g.name)]
+    if nvml is None or not gpus:
+        return None
+    g = rng.choice(gpus)
+    rel = f"{DRIVER}/{g.id}/information"
+    text = (root / rel).read_text()
+    new = re.sub(r"^Model:.*$", f"Model: \t\t {_other_family(g.name, rng)}", text, count=1, flags=re.M)
+    return None if new == text else Edit(f"the driver's Model of {g.id} another family's", files={rel: new.encode()})
+
+
+def _driver_gpus(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """One GPU gone from the driver's list while NVML still lists it."""
+    gpus = [g for g in snap.gpus if (root / DRIVER / g.id).is_dir() and g.index is not None]
+    if nvml is None or not gpus:
+        return None
+    g = rng.choice(gpus)
+    return Edit(f"{g.id} gone from {DRIVER}", removed=(f"{DRIVER}/{g.id}",))
+
+
+def _pcie_ends(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """The port above a function trained to another width than the function says (one link)."""
+    pci = {f.id: f for f in snap.pci}
+    pairs = [(f, pci[f.parent]) for f in snap.pci if f.parent in pci and f.link and f.link.current_width
+             and f.link.current_width > 1 and pci[f.parent].link and pci[f.parent].is_bridge
+             and (root / "sys/bus/pci/devices" / f.parent).exists() and facing_down(pci, pci[f.parent])]
+    if not pairs or _vm(snap):
+        return None
+    f, port = rng.choice(pairs)
+    assert f.link is not None and f.link.current_width is not None
+    width = f.link.current_width // 2
+    return Edit(f"{port.id} trained x{width} above {f.id} at x{f.link.current_width}",
+                files={f"{_function_dir(root, port.id)}/current_link_width": f"{width}\n".encode()})
+
+
 PLANNERS: dict[str, Planner] = {
     "nvlink-version": _bond_version,
     "nvlink-remote-type": _plan(r"^gpu (\d+) link (\d+) 1 (\d+) 0 ", lambda m: f"gpu {m[1]} link {m[2]} 1 {m[3]} 2 ",
@@ -265,4 +326,8 @@ PLANNERS: dict[str, Planner] = {
     "nvlink-ends": _plan(r"^gpu (\d+) link (\d+) 1 (\d+) 0 ", lambda m: f"gpu {m[1]} link {m[2]} 0 {m[3]} 0 ",
                          "one end of a direct NVLink down", _direct),
     "fabric": _fabric,
+    "gpu-model": _gpu_model,
+    "gpu-driver-model": _driver_model,
+    "driver-gpus": _driver_gpus,
+    "pcie-ends": _pcie_ends,
 }

@@ -24,6 +24,7 @@ import math
 
 from ..fabric._capability import LinkCapability
 from ..fabric._paths import PathIndex
+from ..fabric._physics_rules import measured_breach
 from ..model._entities import Snapshot
 from ..model._errors import SchemaError
 from ..model._facts import Aspect, Knowledge
@@ -31,7 +32,6 @@ from ..model._measurement import Measurement
 from ..model._provenance import Source, SourceStatus
 from ._references import references
 
-MEASURED_OVER_THEORETICAL = 1.5
 MAX_RATE = 1e15  # bytes per second: 1 PB/s, a hundred times any memory or link of today
 MAX_SECONDS = 1e6  # a latency or a source's duration of 11 days is not one
 _HOST = "host"  # the probes' subject for host memory on no known NUMA node
@@ -131,9 +131,6 @@ def _measurement(where: str, m: Measurement, cap: LinkCapability) -> None:
             raise SchemaError(f"{where}.stats.cv: {s.cv!r} is not a coefficient of variation")
         if not s.p5 <= s.median <= s.p95:
             raise SchemaError(f"{where}.stats: p5 {s.p5!r}, median {s.median!r}, p95 {s.p95!r} are not in order")
-    if m.source is not Source.MEASURED:
-        return
-    top = cap.of(m)
-    if top is not None and m.value > top * MEASURED_OVER_THEORETICAL:
-        raise SchemaError(f"{where}.value: {m.value:.4g} {m.unit} measured, {m.value / top:.1f} times the "
-                          f"{top:.4g} the links allow (at most {MEASURED_OVER_THEORETICAL} times is believed)")
+    why = measured_breach(m, cap) if m.source is Source.MEASURED else ""
+    if why:
+        raise SchemaError(f"{where}.value: {why}")

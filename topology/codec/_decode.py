@@ -191,12 +191,19 @@ def _record(cls: type) -> Decoder:
         tp = hints[f.name]
         fields[f.name] = _sequence(typing.get_args(tp)[0], limits[f.name]) if f.name in limits else decoder(tp)
     names = frozenset(fields)
+    required = tuple(f.name for f in dataclasses.fields(cls)
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
 
     def decode(value: Any) -> Any:
         if type(value) is not dict:
             raise Bad("expected an object")
         if not names.issuperset(value):
             raise Bad(f"unknown keys {sorted(set(value) - names)}")
+        for name in required:
+            if name not in value:
+                bad = Bad("missing, and required")
+                bad.path.append(f".{name}")
+                raise bad
         try:
             kwargs = {k: fields[k](v) for k, v in value.items()}
         except Bad as bad:
@@ -209,8 +216,8 @@ def _record(cls: type) -> Decoder:
             raise
         try:
             return cls(**kwargs)
-        except TypeError as exc:
-            raise Bad(str(exc)) from exc
+        except (TypeError, ValueError) as exc:  # a record's own check of its fields; never its signature
+            raise Bad(f"not a valid {cls.__name__}: {exc}") from exc
 
     return decode
 

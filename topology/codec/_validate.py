@@ -11,8 +11,11 @@ we know with finite non-negative values, GPU indices unique; then what the numbe
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable
 
+from ..fabric._physics_rules import physical
+from ..model._clock import not_ahead
 from ..model._entities import LinkKind, PcieLinkState, Snapshot
 from ..model._errors import SchemaError
 from ..model._ids import MAX_CPUS
@@ -51,9 +54,10 @@ def _cpus(where: str, cpus: Iterable[int] | None) -> None:
         _in(where, c, 0, MAX_CPUS - 1)
 
 
-def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
-    """``snap`` when it is a coherent description of one node; :class:`SchemaError` otherwise (the shape
-    here, the meaning in ``_coherence``)."""
+def check(snap: Snapshot, *, v1: bool = False, now: float | None = None) -> Snapshot:
+    """``snap`` when it is a coherent description of one node, dated no later than ``now`` (this clock's
+    time when None) allows; :class:`SchemaError` otherwise (the shape here, the meaning in ``_coherence``,
+    the dates in ``_clock``)."""
     _unique("gpus", (g.id for g in snap.gpus))
     _unique("pci", (f.id for f in snap.pci))
     _unique("nics", (n.id for n in snap.nics))
@@ -66,6 +70,11 @@ def check(snap: Snapshot, *, v1: bool = False) -> Snapshot:
     _links(snap)
     _numbers(snap)
     coherent(snap, v1=v1)
+    physical(snap, snap.knowledge())
+    now = time.time() if now is None else now
+    not_ahead("snapshot.taken_at", snap.taken_at, now)
+    for i, me in enumerate(snap.measurements):
+        not_ahead(f"snapshot.measurements[{i}].taken_at", me.taken_at, now)
     return snap
 
 

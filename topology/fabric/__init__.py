@@ -7,8 +7,10 @@
   ``_fabric``       the links between GPUs and the route each GPU-to-GPU transfer takes
   ``_pcie_switch``  the PCIe switch a device hangs from
   ``_views``        NVLink islands, NUMA affinity, nearest NICs, GPUDirect RDMA readiness
+  ``_physics``      the physics table: what each NVLink and PCIe generation and GPU family can do
+  ``_physics_rules`` a snapshot's rates, generations, widths and measurements held to that table
 
 Imports: ``topology.model`` only (and the standard library).
-Imported by: ``topology.codec`` (coherence), ``topology.placement``, ``topology.render``, and through the
+Imported by: ``topology.codec`` (coherence, validation), ``topology.placement``, ``topology.render``, and through the
 names of ``topology`` by everything else. Loads nothing on import.
 """

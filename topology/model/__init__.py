@@ -11,6 +11,7 @@
   ``_snapshot_limits``   how many of each thing a snapshot may hold
   ``_text_bounds``       how much outside text a snapshot keeps, and how it is shown
   ``_errors``            ``TopolinkError`` and ``SchemaError``
+  ``_clock``             how far ahead of this clock a date may be (the clock skew allowed)
 
 Imports: the standard library only.
 Imported by: every other subpackage of ``topology`` (codec, fabric, placement, render), and through the names of

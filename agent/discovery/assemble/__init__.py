@@ -8,11 +8,12 @@ sources' readings into a problem. Pure: no reads, no clock.
 Imports the sources' fact types and ``topology``; imported by ``agent.discovery._discover``.
 """
 
-from ._crosscheck import CHECK_OF, CHECKS, cross_check
+from ._crosscheck import CHECK_OF, CHECKS, cross_check, witnessed
 from ._nvml import merge_nvml
 from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
 from ._witness import WITNESSES, Overrule, Stage, Witness, witness, witness_markdown
 
 __all__ = ["CHECKS", "CHECK_OF", "NVML_ONLY", "WITNESSES", "Overrule", "Stage", "Witness", "assemble", "cross_check",
-           "merge_nvml", "nvml_unread", "witness", "witness_markdown"]
+           "merge_nvml", "nvml_unread", "witness", "witness_markdown",
+           "witnessed"]

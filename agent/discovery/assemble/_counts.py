@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from topology import Aspect, Fact, Problem, nvlink_gen_from_nvml
+from topology import Aspect, Fact, Problem, nvlink_bytes_per_second, nvlink_gen_from_nvml
 
 from ..sources.nvml import REMOTE_GPU, REMOTE_SWITCH, NvmlFacts
 from ._witness import witness
@@ -48,10 +48,15 @@ def generation(pair: frozenset[str], enums: set[int], problems: list[Problem]) -
     gens = {nvlink_gen_from_nvml(e) for e in enums}
     if None in gens:
         problems.append(Problem(source="nvml", subject=subject,
-                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): no rate",
-                                unknown=_nvlinks_of(pair)))
+                                message=f"unknown NVLink version (nvmlNvlinkVersion_t {sorted(enums)}): unknown "
+                                        "generation, no rate", unknown=_nvlinks_of(pair)))
         return None
-    return min(g for g in gens if g is not None)
+    gen = min(g for g in gens if g is not None)
+    if nvlink_bytes_per_second(gen) is None:  # a generation the physics table has no rate for: said, not null
+        problems.append(Problem(source="nvml", subject=subject, message=f"NVLink {gen} (nvmlNvlinkVersion_t "
+                                f"{sorted(enums)}): unknown generation: the physics table has no per-link rate for "
+                                "it", unknown=_nvlinks_of(pair)))
+    return gen
 
 
 def _nvlinks_of(pair: frozenset[str]) -> tuple[Fact, ...]:

@@ -23,11 +23,14 @@ from topology import (
     PathClass,
     PathIndex,
     Problem,
+    SchemaError,
     Snapshot,
     SourceStatus,
 )
 
+from . import _crosscheck_ends as ends
 from . import _crosscheck_gpu as gpu
+from ._crosscheck_physics import physics
 from ._witness import WITNESSES, Stage, witness
 
 _MELLANOX = 0x15B3
@@ -156,7 +159,8 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "numa-cpus": _numa_cpus, "numa-distance": _numa_distances, "root-numa": _root_numa,
     "pcie-over-max": _link_over_max, "gpu-pcie": gpu.pcie, "gpu-affinity": gpu.affinity,
     "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
-    "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband,
+    "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband, "gpu-model": ends.gpu_model,
+    "pcie-ends": ends.pcie_ends,
 }
 CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
 
@@ -170,9 +174,10 @@ def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
 
 
 def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapshot:
-    """``snap`` with a problem for every contradiction between its sources' readings, the table's order;
+    """``snap`` with a problem for every contradiction between its sources' readings, the table's order, then
+    for every reading the physics table says no hardware has;
     ``module_version``: the NVIDIA kernel module's version, for ``driver-version`` (checked at discovery)."""
-    found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap))]
+    found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap)), *physics(snap)]
     if not found:
         return snap
     snap = gpu.adopt_nvml_pcie(snap, found)
@@ -183,3 +188,18 @@ def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapsho
                         if o.name == "infiniband" and o.status is SourceStatus.ABSENT else o for o in sources)
     problems = sorted({*snap.problems, *found}, key=lambda p: (p.source, p.subject, p.message))
     return replace(snap, sources=sources, problems=tuple(problems))
+
+
+def witnessed(snap: Snapshot) -> Snapshot:
+    """``snap`` when the table's cross-checks find no contradiction it does not already own (a problem
+    leaving the disputed facts unknown); :class:`SchemaError` naming the first otherwise. Run on every
+    snapshot read back (``--from``, the agent's state, a probe report's), so a saved document is held to
+    the rules live discovery keeps."""
+    k = snap.knowledge()
+    for check in CHECKS:
+        for p in check(snap):
+            known = [f for f in p.unknown if k.knows(f.subject, f.aspect)]
+            if known:
+                said = p.message.rsplit(": ", 1)[0]  # the readings, less "...: <facts> unknown"
+                raise SchemaError(f"snapshot ({p.subject}): {said}, yet its {known[0].aspect.value} is said known")
+    return snap

@@ -23,6 +23,7 @@ from topology import Aspect, Fact, Gpu, Problem, facts_of, node_fact
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import NvmlGpuFacts
+from ._crosscheck_ends import driver_model
 from ._nvml_state import NVML_ONLY, SOURCE
 from ._witness import witness
 
@@ -84,6 +85,9 @@ def reconcile(gpus: dict[str, Gpu], driver: Iterable[DriverGpuFacts] | None, pro
                 problems.append(witness(row).dispute((bus,), mine, theirs))
         if changes:
             gpus[bus] = replace(g, **changes)  # type: ignore[arg-type]
+        model = driver_model(bus, g.name, d.model)
+        if model is not None:
+            problems.append(model)
     for field in ("minor", "uuid"):
         counts = Counter(getattr(g, field) for g in gpus.values() if getattr(g, field) is not None)
         for value, n in sorted(counts.items(), key=lambda kv: str(kv[0])):

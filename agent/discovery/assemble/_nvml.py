@@ -36,6 +36,7 @@ from topology import (
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, NvmlFacts, NvmlGpuFacts
 from . import _counts, _identity
+from ._crosscheck_ends import driver_gpus
 from ._nvml_links import SYNTHETIC_SWITCH, nvlinks
 from ._nvml_state import NVML_ONLY, SOURCE
 
@@ -103,6 +104,9 @@ def _merge_gpus(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], driver
             continue
         gpus[bus] = _enrich(gpus.get(bus) or Gpu(id=bus), g)
     _identity.reconcile(gpus, driver, problems)
+    if driver is not None and all(g.bus_id is not None for g in facts.gpus):  # an unnamed one is said already
+        listed = driver_gpus(set(placed.values()), {d.bus_id for d in driver if d.excluded is not True})
+        problems += [listed] if listed is not None else []
     pci_ids = {f.id for f in snap.pci}
     for gpu in gpus.values():
         if gpu.index is None:

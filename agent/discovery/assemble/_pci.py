@@ -46,14 +46,23 @@ class NumaPlaces:
         return None
 
 
-def link_state(dev: PciDeviceFacts) -> PcieLinkState | None:
+def _gen(dev: PciDeviceFacts, name: str, gts: float | None, problems: list[Problem]) -> int | None:
+    gen = None if gts is None else pcie_gen_from_gts(gts)
+    if gts is not None and gen is None:  # a rate no generation of the physics table has: said, never a null
+        problems.append(Problem(source="pci", subject=dev.bus_id, message=f"{name} {gts:g} GT/s: unknown "
+                                "generation (no PCIe generation of the physics table runs at it)",
+                                unknown=facts_of(dev.bus_id, Aspect.PCIE_LINK)))
+    return gen
+
+
+def link_state(dev: PciDeviceFacts, problems: list[Problem]) -> PcieLinkState | None:
     if dev.current_link_gts is None and dev.max_link_gts is None and dev.current_link_width is None \
             and dev.max_link_width is None:
         return None
     return PcieLinkState(
-        current_gen=None if dev.current_link_gts is None else pcie_gen_from_gts(dev.current_link_gts),
+        current_gen=_gen(dev, "current_link_speed", dev.current_link_gts, problems),
         current_width=dev.current_link_width,
-        max_gen=None if dev.max_link_gts is None else pcie_gen_from_gts(dev.max_link_gts),
+        max_gen=_gen(dev, "max_link_speed", dev.max_link_gts, problems),
         max_width=dev.max_link_width,
     )
 
@@ -71,7 +80,7 @@ def functions(devices: Sequence[PciDeviceFacts], places: NumaPlaces,
             class_code=dev.class_code or 0,
             numa_node=places.locate(dev, problems),
             local_cpus=dev.local_cpus,
-            link=link_state(dev),
+            link=link_state(dev, problems),
             driver=dev.driver,
             acs_enabled=dev.acs_redirect,
         )

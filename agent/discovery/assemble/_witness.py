@@ -107,6 +107,10 @@ WITNESSES: tuple[Witness, ...] = (
             source="pci"),
     Witness(key="pcie-over-max", fact="a PCIe link's state", first="current_link_speed/width",
             second="max_link_speed/width (current above maximum)", unknown=(_A.PCIE_LINK,), source="pci"),
+    Witness(key="pcie-ends", fact="a PCIe link's trained state", first="the device's current_link_speed/width",
+            second="its upstream port's (one link has one trained state; a port a hypervisor emulates, vendor "
+            "1b36 QEMU or 15ad VMware, reports its own link and is not compared)", unknown=(_A.PCIE_LINK,),
+            source="pci"),
     Witness(key="gpu-pcie", fact="a GPU's PCIe generation and width",
             first="NVML (nvmlDeviceGetCurrPcieLink*, GetMaxPcieLink*)", second="sysfs (current_/max_link_speed, "
             "current_/max_link_width; NVML's maximum may be the upstream port's, if lower)", unknown=(_A.PCIE_LINK,),
@@ -117,6 +121,14 @@ WITNESSES: tuple[Witness, ...] = (
             unknown=(_A.NUMA,)),
     Witness(key="gpu-pci-identity", fact="what the PCI function of a GPU is",
             first="NVML (a GPU, its pciDeviceId)", second="sysfs (vendor, device, class)", unknown=(_A.IDENTITY,)),
+    Witness(key="gpu-model", fact="what model a GPU is", first="NVML's product name (nvmlDeviceGetName)",
+            second="its PCI device id (by the physics table's GPU families)", unknown=(_A.IDENTITY,)),
+    Witness(key="gpu-driver-model", fact="what model a GPU is", first="NVML's product name (nvmlDeviceGetName)",
+            second="the driver's Model (`/proc/driver/nvidia/gpus/<bus id>/information`; by the physics table's "
+            "GPU families)", unknown=(_A.IDENTITY,), stage=_S.MERGE_NVML),
+    Witness(key="driver-gpus", fact="which GPUs the node has", first="NVML's GPUs (by bus id)",
+            second="the driver's list (`/proc/driver/nvidia/gpus`, less the GPUs it excludes)", unknown=(_A.GPUS,),
+            node_wide=True, stage=_S.MERGE_NVML),
     Witness(key="gpu-memory-node", fact="the NUMA node of a GPU's memory", first="NVML (nvmlDeviceGetNumaNodeId)",
             second="the driver (`/proc/driver/nvidia/gpus/<bus id>/numa_status`)", unknown=(_A.NUMA,),
             stage=_S.MERGE_NVML),

@@ -33,6 +33,7 @@ class DriverGpuFacts:
     minor: int | None = None  # "Device Minor"
     uuid: str | None = None  # "GPU UUID"
     excluded: bool | None = None  # "GPU Excluded": the driver keeps it from use (NVML does not list it)
+    model: str | None = None  # "Model": the product name as the driver says
 
 
 def driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts, ...]:
@@ -87,7 +88,8 @@ def _facts(bdf: str, node: int | None, info: dict[str, str] | None, problems: li
     uuid = info.get("GPU UUID")
     excluded = {"Yes": True, "No": False}.get(info.get("GPU Excluded", ""))
     return DriverGpuFacts(bus_id=bdf, memory_node=node, minor=minor,
-                          uuid=uuid if uuid and uuid.startswith(("GPU-", "MIG-")) else None, excluded=excluded)
+                          uuid=uuid if uuid and uuid.startswith(("GPU-", "MIG-")) else None, excluded=excluded,
+                          model=info.get("Model") or None)
 
 
 def _information(text: str) -> dict[str, str]:
@@ -96,7 +98,7 @@ def _information(text: str) -> dict[str, str]:
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         key = key.strip()
-        if not sep or key not in ("Device Minor", "GPU UUID", "GPU Excluded", "Bus Location"):
+        if not sep or key not in ("Device Minor", "GPU UUID", "GPU Excluded", "Bus Location", "Model"):
             continue
         if key in out:
             raise ValueError(f"{key} twice")
