@@ -124,9 +124,8 @@ def test_fuzz_snapshot_roundtrip_is_stable(suite: Suite) -> None:
 @pytest.fixture(scope="module")
 def machine_docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
     """Clean snapshot documents of the machine profiles with NVLinks, discovered in this process."""
-    from agent.discovery.access import DiscoveryContext, FsRoot
-
     from agent.discovery import discover
+    from agent.discovery.access import DiscoveryContext, FsRoot
     from tests.fakenvml import ENV_PROFILE, materialize
     from topology import to_dict
 
