@@ -47,7 +47,7 @@ class Agent:
         return self.watch.step()
 
     def view(self) -> list[str]:
-        return names(self.sink._cache.view())
+        return names(self.sink.cache.view())
 
     def since(self, mark: int) -> list[str]:
         return self.server.requests[mark:]
@@ -147,9 +147,9 @@ def test_a_pass_before_the_watchs_first_state_lists_for_itself_and_writes_nothin
     server = ScriptedServer()
     agent = Agent(server)
     assert agent.publish() and server.requests[-2:] == ["LIST", f"CREATE {NAME}"]
-    assert not agent.sink.synced()
+    assert not agent.sink.cache.synced()
     agent.step()
-    assert agent.sink.synced() and agent.view() == [NAME] and agent.woken == []
+    assert agent.sink.cache.synced() and agent.view() == [NAME] and agent.woken == []
 
 
 def test_a_write_the_watch_never_confirms_stands_for_its_ttl_then_the_store_counts() -> None:
@@ -271,7 +271,7 @@ def test_a_forbidden_watch_gives_up_and_passes_list() -> None:
         raise Forbidden("watch resourceslices: 403")
     server.watch = forbidden  # type: ignore[method-assign]
     watch = SliceWatch(server, lambda: slice_kind("v1"), fields=slice_fields("n1", "gpu.topology"),
-                       cache=agent.sink._cache, wake=agent.woken.append, restarts=restarts)
+                       cache=agent.sink.cache, wake=agent.woken.append, restarts=restarts)
     assert watch.step() == GIVE_UP
     mark = len(server.requests)
     assert agent.publish() and "LIST" in agent.since(mark)
@@ -285,7 +285,7 @@ def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:
     agent.watch._kind = bug  # type: ignore[assignment]
     with pytest.raises(RuntimeError):
         agent.watch.run()
-    assert not agent.sink.synced()
+    assert not agent.sink.cache.synced()
 
 
 def test_a_floor_sets_the_least_window_and_the_cap_the_most() -> None:

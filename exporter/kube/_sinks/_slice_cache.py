@@ -132,6 +132,15 @@ class SliceCache:
         if m is None or m.obj is None or not _newer(m.rv, rv):
             self._mutations[name] = _Mutation(obj=None, rv=rv, expires=self.clock() + self._ttl_s, seen=seen)
 
+    def stored(self) -> list[str]:
+        """The names in the watch's store (None of the sink's writes), once it has a state."""
+        with self._lock:
+            return sorted(self._store)
+
+    def synced(self) -> bool:
+        with self._lock:
+            return self._synced
+
     # -- the sink's side ------------------------------------------------------------------------------
     def view(self) -> list[Obj] | None:
         """The slices (the newer of the store and the sink's writes, per name) once the watch has synced; None

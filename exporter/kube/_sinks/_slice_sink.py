@@ -191,9 +191,10 @@ class ResourceSliceSink:
         slices whose owner is gone)."""
         self.watcher(stop, wake, backoff).run()
 
-    def synced(self) -> bool:
-        """The watch has this node's slices (a list or a watch list): passes plan against them."""
-        return self._cache.view() is not None
+    @property
+    def cache(self) -> SliceCache:
+        """The watch's store and the sink's own writes over it."""
+        return self._cache
 
     def watch_restarts(self) -> dict[str, int]:
         """Times the watch was opened again, by reason (every reason, from 0)."""
