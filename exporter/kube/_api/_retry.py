@@ -14,8 +14,8 @@
 * **Reset after a healthy period**: a streak with no failure for :data:`HEALTHY_S` (client-go's
   ``defaultBackoffReset``, 2 minutes) after its last wait ended starts over. The watch's streak (a
   :class:`Backoff` of its own) ends only so, never because an event or a bookmark came: a server that sends a
-  bookmark and then a 410 on every watch is backed off like any other failing one. ``first``: the wait after
-  the first failure of a streak (the watch relists at once after a first 410).
+  bookmark and then a 410 on every watch is backed off like any other failing one (``at_once``: a failure
+  that is tried again at once, the watch's first 410 of a streak).
 
 So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
 ten requests, what a healthy server gets in ten minutes of one-minute passes (``tests/test_kube_faults.py``,
@@ -74,20 +74,28 @@ class Backoff:
             return max(0.0, self.not_before - self.clock()) if self.failures else 0.0
 
     def failed(self, error: object, retry_after: float | None = None, floor: float = 0.0,
-               first: float | None = None) -> float:
+               at_once: bool = False) -> float:
         """One more failure in a row (the first of a new streak after ``healthy_s`` without one); returns the wait
-        before the next try (``floor``: see :meth:`delay`; ``first``: the wait after a streak's first failure)."""
+        before the next try (``floor``: see :meth:`delay`; ``at_once``: none, but for ``retry_after``)."""
         with self._lock:
             now = self.clock()
-            if self.failures and now - max(self.not_before, self.failed_at) >= self.healthy_s:  # healthy since
+            if self._healthy(now):
                 self.failures = 0
             self.failures += 1
-            if first is not None and self.failures == 1:
-                wait = max(first, min(max(retry_after or 0.0, 0.0), self.cap))
+            if at_once:
+                wait = min(max(retry_after or 0.0, 0.0), self.cap)
             else:
                 wait = self.delay(self.failures, retry_after, floor)
             self.not_before, self.failed_at, self.last_error = now + wait, now, str(error)
             return wait
+
+    def new_streak(self) -> bool:
+        """The next failure starts a streak: none yet, or none for ``healthy_s`` after the last wait ended."""
+        with self._lock:
+            return not self.failures or self._healthy(self.clock())
+
+    def _healthy(self, now: float) -> bool:
+        return bool(self.failures) and now - max(self.not_before, self.failed_at) >= self.healthy_s
 
     def succeeded(self) -> None:
         with self._lock:

@@ -18,8 +18,8 @@ lists when the store needs a state, then watches once. The rules, each with the 
 * **The resume resourceVersion** comes from the list, the watch list's end bookmark, or an event after the
   state (``handleAnyWatch``'s ``eventReceivedBesidesAdded``), never from a watch list's initial ADDED events.
 * **410 Gone** (a status, or an ``ERROR`` event in the stream) drops the resume resourceVersion and gets the
-  state again: at once the first time after a healthy period, then on the back-off (``watch``'s
-  ``isExpiredError``, then ``RunWithContext``'s ``delayHandler``).
+  state again: at once the first time in a streak, then on the back-off (``watch``'s ``isExpiredError``, then
+  ``RunWithContext``'s ``delayHandler``).
 * **One back-off** (:class:`~.._api._retry.Backoff`, the client's policy: exponential, jittered, bounded,
   Retry-After as a floor) for every failure of the watch; the streak starts over only after
   :data:`~.._api._retry.HEALTHY_S` without a failure (``defaultBackoffReset``), never because an event or a
@@ -89,6 +89,7 @@ class SliceWatch:
         self._watch_list_next = False  # the next state through a watch list (after a 410), else a list
         self._again: str | None = None  # why the next request is a restart (counted when it is sent)
         self._state: list[Obj] = []  # a watch list's state, until the bookmark that ends it
+        self._once: set[str] = set()  # failures tried again at once in this streak (a 410, a silence)
 
     def run(self) -> None:
         """Blocks until ``stop`` is set or the watch cannot be had. A bug leaves the passes listing for themselves."""
@@ -135,12 +136,18 @@ class SliceWatch:
         return self._failed("error", exc, floor=ERROR_WINDOW_S)
 
     def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0) -> float:
+        """Counts ``exc`` in the streak; the wait before the next try (``at_once``: none, the first time of its kind
+        in the streak)."""
         self._sent()
         self._again = reason
         if reason == "expired":
             self._rv, self._watch_list_next = None, self._watch_lists
-        wait = self.backoff.failed(exc, getattr(exc, "retry_after", None), floor=floor,
-                                   first=0.0 if at_once else None)
+        if self.backoff.new_streak():
+            self._once.clear()
+        kind = type(exc).__name__
+        at_once = at_once and kind not in self._once
+        self._once.add(kind)
+        wait = self.backoff.failed(exc, getattr(exc, "retry_after", None), floor=floor, at_once=at_once)
         log.info("resource-slices: watch ended (%s); again in %.0f s", exc, wait)
         return wait
 
