@@ -293,7 +293,7 @@ def test_a_floor_sets_the_least_window_and_the_cap_the_most() -> None:
         def uniform(self, a: float, b: float) -> float:
             return b
     b = Backoff(rng=Top())
-    assert [b.delay(n, None) for n in (1, 2)] == [4.0, 8.0]  # requests: from the base
+    assert [b.delay(n, None) for n in (1, 2)] == [2.0, 4.0]  # requests: from the base
     assert [b.delay(n, None, floor=60.0) for n in (1, 2, 3, 4)] == [60.0, 120.0, 240.0, b.cap]
     assert Backoff(rng=Low()).delay(1, None, floor=60.0) == 30.0  # the upper half of the window
 

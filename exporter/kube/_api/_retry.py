@@ -47,7 +47,7 @@ class Retryable(Exception):  # a signal between the client and Backoff.run
 class Backoff:
     attempts: int = 2  # tries in one call, while the wait stays within ``in_call``: two at most, so that
     # a fleet meeting a fault sends no more than twice its steady rate
-    base: float = 2.0
+    base: float = 1.0
     cap: float = MAX_DELAY_S
     in_call: float = 8.0  # a call waits this long at most; longer waits are left to later calls
     sleep: Callable[[float], None] = time.sleep
