@@ -25,6 +25,7 @@ import httpx2
 
 import topology as t
 from exporter.kube import Backoff, LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
+from exporter.kube._client._client import KEEPALIVE_S
 from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, GIVE_UP, SliceWatch
 from tests.fault_proxy import FaultProxy
 
@@ -69,6 +70,7 @@ class CountingTransport(httpx2.HTTPTransport):
     """Counts every request tried, before it is sent: one that is refused counts too."""
 
     def __init__(self, now: Callable[[], float], **kw: Any) -> None:
+        kw.setdefault("limits", httpx2.Limits(keepalive_expiry=KEEPALIVE_S))  # as the client's own transport
         super().__init__(**kw)
         self.sent, self.now = 0, now
         self.log: list[tuple[float, str]] = []  # (``now()``, what) of every request
