@@ -53,7 +53,7 @@ def one_agent(server: ApiServer, tmp: Path) -> None:
     proxy = FaultProxy(server.url, verify=ssl.create_default_context(cafile=str(server.ca)),
                        certfile=str(pki / "serving.crt"), keyfile=str(pki / "serving.key"))
     print("one agent, 10 simulated minutes of each fault, a pass a minute (simulated clock, real server):")
-    print(f"{'fault':<8} {'requests tried':>15} {'steady (1 a pass)':>18}  target")
+    print(f"{'fault':<12} {'requests tried':>15} {'steady (1 a pass)':>18}  target")
     try:
         for fault in FAULTS:
             node = f"one-{fault}"
@@ -66,7 +66,7 @@ def one_agent(server: ApiServer, tmp: Path) -> None:
             sent = run_fault(agent, proxy, fault)
             note = (f"<= {request_bound(fault)}: the steady rate" if "410" not in fault else
                     f"<= {request_bound(fault)}: the steady rate, and a list and a watch each back-off step")
-            print(f"{fault:<8} {sent:>15} {10:>18}  {note}")
+            print(f"{fault:<12} {sent:>15} {10:>18}  {note}")
     finally:
         proxy.close()
 
@@ -79,7 +79,7 @@ def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
           f"steady, {args.during:g} s of each fault (measured, real time; peak over {args.interval:g} s windows).\n"
           "Each fault twice: with every node's slices and a label removed as it starts (the load with their "
           "repair, and the time until every node is right again), then alone (the load the fault causes)")
-    print(f"{'fault':<7} {'damage':<6} {'before/s':>9} {'during/s':>9} {'peak/s':>7} {'peak/steady':>11} "
+    print(f"{'fault':<12} {'damage':<6} {'before/s':>9} {'during/s':>9} {'peak/s':>7} {'peak/steady':>11} "
           f"{'after/s':>8} {'tried during':>12} {'recovered s':>11}  target: peak <= 2x steady (fault alone), "
           f"recovery <= {RECOVERY_S:g} s")
     try:
@@ -98,7 +98,7 @@ def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
                 b, d, a = phases["before"], phases["during"], phases["after"]
                 ratio = d.peak / b.rate if b.rate else float("nan")
                 rec = f"{recovered:.0f}" if recovered is not None else f"> {MAX_DELAY_S:g}"
-                print(f"{fault:<7} {'yes' if damage else 'no':<6} {b.rate:>9.1f} {d.rate:>9.1f} {d.peak:>7.1f} "
+                print(f"{fault:<12} {'yes' if damage else 'no':<6} {b.rate:>9.1f} {d.rate:>9.1f} {d.peak:>7.1f} "
                       f"{ratio:>11.2f} {a.rate:>8.1f} {d.sent:>12} {rec:>11}", flush=True)
     finally:
         f.close()
