@@ -12,9 +12,9 @@ lists when the store needs a state, then watches once. The rules, each with the 
 * **A state is committed whole** (``list``, ``watchList``): the first comes from a list (every server has
   them); after a 410, from a watch list (``sendInitialEvents``, one request from no resourceVersion a server
   can call too old), which replaces the store only at the bookmark annotated ``k8s.io/initial-events-end``;
-  one that ends or fails before it commits nothing, and the state comes from a list instead
-  (``ListAndWatch``'s fallback), as from then on for a server that ignores the request (changes before the
-  bookmark), refuses it (4xx) or breaks it.
+  one that fails before it commits nothing, and the next state comes from a list (``ListAndWatch``'s
+  fallback); a server that ignores the request (changes before the bookmark) or refuses it (4xx) gets lists
+  from then on.
 * **The resume resourceVersion** comes from the list, the watch list's end bookmark, or an event after the
   state (``handleAnyWatch``'s ``eventReceivedBesidesAdded``), never from a watch list's initial ADDED events.
 * **410 Gone** (a status, or an ``ERROR`` event in the stream) drops the resume resourceVersion and gets the
@@ -111,12 +111,14 @@ class SliceWatch:
         except BackingOff as exc:
             return exc.retry_in  # nothing sent: wait for the client's next try to be due
         except (_Ended, PublishError) as exc:
-            if watch_list and self._rv is None:  # broken, ignored or refused before its end: lists from now on
-                self._no_watch_lists(exc)
-                if isinstance(exc, InvalidObject | _Ended):  # refused or ignored: a list, at once
-                    self._sent()
-                    return 0.0
-            return self._after(exc)
+            if watch_list and self._rv is None and isinstance(exc, InvalidObject | _Ended):
+                self._no_watch_lists(exc)  # refused or ignored: a list at once, and lists from now on
+                self._sent()
+                return 0.0
+            wait = self._after(exc)
+            if watch_list:  # failed before its end: the next state comes from a list (ListAndWatch's fallback)
+                self._watch_list_next = False
+            return wait
         return 0.0
 
     def _after(self, exc: Exception) -> float:
