@@ -24,8 +24,10 @@ lists when the store needs a state, then watches once. The rules, each with the 
   Retry-After as a floor) for every failure of the watch; the streak starts over only after
   :data:`~.._api._retry.HEALTHY_S` without a failure (``defaultBackoffReset``), never because an event or a
   bookmark came. A broken stream, or one the server ends long before the timeout the client asked for
-  (:data:`EARLY_CLOSE_S`; client-go's ``VeryShortWatchError`` for the same), waits at least a window of one
-  default pass (:data:`ERROR_WINDOW_S`), so a fleet whose connections all drop comes back spread over a pass.
+  (:data:`EARLY_CLOSE_S`; client-go's ``VeryShortWatchError`` for the same), starting a streak waits half to
+  all of a window of one default pass (:data:`ERROR_WINDOW_S`), so a fleet whose connections all drop comes
+  back spread over a pass; the failures after it take the client's own steps. A repeated 410 (or silence)
+  doubles from that window: a watch that cannot be had costs a list and a watch each time.
   While the client backs off from a failing server nothing is sent, nothing is counted, and the watch waits
   exactly until the client's next try is due (``isWatchErrorRetriable``: 429 and refused connections wait).
 * **A silent stream is dead**: nothing (no event, no bookmark) for longer than the server's bookmark interval
@@ -135,17 +137,20 @@ class SliceWatch:
             self._cache.abandoned()
             log.warning("resource-slices: not watching (%s); each pass lists", exc)
             return GIVE_UP
-        return self._failed("error", exc, floor=ERROR_WINDOW_S)
+        return self._failed("error", exc, floor=ERROR_WINDOW_S, spread=True)
 
-    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0) -> float:
+    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0,
+                spread: bool = False) -> float:
         """Counts ``exc`` in the streak; the wait before the next try (``at_once``: none, the first time of its kind
-        in the streak)."""
+        in the streak; ``spread``: the ``floor`` for the first failure of a streak only)."""
         self._sent()
         self._again = reason
         if reason == "expired":
             self._rv, self._watch_list_next = None, self._watch_lists
         if self.backoff.new_streak():
             self._once.clear()
+        elif spread:
+            floor = 0.0  # spread once, when a fleet's streams break together; then the client's own steps
         kind = type(exc).__name__
         at_once = at_once and kind not in self._once
         self._once.add(kind)
