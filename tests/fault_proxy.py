@@ -9,10 +9,15 @@ Faults (``mode``):
   ``refuse``   nothing listens on the port: connections are refused
   ``410``      every watch answered 200, then an ``ERROR`` event with a 410 Status, then the end of the stream
                (what a real server sends when the resourceVersion asked for is too old); the rest forwarded
+  ``bookmark-410``  the same, with a ``BOOKMARK`` (at the resourceVersion asked for) before the ``ERROR``
+  ``silent``   every watch open and every new one goes silent: the server's events are read and dropped, the
+               connection kept (a half-open connection, a proxy that stopped forwarding); it stays silent after
+               the fault ends, until the client gives it up; the rest forwarded
 
 Changing the mode closes every connection (the way a restarting server or load balancer does), so clients
-meet the new mode on their next request. With ``certfile``/``keyfile`` it speaks TLS (the test server's own
-certificate: it serves 127.0.0.1 too). Every thread and socket it starts, :meth:`close` ends.
+meet the new mode on their next request; ``silent`` closes none, going in or out. With ``certfile``/``keyfile``
+it speaks TLS (the test server's own certificate: it serves 127.0.0.1 too). Every thread and socket it starts,
+:meth:`close` ends.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
-MODES = ("none", "500", "429", "refuse", "410")
+MODES = ("none", "500", "429", "refuse", "410", "bookmark-410", "silent")
 _HOP = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "accept-encoding", "content-length"})
 
 
@@ -85,14 +91,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, _status(500, "InternalError", "injected fault"))
         elif mode == "429":
             self._send(429, _status(429, "TooManyRequests", "injected fault"), {"Retry-After": "30"})
-        elif mode == "410" and watch:
-            event = json.dumps({"type": "ERROR", "object": json.loads(_status(410, "Expired", "too old resource "
-                                                                              "version (injected)"))}) + "\n"
-            self._send(200, event.encode())
+        elif mode in ("410", "bookmark-410") and watch:
+            self._send(200, self._expired(bookmark=mode == "bookmark-410"))
         elif watch:
             self._stream(body)
         else:
             self._forward(body)
+
+    def _expired(self, *, bookmark: bool) -> bytes:
+        error = {"type": "ERROR", "object": json.loads(_status(410, "Expired", "too old resource version (injected)"))}
+        lines = [error]
+        if bookmark:
+            rv = parse_qs(urlsplit(self.path).query).get("resourceVersion", ["1"])[0]
+            lines.insert(0, {"type": "BOOKMARK", "object": {"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
+                                                            "metadata": {"resourceVersion": rv}}})
+        return "".join(json.dumps(line) + "\n" for line in lines).encode()
 
     def _headers(self) -> dict[str, str]:
         return {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
@@ -117,6 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 with proxy._streaming(resp):
                     for chunk in resp.iter_raw():
+                        if id(resp) in proxy._silenced:
+                            continue
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         self.wfile.flush()
                 self.wfile.write(b"0\r\n\r\n")
@@ -137,6 +152,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
         self._streams: set[Any] = set()
+        self._silenced: set[int] = set()  # streams whose events are dropped (``silent``)
         self.received: list[float] = []  # time.monotonic() of every request received
         self._mode = "none"
         self._port = 0
@@ -162,7 +178,11 @@ class FaultProxy:
             self._listen()
         elif mode == "refuse":
             self._unlisten()
-        self._drop()
+        if mode == "silent":
+            with self._lock:
+                self._silenced |= {id(r) for r in self._streams}
+        elif was != "silent":
+            self._drop()
 
     def _listen(self) -> None:
         server = _Server(("127.0.0.1", self._port), _Handler)
@@ -206,11 +226,14 @@ class FaultProxy:
     def _streaming(self, resp: Any) -> Any:
         with self._lock:
             self._streams.add(resp)
+            if self._mode == "silent":
+                self._silenced.add(id(resp))
         try:
             yield
         finally:
             with self._lock:
                 self._streams.discard(resp)
+                self._silenced.discard(id(resp))
 
     def close(self) -> None:
         self._unlisten()

@@ -25,24 +25,34 @@ import httpx2
 
 import topology as t
 from exporter.kube import Backoff, LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
-from exporter.kube._sinks._slice_cache import TRUST_S
-from exporter.kube._sinks._slice_watch import GIVE_UP, SliceWatch
+from exporter.kube._client._client import KEEPALIVE_S
+from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, GIVE_UP, SliceWatch
 from tests.fault_proxy import FaultProxy
 
-FAULTS = ("500", "429", "refuse", "410")
+FAULTS = ("500", "429", "refuse", "410", "bookmark-410")
 PASSES = 10  # ten minutes of one-minute passes: the steady state sends one request each (the Node's GET)
 
 
 def request_bound(fault: str, seconds: float = 600.0) -> int:
     """The most requests ``seconds`` of ``fault`` may cost one agent passing once a minute: the steady rate (a
     request a pass, and the watch opened again at the server's timeout, every 5 to 10 minutes). With a 410 on
-    every watch, the watch cannot be had at all and only lists keep the slices checked: the first 410 costs a
-    list and a watch at once (the usual 410 after a restart), then a list and a watch each time the last list
-    is no longer trusted (``TRUST_S``)."""
+    every watch (after a bookmark or not) no watch can be had. The fault starts with the watch about to open, so
+    the first pass lists for itself (the watch has no state yet) and the watch's first state comes from a watch
+    list the server breaks, then a list and a watch; the first 410 relists at once (a list and a watch); then a
+    list and a watch each back-off step, counted here at the lowest draws of its jitter (the most that fit)."""
     passes = math.ceil(seconds / 60.0)
-    if fault != "410":
+    if fault not in ("410", "bookmark-410"):
         return passes + math.ceil(seconds / 300.0)
-    return passes + 1 + 2 * math.ceil(seconds / TRUST_S)
+    lowest = Backoff(rng=_Lowest())
+    steps, at, n = 0, 0.0, 2
+    while at + (wait := lowest.delay(n, None, floor=ERROR_WINDOW_S)) < seconds:
+        at, steps, n = at + wait, steps + 1, n + 1
+    return passes + 1 + 5 + 2 * steps
+
+
+class _Lowest(random.Random):
+    def uniform(self, a: float, b: float) -> float:
+        return a
 
 
 @dataclass
@@ -60,6 +70,7 @@ class CountingTransport(httpx2.HTTPTransport):
     """Counts every request tried, before it is sent: one that is refused counts too."""
 
     def __init__(self, now: Callable[[], float], **kw: Any) -> None:
+        kw.setdefault("limits", httpx2.Limits(keepalive_expiry=KEEPALIVE_S))  # as the client's own transport
         super().__init__(**kw)
         self.sent, self.now = 0, now
         self.log: list[tuple[float, str]] = []  # (``now()``, what) of every request

@@ -28,6 +28,13 @@ def api(kmock: Any) -> LightkubeApi:
                                 backoff=Backoff(base=0.01, sleep=lambda _: None, rng=random.Random(1)))
 
 
+async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not true within {timeout:g} s"
+        await asyncio.sleep(0.02)
+
+
 class Woken:
     """The agent's side of the watch: reasons, in order, waited for with a bound."""
 
@@ -71,7 +78,7 @@ class Watch:
 
     async def start(self, sink: ResourceSliceSink, backoff: Backoff | None = None) -> Woken:
         self._task = asyncio.create_task(asyncio.to_thread(sink.watch, self.stop, self.woken, backoff))
-        await asyncio.sleep(0.3)  # the stream is open and the existing slices have come as ADDED
+        await until(sink.cache.synced)  # listed; the watch opens from there
         return self.woken
 
     async def close(self) -> None:
@@ -119,7 +126,7 @@ async def test_the_sinks_own_deletions_wake_nothing(kmock: Any, api: LightkubeAp
     woken = await watch.start(sink)
     result = await asyncio.to_thread(sink.publish, a100_node())  # complete knowledge: the stale slice goes
     assert result.ok and await asyncio.to_thread(our_slices, kmock) == [name]
-    await asyncio.sleep(0.5)  # its DELETED event has arrived
+    await until(lambda: sink.cache.stored() == [name])  # its DELETED event has arrived
     await watch.close()
     assert woken.reasons == []
 
@@ -130,9 +137,8 @@ async def test_a_failed_watch_is_opened_again(kmock: Any, api: LightkubeApi, wat
     (name,) = await asyncio.to_thread(our_slices, kmock)
     kmock["watch", SLICES][:1] << 503 << {"kind": "Status", "apiVersion": "v1", "code": 503, "message": "busy"}
     woken = await watch.start(sink, Backoff(base=0.01, cap=0.05))
-    await asyncio.sleep(0.5)
+    await until(lambda: sink.watch_restarts()["error"] == 1)  # the failed watch was opened again
     assert woken.reasons == []  # nothing was deleted while it was down
-    # the watch does not probe a server that failed: it waits for a pass's request to be answered
     assert (await asyncio.to_thread(sink.publish, a100_node())).ok
     await asyncio.to_thread(delete_as_kubelet, kmock, name)
     assert await woken.until(lambda r: len(r) >= 1) == [f"resourceslice {name} deleted"]

@@ -1,308 +1,301 @@
-"""The slice watch loop and its cache against a scripted fake of the ``KubeApi`` port: each way a watch ends
-(the server's timeout, 410 inside the stream, a broken connection, RBAC) leads where it should, every restart
-is counted by reason, and only changes made by others wake the agent. The real thing is in
-``tests/test_apiserver_publish.py``; here each case is exact and instant."""
+"""The slice sink's pass and its watch, driven in every order around a write, a delete, a 410, a broken watch list,
+a bookmark-then-410 server and a silent stream, against the scripted server of ``tests/slice_script.py``: no
+threads, no sleeps, the clock the server's. The watch is the only writer of the store; the sink's own writes stand
+over it until the watch confirms them, and a newer event always wins. The real server is in
+``tests/test_apiserver_publish.py`` and ``tests/test_apiserver_faults.py``."""
 
 from __future__ import annotations
 
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
-from exporter.kube import Backoff, Expired, Forbidden, InvalidObject, Unavailable
-from exporter.kube._api._api import Kind, slice_kind
-from exporter.kube._api._errors import BackingOff
+from exporter.kube import Backoff, Expired, ResourceSliceSink, SliceConfig, Unavailable
+from exporter.kube._api._api import slice_kind
+from exporter.kube._api._errors import Forbidden
 from exporter.kube._client._watch_stream import decode_event
-from exporter.kube._sinks._slice_cache import TRUST_S, SliceCache
-from exporter.kube._sinks._slice_watch import (
-    EARLY_CLOSE_S,
-    ERROR_WINDOW_S,
-    RESTART_REASONS,
-    SliceWatch,
-    slice_fields,
-    watch_slices,
-)
+from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, GIVE_UP, RESTART_REASONS, SliceWatch, slice_fields
+from tests.kmock_support import a100_node
+from tests.slice_script import ScriptedServer, names
 
-KIND = slice_kind("v1")
-FIELDS = slice_fields("n1", "gpu.topology")
+NAME = "n1-gpu.topology-0"
 
 
-def obj(name: str, rv: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": rv}, "spec": {"nodeName": "n1", "driver": "gpu.topology"}}
-
-
-Step = Callable[[], Iterator[tuple[str, dict[str, Any]]]]
-
-
-class ScriptedApi:
-    """``list_versioned`` answers ``items`` at ``rv``; each ``watch`` plays the next step of the script (the
-    last one, which sets ``stop``, ends the loop)."""
-
-    def __init__(self, stop: threading.Event, items: list[dict[str, Any]], rv: str, steps: list[Step]) -> None:
-        self.stop, self.items, self.rv, self.steps = stop, items, rv, steps
-        self.lists: list[Mapping[str, str]] = []
-        self.watches: list[str | None] = []
-
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-                       probe: bool = True) -> tuple[list[dict[str, Any]], str]:
-        self.lists.append(dict(fields))
-        return list(self.items), self.rv
-
-    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
-        self.watches.append("LIST" if initial else resource_version)
-        if not self.steps:
-            self.stop.set()
-            return
-        yield from self.steps.pop(0)()
-
-
-def opened(*events: tuple[str, dict[str, Any]], then: Exception | None = None) -> Step:
-    def step() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        yield from events
-        if then is not None:
-            raise then
-    return step
-
-
-def refused(error: Exception) -> Step:
-    def step() -> Iterator[tuple[str, dict[str, Any]]]:
-        raise error
-        yield  # pragma: no cover - a generator that fails when first read
-    return step
-
-
-def run(api: ScriptedApi, cache: SliceCache | None = None) -> tuple[Counter[str], list[str], SliceCache]:
-    cache = cache or SliceCache()
-    restarts: Counter[str] = Counter(dict.fromkeys(RESTART_REASONS, 0))
-    woken: list[str] = []
-    watch_slices(api, lambda: KIND, fields=FIELDS, cache=cache, wake=woken.append, stop=api.stop,
-                 restarts=restarts, backoff=Backoff(base=0.001, cap=0.001))
-    return restarts, woken, cache
-
-
-def test_a_410_inside_the_stream_lists_again_at_once() -> None:
-    stop = threading.Event()
-
-    def expired() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        yield "BOOKMARK", {"metadata": {"resourceVersion": "12"}}
-        api.rv = "20"  # the server moved on (it restarted, and others wrote meanwhile)
-        raise Expired("watch resourceslices: 410 too old resource version: 12 (20)")
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, watch_list(obj("a", "5"), rv="22")])
-    restarts, woken, cache = run(api)
-    assert restarts["expired"] == 1 and restarts["error"] == 0
-    assert api.lists == [FIELDS]  # the state again through a watch list: one request, no list of its own
-    assert api.watches == ["10", "LIST", "22"]  # then on from where the watch list ended, without waiting
-    assert woken == [] and [o["metadata"]["name"] for o in cache.view() or []] == ["a"]
-
-
-def watch_list(*state: dict[str, Any], rv: str, then: Exception | None = None) -> Step:
-    """A watch list as a server with ``sendInitialEvents`` answers: the state, then the bookmark that ends it."""
-    end = {"metadata": {"resourceVersion": rv, "annotations": {"k8s.io/initial-events-end": "true"}}}
-    return opened(*[("ADDED", o) for o in state], ("BOOKMARK", end), then=then)
-
-
-def test_a_watch_list_finds_what_was_deleted_while_the_watch_was_down() -> None:
-    stop = threading.Event()
-    gone = opened(("BOOKMARK", {"metadata": {"resourceVersion": "11"}}),
-                  then=Expired("watch resourceslices: 410 too old resource version: 11 (30)"))
-    api = ScriptedApi(stop, [obj("a", "5"), obj("b", "6")], "10", [gone, watch_list(obj("a", "5"), rv="31")])
-    _, woken, cache = run(api)
-    assert woken == ["resourceslice b missing"] and [o["metadata"]["name"] for o in cache.view() or []] == ["a"]
-    assert api.watches == ["10", "LIST", "31"]
-
-
-@pytest.mark.parametrize("answer", [
-    refused(InvalidObject("watch resourceslices: 422 sendInitialEvents is forbidden for watch unless the "
-                          "WatchList feature gate is enabled")),
-    opened(("ADDED", obj("a", "5")), ("BOOKMARK", {"metadata": {"resourceVersion": "31"}}))])
-def test_a_server_without_watch_lists_gets_a_list_and_a_watch(answer: Step) -> None:
-    """Refused (the feature gate off) or ignored (an older server: the state without the bookmark that ends
-    it): the watch lists and watches instead, at once, and does not ask again."""
-    stop, cache = threading.Event(), SliceCache()
-    gone = refused(Expired("watch resourceslices: 410"))
-    worked = opened(("BOOKMARK", {"metadata": {"resourceVersion": "11"}}), then=Expired("watch resourceslices: 410"))
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [worked, answer, gone, worked])
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
-                       backoff=Backoff(rng=Top()), stop=stop)
-    assert [watch.step(), watch.step()] == [0.0, 0.0]  # a first 410: a watch list, refused or ignored
-    assert watch.step() > 0  # listed and watched instead, at once (a 410 on its own list: it waits)
-    assert api.watches == ["10", "LIST", "10"] and len(api.lists) == 2 and cache.view() is not None
-    api.rv = "40"
-    watch.step()  # a first 410 again, after a working watch: a list and a watch, never a watch list again
-    watch.step()
-    assert api.watches == ["10", "LIST", "10", "40", "40"] and len(api.lists) == 4
-
-
-class Top(random.Random):
-    """Draws the top of every jitter window: the longest wait the policy allows."""
+class Low(random.Random):
+    """Draws the bottom of every jitter window: the most requests the policy allows."""
 
     def uniform(self, a: float, b: float) -> float:
-        return b
+        return a
 
 
-def test_a_repeated_410_lists_once_the_cache_is_no_longer_trusted_and_passes_read_it_meanwhile() -> None:
-    """A watch that expires on the list it just made cannot be had: the passes plan against that list, and the
-    watch lists (and watches) again when the passes would, once the list is TRUST_S old, not on every 410."""
-    stop, now = threading.Event(), [0.0]
+class Agent:
+    """One agent's slice sink and its watch against ``server``: :meth:`publish` is a pass, :meth:`step` one turn
+    of the watch's loop."""
 
-    def expired() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        raise Expired("watch resourceslices: 410 too old resource version: 10 (20)")
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, watch_list(obj("a", "21"), rv="21", then=
-                      Expired("watch resourceslices: 410")), expired])
-    cache = SliceCache()
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
-                       backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
-    assert watch.step() == TRUST_S and len(api.lists) == 1  # not the floor's 120 s: the list is trusted longer
-    now[0] = TRUST_S - 1
-    assert [o["metadata"]["name"] for o in cache.view() or []] == ["a"]  # meanwhile a pass sends no list
-    now[0] = TRUST_S
-    assert cache.view() is None  # the list is too old to plan against: a pass would list
-    assert watch.step() == TRUST_S and len(api.lists) == 2  # the watch listed again, and its watch expired again
-    # the list is trusted again: after a 410 the state comes through a watch list, which works, then expires
-    assert watch.step() == 0.0  # after a working watch (an event): the first 410, a watch list at once
-    assert watch.step() == TRUST_S  # a 410 again, on its own watch list: waits for that state to age
-    assert len(api.lists) == 2 and api.watches == ["10", "10", "LIST", "LIST"]
+    def __init__(self, server: ScriptedServer) -> None:
+        self.server, self.woken = server, []
+        self.sink = ResourceSliceSink(server, "n1", SliceConfig(), taints=False, clock=server.clock)
+        self.watch = self.sink.watcher(threading.Event(), self.woken.append, Backoff(clock=server.clock, rng=Low()))
+
+    def publish(self) -> bool:
+        return self.sink.publish(a100_node("n1")).ok
+
+    def step(self) -> float:
+        return self.watch.step()
+
+    def view(self) -> list[str]:
+        return names(self.sink.cache.view())
+
+    def since(self, mark: int) -> list[str]:
+        return self.server.requests[mark:]
 
 
-def test_a_repeated_410_watches_from_a_passs_list_and_waits_for_that_list_to_age() -> None:
-    stop, now = threading.Event(), [0.0]
-
-    def expired() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        raise Expired("watch resourceslices: 410")
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [expired, expired, expired])
-    cache = SliceCache()
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=Counter(),
-                       backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
-    assert watch.step() == TRUST_S
-    now[0] = TRUST_S + 10
-    cache.listed([obj("a", "5")], "30")  # a pass found the list too old and listed: the watch starts from it
-    assert watch.step() == TRUST_S and api.watches == ["10", "30"] and len(api.lists) == 1  # no list of its own
+def published(server: ScriptedServer | None = None) -> Agent:
+    """An agent whose watch has its state and whose slice the server holds, the watch up to date."""
+    agent = Agent(server or ScriptedServer())
+    agent.step()
+    assert agent.publish() and agent.step() == 0.0
+    assert agent.view() == [NAME] and agent.woken == []
+    return agent
 
 
-def test_a_watch_broken_after_events_comes_back_on_a_jittered_window_and_passes_trust_the_cache() -> None:
-    """Every watch of a fleet breaks at once (a proxy drops its connections): each waits a full-jitter draw over
-    at least a pass before it reopens, the passes plan against what it saw meanwhile (no list each); the first
-    410 then lists again at once, and an event ends the streak (the next break draws from the same window
-    again)."""
-    stop = threading.Event()
-    broken = Unavailable("watch resourceslices: RemoteProtocolError: peer closed connection")
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [
-        opened(("BOOKMARK", obj("a", "11")), then=broken),
-        refused(Expired("watch resourceslices: 410 too old resource version: 11 (20)")),
-        watch_list(obj("a", "5"), rv="21", then=broken)])
-    cache = SliceCache()
+def both(*hooks: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        for hook in hooks:
+            hook()
+    return run
+
+
+# -- a write and a delete, in every order -------------------------------------------------------------------
+@pytest.mark.parametrize("order", ["delete, watch, reply", "delete, reply, watch", "watch, reply, delete, watch"])
+def test_a_slice_deleted_while_its_write_is_in_flight_is_created_again(order: str) -> None:
+    """Kubelet deletes the slice the pass is creating: whichever comes first, the DELETED event or the create's
+    reply (older than the delete), the slice is missing from the view, the agent is woken, and the next pass
+    creates it again."""
+    server = ScriptedServer()
+    agent = Agent(server)
+    agent.step()
+    kubelet = lambda: server.delete_as_kubelet(NAME)  # noqa: E731
+    if order == "delete, watch, reply":
+        server.during_write = both(kubelet, agent.step)
+        agent.publish()
+    elif order == "delete, reply, watch":
+        server.during_write = kubelet
+        agent.publish()
+        agent.step()
+    else:
+        server.during_write = agent.step
+        agent.publish()
+        kubelet()
+        agent.step()
+    assert agent.view() == []
+    assert any(why.startswith(f"resourceslice {NAME} deleted") for why in agent.woken)
+    assert agent.publish() and NAME in server.objects
+
+
+@pytest.mark.parametrize("order", ["watch, reply", "reply, watch"])
+def test_the_sinks_own_writes_wake_nothing_in_either_order(order: str) -> None:
+    agent = published()
+    agent.server.versions = ["v1"]
+    smaller = a100_node("n1", gpus=3)
+    if order == "watch, reply":
+        agent.server.during_write = agent.step
+        assert agent.sink.publish(smaller).ok
+    else:
+        assert agent.sink.publish(smaller).ok
+        agent.step()
+    assert agent.woken == [] and agent.sink.publish(smaller).written == 0
+
+
+def test_an_edit_by_someone_else_wakes_the_agent() -> None:
+    agent = published()
+    edited = agent.server.objects[NAME]
+    edited["metadata"]["labels"] = {}
+    agent.server._change("MODIFIED", edited)
+    agent.step()
+    assert agent.woken == [f"resourceslice {NAME} changed"]
+
+
+def test_a_failed_pass_leaves_the_store_to_the_watch_and_a_later_delete_stands() -> None:
+    """A pass whose write the server applied but whose reply was lost (a timeout), then kubelet's delete: the next
+    pass plans against the watch's view (no list of its own that could undo the delete) and creates the slice
+    again; the watch resumes from the delete's resourceVersion, never from an older one."""
+    server = ScriptedServer()
+    agent = Agent(server)
+    agent.step()
+
+    def lost() -> None:
+        raise Unavailable("create resourceslice: ReadTimeout")
+    server.during_write = lost
+    assert not agent.publish()
+    agent.step()  # the create's ADDED event
+    server.delete_as_kubelet(NAME)
+    deleted_at = server.rv
+    agent.step()
+    mark = len(server.requests)
+    assert agent.publish() and NAME in server.objects
+    assert "LIST" not in agent.since(mark)
+    agent.step()
+    assert server.requests[-1] == f"WATCH {deleted_at}"  # resumed from the delete, never from before it
+    assert agent.view() == [NAME] and agent.woken == [f"resourceslice {NAME} deleted"]
+
+
+def test_a_pass_before_the_watchs_first_state_lists_for_itself_and_writes_nothing_to_the_cache() -> None:
+    server = ScriptedServer()
+    agent = Agent(server)
+    assert agent.publish() and server.requests[-2:] == ["LIST", f"CREATE {NAME}"]
+    assert not agent.sink.cache.synced()
+    agent.step()
+    assert agent.sink.cache.synced() and agent.view() == [NAME] and agent.woken == []
+
+
+def test_a_write_the_watch_never_confirms_stands_for_its_ttl_then_the_store_counts() -> None:
+    """The watch is down (the server fails it) while the pass creates the slice: the view shows the create at once;
+    after the mutation's TTL the watch's store alone counts, and the next pass checks the pool against it."""
+    server = ScriptedServer()
+    agent = Agent(server)
+    agent.step()
+    assert agent.publish() and agent.view() == [NAME]
+    server.now += 61.0
+    assert agent.view() == []  # not confirmed: the next pass writes it again (an apply changes nothing)
+    agent.step()
+    assert agent.view() == [NAME] and agent.woken == []
+
+
+# -- 410, watch lists, silence ---------------------------------------------------------------------------------
+def test_after_a_healthy_while_the_first_410_gets_a_watch_list_at_once_and_passes_list_nothing() -> None:
+    agent = published()
+    server = agent.server
+    for _ in range(3):  # fifteen healthy minutes: the server's timeout, watched again at once
+        assert agent.step() == 0.0
+    server.delete_as_kubelet(NAME)
+    server.compact()  # the server lost its events (its watch cache started over): the delete is not replayed
+    mark = len(server.requests)
+    assert agent.step() == 0.0  # 410: at once
+    assert agent.publish() and "LIST" not in agent.since(mark)  # the pass plans against the store meanwhile
+    agent.step()
+    assert agent.since(mark)[-1] == "WATCHLIST" and agent.woken == [f"resourceslice {NAME} missing"]
+    assert agent.sink.watch_restarts() == {"closed": 5, "expired": 1, "error": 0}
+
+
+def test_a_watch_list_broken_part_way_commits_nothing_and_the_state_comes_from_a_list() -> None:
+    """The store holds our slice; after a 410 the watch list streams another slice (newer than a delete of ours it
+    does not show) and breaks before its end: nothing is committed, no resourceVersion of its ADDED events is
+    resumed from, and the next state (a list) finds ours missing."""
+    agent = published()
+    server = agent.server
+    server.compact()
+    server.delete_as_kubelet(NAME)
+    other = {"metadata": {"name": "n1-other"}, "spec": {"driver": "gpu.topology", "nodeName": "n1"}}
+    server._change("ADDED", other)
+    server.faults = ["410", "break-list"]
+    mark = len(server.requests)
+    assert agent.step() == 0.0
+    assert agent.step() > 0 and agent.view() == [NAME]  # broken: the store is as it was
+    agent.step()
+    assert agent.since(mark) == ["WATCH 101", "WATCHLIST", "LIST", f"WATCH {server.rv}"]
+    assert agent.woken == [f"resourceslice {NAME} missing"] and agent.view() == ["n1-other"]
+
+
+def test_a_server_that_sends_a_bookmark_then_a_410_on_every_watch_is_backed_off() -> None:
+    """The bookmark is no proof of health: the first 410 relists at once, the ones after wait on the back-off
+    (the lowest draws of its jitter here), so ten minutes cost a handful of requests, not thousands."""
+    agent = published()
+    server = agent.server
+    server.faults = ["bookmark-410"] * 100
+    start, mark, waits = server.now, len(server.requests), []
+    while server.now - start < 600.0:
+        wait = agent.step()
+        waits.append(wait)
+        server.now += wait
+    # at once: the 410, and the watch list this server breaks (a list instead); then the back-off, growing
+    assert waits[:2] == [0.0, 0.0] and all(w > 0 for w in waits[2:]) and waits[2:] == sorted(waits[2:])
+    assert len(agent.since(mark)) <= 12, agent.since(mark)
+
+
+def test_a_410_once_relists_at_once_and_again_after_a_healthy_period() -> None:
+    agent = published()
+    server = agent.server
+    server.faults = ["410"]
+    assert agent.step() == 0.0 and agent.step() == 0.0  # the state again, at once, then watched on
+    server.now += 121.0  # a healthy period: the back-off's streak starts over
+    server.faults = ["410"]
+    assert agent.step() == 0.0
+
+
+def test_a_silent_stream_is_watched_again_at_once_from_where_it_stopped() -> None:
+    agent = published()
+    server = agent.server
+    server.faults = ["silent"]
+    assert agent.step() == 0.0
+    resume = server.requests[-1]
+    server.delete_as_kubelet(NAME)
+    agent.step()
+    assert server.requests[-1] == resume and agent.woken == [f"resourceslice {NAME} deleted"]
+    server.faults = ["silent", "silent"]
+    assert agent.step() == 0.0 and agent.step() >= ERROR_WINDOW_S / 2  # silent again: backed off
+
+
+def test_nothing_sent_counts_no_restart_and_waits_for_the_clients_next_try() -> None:
+    agent = published()
+    agent.server.faults = ["500", "backing-off", "backing-off"]
+    assert agent.step() >= ERROR_WINDOW_S / 2  # sent, and counted for why the last stream ended (its timeout)
+    before = agent.sink.watch_restarts()
+    assert agent.step() == 30.0 and agent.step() == 30.0  # not sent: exactly until the client's next try
+    assert agent.sink.watch_restarts() == before
+    agent.step()
+    assert agent.sink.watch_restarts()["error"] == before["error"] + 1  # sent: one restart
+
+
+def test_a_404_for_the_api_version_picks_the_version_again() -> None:
+    agent = published()
+    server = agent.server
+    server.versions = ["v1beta2"]  # the server no longer serves v1 (a rollback)
+    assert agent.step() > 0
+    mark = len(server.requests)
+    agent.step()
+    assert agent.since(mark)[:2] == ["DISCOVERY", "LIST"]
+    assert agent.publish()
+
+
+# -- giving up ------------------------------------------------------------------------------------------------
+def test_a_forbidden_watch_gives_up_and_passes_list() -> None:
+    server = ScriptedServer()
     restarts: Counter[str] = Counter()
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None,
-                       restarts=restarts, backoff=Backoff(rng=Top()), stop=stop)
-    assert watch.step() == ERROR_WINDOW_S  # not at once: the top of uniform(0, ERROR_WINDOW_S)
-    assert cache.view() is not None  # the watch is down for an error: the passes still trust what it saw
-    assert watch.step() == 0.0 and api.watches == ["10", "11"]  # resumed, met a 410: the state again at once
-    assert watch.step() == ERROR_WINDOW_S  # the event reset the streak: the same window, not a doubled one
-    assert restarts == Counter(error=2, expired=1) and api.watches[-1] == "LIST" and len(api.lists) == 1
+    agent = Agent(server)
 
-
-def test_a_stream_ended_cleanly_long_before_its_timeout_waits_like_a_broken_one() -> None:
-    """A server shutting down (or a proxy) ends every stream cleanly at once: not the server's timeout, so it
-    waits on the error window too; a stream that lasted to its timeout reopens at once."""
-    now = [0.0]
-    steps = [opened(("BOOKMARK", obj("a", "11"))), opened(("BOOKMARK", obj("a", "12")))]
-
-    def lasting() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        now[0] += 300.0  # the client asks the server for 300 to 600 s
-        yield "BOOKMARK", obj("a", "13")
-    api = ScriptedApi(threading.Event(), [obj("a", "5")], "10", [*steps, lasting])
-    cache, restarts = SliceCache(), Counter[str]()
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=cache, wake=lambda _w: None, restarts=restarts,
-                       backoff=Backoff(rng=Top()), early=EARLY_CLOSE_S, clock=lambda: now[0])
-    assert watch.step() == ERROR_WINDOW_S and cache.view() is not None  # dropped: trusted, no list meanwhile
-    now[0] += TRUST_S
-    assert cache.view() is None  # no watch for TRUST_S: a pass lists
-    now[0] -= TRUST_S
-    assert watch.step() == ERROR_WINDOW_S and api.watches == ["10", "11"]  # resumed, where it stopped
-    assert watch.step() == 0.0 and restarts == Counter(error=2, closed=1)  # its timeout: at once
+    def forbidden(*_a: object, **_k: object) -> object:
+        raise Forbidden("watch resourceslices: 403")
+    server.watch = forbidden  # type: ignore[method-assign]
+    watch = SliceWatch(server, lambda: slice_kind("v1"), fields=slice_fields("n1", "gpu.topology"),
+                       cache=agent.sink.cache, wake=agent.woken.append, restarts=restarts)
+    assert watch.step() == GIVE_UP
+    mark = len(server.requests)
+    assert agent.publish() and "LIST" in agent.since(mark)
 
 
 def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:
-    cache = SliceCache()
+    agent = published()
 
-    def bug() -> Kind:
+    def bug() -> None:
         raise RuntimeError("a bug")
-    watch = SliceWatch(ScriptedApi(threading.Event(), [], "1", []), bug, fields=FIELDS, cache=cache,
-                       wake=lambda _w: None, restarts=Counter())
-    cache.replace([obj("a", "5")])
-    cache.expired()  # the watch was relisting after a 410 when it broke
-    assert cache.view() is not None  # trusted while the watch is on its way back
+    agent.watch._kind = bug  # type: ignore[assignment]
     with pytest.raises(RuntimeError):
-        watch.run()
-    assert cache.view() is None
+        agent.watch.run()
+    assert not agent.sink.cache.synced()
 
 
-def test_a_floor_sets_the_least_jitter_window_and_the_cap_the_most() -> None:
+def test_a_floor_sets_the_least_window_and_the_cap_the_most() -> None:
+    class Top(random.Random):
+        def uniform(self, a: float, b: float) -> float:
+            return b
     b = Backoff(rng=Top())
-    assert [b.delay(n, None) for n in (1, 2)] == [4.0, 8.0]  # requests: from the base
+    assert [b.delay(n, None) for n in (1, 2)] == [2.0, 4.0]  # requests: from the base
     assert [b.delay(n, None, floor=60.0) for n in (1, 2, 3, 4)] == [60.0, 120.0, 240.0, b.cap]
-
-
-def test_the_servers_timeout_resumes_from_the_last_version_seen_bookmarks_included() -> None:
-    stop = threading.Event()
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [
-        opened(("BOOKMARK", {"metadata": {"resourceVersion": "40"}})),
-        opened(("MODIFIED", obj("a", "45")))])
-    restarts, woken, _ = run(api)
-    assert api.lists == [FIELDS]  # listed once, at the start
-    assert api.watches == ["10", "40", "45"]
-    assert restarts["closed"] == 3  # the third: the script's end
-    assert woken == ["resourceslice a changed"]  # someone else's edit of our slice
-
-
-def test_a_broken_connection_resumes_from_its_version_and_is_trusted_meanwhile() -> None:
-    stop = threading.Event()
-    cache = SliceCache()
-    seen: list[list[dict[str, Any]] | None] = []
-
-    def broken() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        yield "ADDED", obj("b", "11")
-        raise Unavailable("watch resourceslices: ReadError")
-
-    def check() -> Iterator[tuple[str, dict[str, Any]]]:
-        seen.append(cache.view())  # after the failure, before the server accepts the watch again
-        yield "OPEN", {}
-        seen.append(cache.view())
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [broken, check])
-    restarts, _, _ = run(api, cache)
-    assert restarts["error"] == 1 and api.lists == [FIELDS] and api.watches[:2] == ["10", "11"]
-    # between, the passes plan against what the watch saw until it broke (trusted, not fresh: no list each)
-    assert [[o["metadata"]["name"] for o in view or []] for view in seen] == [["a", "b"], ["a", "b"]]
-
-
-@pytest.mark.parametrize("error", [Forbidden("watch resourceslices: 403"), Unavailable("x")])
-def test_forbidden_gives_up_other_failures_retry(error: Exception) -> None:
-    stop = threading.Event()
-    api = ScriptedApi(stop, [], "1", [refused(error)])
-    restarts, _, cache = run(api)
-    assert cache.view() is None or isinstance(error, Unavailable)
-    assert restarts["error"] == (1 if isinstance(error, Unavailable) else 0)
-    assert len(api.watches) == (2 if isinstance(error, Unavailable) else 1)
-
-
-def test_a_watch_the_client_holds_back_counts_as_an_error_restart() -> None:
-    """The stream broke and a pass found the server failing first: the reopen is not sent (the client backs
-    off), and that is still a restart for an error, as a reopen the server refused would be."""
-    stop = threading.Event()
-    api = ScriptedApi(stop, [], "1", [refused(BackingOff("watch resourceslices: not sent", 0.0))])
-    restarts, _, _ = run(api)
-    assert restarts["error"] == 1 and len(api.watches) == 2  # then watched again
+    assert Backoff(rng=Low()).delay(1, None, floor=60.0) == 30.0  # the upper half of the window
 
 
 def test_an_error_event_is_raised_as_its_status() -> None:
@@ -316,35 +309,10 @@ def test_an_error_event_is_raised_as_its_status() -> None:
         "DELETED", {"metadata": {"name": "a"}})
 
 
-def test_the_cache_wakes_only_for_changes_of_others() -> None:
-    cache = SliceCache()
-    assert cache.view() is None  # not fresh before a watch lists
-    cache.watched(lambda: 0.0)
-    assert cache.replace([obj("a", "5")]) == []
-    cache.writing(["a", "b"])
-    assert cache.event("MODIFIED", obj("a", "6")) is None  # our own update, its event before our write returned
-    cache.written([obj("a", "6"), obj("b", "7")], [], ["a", "b"])
-    assert cache.event("ADDED", obj("b", "7")) is None  # our own create, its event after
-    assert cache.event("MODIFIED", obj("a", "5")) is None  # an event older than what we hold
-    assert cache.event("DELETED", obj("b", "8")) == "resourceslice b deleted"  # kubelet
-    assert cache.event("MODIFIED", obj("a", "9")) == "resourceslice a changed"  # someone's edit
-    cache.writing(["a"])
-    cache.written([], ["a"], [])
-    assert cache.event("DELETED", obj("a", "10")) is None  # our own delete
-    assert cache.view() == []
-    cache.written([], [], ["c"])  # published while not watching; gone before the watch lists
-    cache.stale()
-    assert cache.view() == []  # the watch broke: what it saw is trusted for a while
-    cache.abandoned()
-    assert cache.view() is None  # no watch will come: the passes list
-    assert cache.replace([]) == ["resourceslice c missing"]
-
-
 def test_restart_counters_are_exported_at_zero_from_the_start() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from exporter import SnapshotCollector, View, sink_stats
-    from exporter.kube import ResourceSliceSink, SliceConfig
     from topology import Snapshot
 
     sink = ResourceSliceSink(None, "n1", SliceConfig())  # type: ignore[arg-type]  # no request before publish
@@ -354,57 +322,3 @@ def test_restart_counters_are_exported_at_zero_from_the_start() -> None:
     text = generate_latest(registry).decode()
     for reason in RESTART_REASONS:
         assert f'topolink_sink_watch_restarts_total{{reason="{reason}",sink="resource-slices"}} 0.0' in text
-
-
-@pytest.mark.parametrize(("step", "trusted"), [
-    (refused(Unavailable("watch resourceslices: 503 busy")), False),
-    (opened(("BOOKMARK", obj("a", "11")), then=Unavailable("watch resourceslices: ReadError")), True)])
-def test_a_server_that_fails_the_watch_makes_passes_list_a_broken_stream_does_not(step: Step, trusted: bool) -> None:
-    """A watch the server refused or failed (a failing server: passes list, each when the client's back-off
-    lets it, and the first one answered finds what changed meanwhile) against a stream that broke after it
-    was accepted (a dropped connection: what the watch saw stands, and it resumes from there)."""
-    stop = threading.Event()
-    cache = SliceCache()
-    watch = SliceWatch(ScriptedApi(stop, [obj("a", "5")], "10", [step]), lambda: KIND, fields=FIELDS, cache=cache,
-                       wake=lambda _w: None, restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop)
-    assert watch.step() == ERROR_WINDOW_S
-    assert (cache.view() is not None) is trusted
-
-
-def test_a_watch_that_carried_a_quiet_node_for_a_while_starts_a_new_streak_when_it_breaks() -> None:
-    """No event comes on a quiet node between bookmarks: a stream open for a window before it broke worked, so
-    the next break draws from the first window again, not from a doubled one (faults an hour apart are not
-    one streak); a stream that breaks at once still doubles it."""
-    now = [0.0]
-    broken = Unavailable("watch resourceslices: ReadError")
-
-    def lasting() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        now[0] += ERROR_WINDOW_S
-        raise broken
-    stop = threading.Event()
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [lasting, lasting, opened(then=broken), opened(then=broken)])
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=SliceCache(), wake=lambda _w: None,
-                       restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
-    assert [watch.step() for _ in range(4)] == [ERROR_WINDOW_S, ERROR_WINDOW_S, 2 * ERROR_WINDOW_S,
-                                               4 * ERROR_WINDOW_S]
-
-
-def test_a_410_after_a_quiet_while_open_lists_again_at_once_even_on_a_watch_from_its_own_list() -> None:
-    """A watch opened from its own list on a quiet node (no event yet), open a window, then dropped; its resume
-    meets a 410 (the server moved on by more than its window): that is the usual first 410, relisted at once,
-    not a watch that cannot be had (which would leave the passes on a list up to TRUST_S old)."""
-    now = [0.0]
-
-    def quiet_then_dropped() -> Iterator[tuple[str, dict[str, Any]]]:
-        yield "OPEN", {}
-        now[0] += ERROR_WINDOW_S
-        raise Unavailable("watch resourceslices: ReadError")
-    stop = threading.Event()
-    api = ScriptedApi(stop, [obj("a", "5")], "10", [quiet_then_dropped, refused(Expired("watch resourceslices: 410"))])
-    watch = SliceWatch(api, lambda: KIND, fields=FIELDS, cache=SliceCache(), wake=lambda _w: None,
-                       restarts=Counter(), backoff=Backoff(rng=Top()), stop=stop, clock=lambda: now[0])
-    assert watch.step() == ERROR_WINDOW_S
-    assert watch.step() == 0.0 and len(api.lists) == 1  # a first 410: the state again at once (next step)
-    watch.step()
-    assert api.watches[-1] == "LIST"

@@ -115,7 +115,7 @@ FAMILIES: tuple[Family, ...] = (
            "write.", ("sink", "result"), "3K"),
     Family("topolink_sink_watch_restarts", "counter", "Times a sink's watch of what it wrote was opened again: "
            "reason closed (the server ended it at its timeout), expired (410 Gone: listed again) or error "
-           "(failed: backed off, then listed again).", ("sink", "reason"), "3K"),
+           "(failed or silent: backed off, then resumed); counted when the request is sent.", ("sink", "reason"), "3K"),
     Family("topolink_state_file_errors", "counter", "State files found corrupt or foreign at start, and "
            "ignored.", ("file",), "2"),
     Family("topolink_state_writable", "gauge", "1 when the state directory took the latest write, 0 when it "

@@ -79,10 +79,8 @@ class KubeApi(Protocol):
         needs crosses the network)."""
         ...
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-                       probe: bool = True) -> tuple[Objs, str]:
-        """As :meth:`list`, with the list's resourceVersion: where a watch of the same selection starts.
-        ``probe`` false (the watch's own list): not sent while the client backs off from a failing server."""
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> tuple[Objs, str]:
+        """As :meth:`list`, with the list's resourceVersion: where a watch of the same selection starts."""
         ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...

@@ -8,7 +8,8 @@
         ├── Conflict            409 after the retries
         ├── Expired             410 Gone: a watch's resourceVersion is older than the server keeps (list again)
         ├── Unavailable         429, 5xx, refused connections, timeouts after the retries
-        │   └── BackingOff      not sent: the server kept failing and the next try is not due yet
+        │   ├── BackingOff      not sent: the server kept failing and the next try is not due yet
+        │   └── Silent          a watch stream with nothing (no event, no bookmark) for too long: dead
         └── BadConfig           no usable kubeconfig or in-cluster configuration: nothing was sent
 """
 
@@ -45,6 +46,10 @@ class BackingOff(Unavailable):
     def __init__(self, message: str, retry_in: float) -> None:
         super().__init__(message)
         self.retry_in = retry_in
+
+
+class Silent(Unavailable):
+    pass
 
 
 class Expired(PublishError):

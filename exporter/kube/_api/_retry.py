@@ -1,29 +1,24 @@
 """The one retry policy of the Kubernetes client, for every request and for the watch.
 
-* **Exponential back-off with full jitter**: after the n-th server failure in a row (429, 5xx, a refused or
-  broken connection, a timeout) the next try waits ``uniform(0, min(MAX_DELAY_S, base * 2**n))``.
+* **Exponential back-off, jittered as client-go's**: after the n-th failure in a row the next try waits
+  ``uniform(w/2, w)`` with ``w = min(MAX_DELAY_S, base * 2**n)`` (client-go's ``wait.Backoff`` with
+  ``Jitter: 1.0`` waits between ``d`` and ``2d``: the same spread, with ``w`` the stated maximum). A ``floor``
+  widens the window to at least ``floor * 2**(n-1)`` (the watch's, after a broken stream: one default pass).
 * **A stated maximum**: no wait is longer than :data:`MAX_DELAY_S` (5 minutes).
-* **Retry-After honoured up to that maximum**: the wait is at least what the server asked for (capped at
-  the maximum), for requests and for watches alike.
-* **Carried across passes**: a :class:`Backoff` is the back-off state (the failures in a row), shared by
-  every call of one client. While the server keeps failing, a request whose next try is further off than
-  ``in_call`` seconds is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and the pass
-  moves on); a call that starts the back-off waits for a sooner one, ``attempts`` tries at most; a call made
-  while it is on tries once, if due. The watch never probes a failing server: while backing off it waits for
-  a pass's request to be answered, so a failing server gets about one request a pass at most. Only an answer
-  that is not a failure (any 2xx, a 4xx other than 429) ends the back-off.
-* **The watch** has a back-off of its own (:class:`Backoff` too): a watch counts as a success only when an event
-  arrives, not when it opens, so a watch that opens and fails at once (410 inside an HTTP 200 stream, a connection
-  closed right after) backs off like any other failure. A first 410 after a working watch gets the state again at
-  once (a watch list); a repeated one (or one on a watch opened from its own list) lists and watches again only once
-  that list stops being trusted (:data:`~exporter.kube._sinks._slice_cache.TRUST_S`, one back-off maximum), the
-  passes planning against it meanwhile. A watch that breaks on an error (or that the server drops long before its
-  timeout) waits at least a window of one default pass (:data:`~exporter.kube._sinks._slice_watch.ERROR_WINDOW_S`,
-  full jitter): watches dropped together come back spread out, and the passes trust what the watch saw meanwhile.
+* **Retry-After as a floor**: the wait is at least what the server asked for (capped at the maximum).
+* **Carried across passes**: a :class:`Backoff` is a streak. While the server keeps failing, a request whose
+  next try is not due is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and the pass
+  moves on); a call that starts the streak waits for a sooner one, ``attempts`` tries at most; a call made
+  while it is on tries once, if due. An answer that is not a failure (any 2xx, a 4xx other than 429) ends the
+  client's streak.
+* **Reset after a healthy period**: a streak with no failure for :data:`HEALTHY_S` (client-go's
+  ``defaultBackoffReset``, 2 minutes) after its last wait ended starts over. The watch's streak (a
+  :class:`Backoff` of its own) ends only so, never because an event or a bookmark came: a server that sends a
+  bookmark and then a 410 on every watch is backed off like any other failing one (``at_once``: a failure
+  that is tried again at once, the watch's first 410 of a streak).
 
 So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
-ten requests, what a healthy server gets in ten minutes of one-minute passes (a server whose every watch
-fails with 410: a list and a watch more every five minutes) (``tests/test_kube_faults.py``,
+ten requests, what a healthy server gets in ten minutes of one-minute passes (``tests/test_kube_faults.py``,
 ``benchmarks/faults.py``).
 """
 
@@ -39,6 +34,7 @@ from typing import TypeVar
 T = TypeVar("T")
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 MAX_DELAY_S = 300.0  # the longest wait between tries: 5 minutes
+HEALTHY_S = 120.0  # a streak with no failure this long starts over (client-go's defaultBackoffReset)
 
 
 class Retryable(Exception):  # a signal between the client and Backoff.run
@@ -51,7 +47,7 @@ class Retryable(Exception):  # a signal between the client and Backoff.run
 class Backoff:
     attempts: int = 2  # tries in one call, while the wait stays within ``in_call``: two at most, so that
     # a fleet meeting a fault sends no more than twice its steady rate
-    base: float = 2.0
+    base: float = 1.0
     cap: float = MAX_DELAY_S
     in_call: float = 8.0  # a call waits this long at most; longer waits are left to later calls
     sleep: Callable[[float], None] = time.sleep
@@ -59,15 +55,17 @@ class Backoff:
     rng: random.Random = field(default_factory=random.Random)
     failures: int = 0  # server failures in a row
     not_before: float = 0.0  # no try before this (``clock``)
+    failed_at: float = 0.0  # the last failure (``clock``)
+    healthy_s: float = HEALTHY_S
     last_error: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def delay(self, failures: int, retry_after: float | None, floor: float = 0.0) -> float:
-        """The wait after ``failures`` failures in a row: full jitter, at least ``retry_after``, at most ``cap``;
-        with a ``floor`` the jitter's window is at least ``floor x 2^(failures-1)``."""
+        """The wait after ``failures`` failures in a row: jittered over the upper half of the window, at least
+        ``retry_after``, at most ``cap``; with a ``floor`` the window is at least ``floor x 2^(failures-1)``."""
         n = min(failures, 30)
-        window = max(self.base * 2 ** n, floor * 2 ** max(n - 1, 0) if floor > 0 else 0.0)
-        jitter = self.rng.uniform(0, min(self.cap, window))
+        window = min(self.cap, max(self.base * 2 ** n, floor * 2 ** max(n - 1, 0) if floor > 0 else 0.0))
+        jitter = self.rng.uniform(window / 2, window)
         return max(jitter, min(max(retry_after, 0.0), self.cap)) if retry_after is not None else jitter
 
     def wait_s(self) -> float:
@@ -75,31 +73,39 @@ class Backoff:
         with self._lock:
             return max(0.0, self.not_before - self.clock()) if self.failures else 0.0
 
-    def failed(self, error: object, retry_after: float | None = None, floor: float = 0.0) -> float:
-        """One more failure in a row; returns the wait before the next try (``floor``: see :meth:`delay`)."""
+    def failed(self, error: object, retry_after: float | None = None, floor: float = 0.0,
+               at_once: bool = False) -> float:
+        """One more failure in a row (the first of a new streak after ``healthy_s`` without one); returns the wait
+        before the next try (``floor``: see :meth:`delay`; ``at_once``: none, but for ``retry_after``)."""
         with self._lock:
+            now = self.clock()
+            if self._healthy(now):
+                self.failures = 0
             self.failures += 1
-            wait = self.delay(self.failures, retry_after, floor)
-            self.not_before, self.last_error = self.clock() + wait, str(error)
+            if at_once:
+                wait = min(max(retry_after or 0.0, 0.0), self.cap)
+            else:
+                wait = self.delay(self.failures, retry_after, floor)
+            self.not_before, self.failed_at, self.last_error = now + wait, now, str(error)
             return wait
+
+    def new_streak(self) -> bool:
+        """The next failure starts a streak: none yet, or none for ``healthy_s`` after the last wait ended."""
+        with self._lock:
+            return not self.failures or self._healthy(self.clock())
+
+    def _healthy(self, now: float) -> bool:
+        return bool(self.failures) and now - max(self.not_before, self.failed_at) >= self.healthy_s
 
     def succeeded(self) -> None:
         with self._lock:
             self.failures, self.not_before = 0, 0.0
 
-    def held(self) -> float | None:
-        """For the watch, which never probes a failing server (the passes do, one request each): the seconds
-        to wait while backing off, else None."""
-        with self._lock:
-            return max(self.not_before - self.clock(), self.base) if self.failures else None
-
-    def run(self, call: Callable[[], T], refuse: Callable[[float], Exception], probe: bool = True) -> T:
+    def run(self, call: Callable[[], T], refuse: Callable[[float], Exception]) -> T:
         """``call`` raises :class:`Retryable` for a server failure; the last one is re-raised. A try further off
-        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead (at once while backing off and
-        ``probe`` is false). Any other outcome is an answer from the server and ends the back-off."""
-        if not probe and (held := self.held()) is not None:
-            raise refuse(held)
-        # already backing off: one try, when due; a back-off that starts in this call: ``attempts`` tries
+        than ``in_call`` is not made: ``refuse(seconds)`` is raised instead. Any other outcome is an answer from
+        the server and ends the streak."""
+        # a streak already on: one try, when due; a streak that starts in this call: ``attempts`` tries
         tries = self.attempts if not self.failures else 1
         for attempt in range(tries):
             wait = self.wait_s()

@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from .._api._api import MANAGER, Kind, NodeView, Obj, Objs
-from .._api._errors import BackingOff, BadConfig, Forbidden, NotFound, PublishError, Unavailable
+from .._api._errors import BackingOff, BadConfig, Forbidden, NotFound, Unavailable
 from .._api._retry import RETRYABLE, Backoff, Retryable, retry_after
 from ._watch_stream import OPEN, error_for, path_of, selector, stream_events
 
@@ -34,10 +34,6 @@ def user_agent() -> str:
         return "topolink/0+unknown"
 
 
-def _error(what: str, code: int, message: str = "") -> PublishError:
-    return error_for(what, code, message)
-
-
 @contextmanager
 def _mapped(what: str) -> Iterator[None]:
     import httpx2
@@ -48,7 +44,7 @@ def _mapped(what: str) -> Iterator[None]:
     except httpx2.HTTPStatusError as exc:  # lightkube's ApiError, or a body it could not read as a Status
         code = exc.response.status_code
         status = exc.status if isinstance(exc, ApiError) else None
-        err = _error(what, code, (status.message or "") if status else "")
+        err = error_for(what, code, (status.message or "") if status else "")
         if code in RETRYABLE:
             raise Retryable(err, retry_after(exc.response.headers.get("Retry-After"))) from exc
         raise err from exc
@@ -77,8 +73,9 @@ def _node_view(node: Any) -> NodeView:
 
 
 class LightkubeApi:
-    def __init__(self, client: Any, backoff: Backoff | None = None) -> None:
-        self._client = client
+    def __init__(self, client: Any, backoff: Backoff | None = None, http: Any = None) -> None:
+        self._client = client  # lightkube's
+        self._http = http  # an httpx client for what lightkube has no call for: auth, TLS, base URL as lightkube's
         self._backoff = backoff or Backoff()
 
     @classmethod
@@ -90,6 +87,9 @@ class LightkubeApi:
         import httpx2
         import yaml
         from lightkube import Client, ConfigError, KubeConfig
+        from lightkube.config.client_adapter import user_auth, verify_cluster
+
+        from ._transport import UserAgent
 
         try:
             if server:  # a bare URL, no credentials: test servers
@@ -98,22 +98,23 @@ class LightkubeApi:
                     "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}], "current-context": "x"})
             else:
                 config = KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()
-            client = Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout),
-                            transport=transport)
+            single = config.get()
+            if single is None or single.user is None:
+                raise ValueError("no current context")
+            # one transport for lightkube's requests and ours (discovery, pages, watches): one connection pool,
+            # idle connections kept KEEPALIVE_S, and our User-Agent on every request
+            inner = transport or httpx2.HTTPTransport(
+                verify=verify_cluster(single.cluster, single.user, single.abs_file),
+                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_S))
+            shared = UserAgent(inner, user_agent())
+            client = Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout), transport=shared)
+            http = httpx2.Client(base_url=single.cluster.server, auth=user_auth(single.user), transport=shared,
+                                 timeout=httpx2.Timeout(timeout))
         except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
             where = f"--kubeconfig {kubeconfig}" if kubeconfig else "Kubernetes configuration"
             raise BadConfig(f"{where}: {exc}") from exc
-        http = client._client._client
-        http.headers["User-Agent"] = user_agent()
-        pool = getattr(getattr(http, "_transport", None), "_pool", None)
-        if pool is not None and hasattr(pool, "_keepalive_expiry"):
-            pool._keepalive_expiry = KEEPALIVE_S
-        return cls(client, backoff)
+        return cls(client, backoff, http)
 
-    @property
-    def _http(self) -> Any:
-        """lightkube's httpx client: auth, TLS, base URL and our User-Agent set."""
-        return self._client._client._client
 
     def _refuse(self, what: str) -> Callable[[float], Exception]:
         b = self._backoff
@@ -123,11 +124,11 @@ class LightkubeApi:
                               f"(last: {b.last_error}); next try in {wait:.0f} s", wait)
         return refused
 
-    def _call(self, what: str, fn: Callable[[], T], probe: bool = True) -> T:
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
         def once() -> T:
             with _mapped(what):
                 return fn()
-        return self._backoff.run(once, self._refuse(what), probe)
+        return self._backoff.run(once, self._refuse(what))
 
     def _raw_get(self, path: str) -> Any:
         """Discovery and /version: lightkube has no call for them, so its configured httpx client is used."""
@@ -154,7 +155,7 @@ class LightkubeApi:
             with _mapped(f"GET {path}"):
                 resp = http.get(path, params=dict(params), headers=headers)
             if resp.status_code != 200:
-                err = _error(f"GET {path}", resp.status_code, resp.text[:200])
+                err = error_for(f"GET {path}", resp.status_code, resp.text[:200])
                 if resp.status_code in RETRYABLE:
                     raise Retryable(err, retry_after(resp.headers.get("Retry-After")))
                 raise err
@@ -203,12 +204,11 @@ class LightkubeApi:
             namespace = "*"
         return self._list(kind, labels, fields or {}, namespace)[0]
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-                       probe: bool = True) -> tuple[Objs, str]:
-        return self._list(kind, labels, fields, None, probe=probe)
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> tuple[Objs, str]:
+        return self._list(kind, labels, fields, None)
 
     def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              namespace: str | None, probe: bool = True) -> tuple[Objs, str]:
+              namespace: str | None) -> tuple[Objs, str]:
         res = _resource(kind)
         kw: dict[str, Any] = {"labels": dict(labels)} if labels else {}
         if fields:
@@ -225,7 +225,7 @@ class LightkubeApi:
                 return items, str(found.resourceVersion)
             except NotReadyError:  # a list response without a resourceVersion
                 return items, ""
-        found, rv = self._call(f"list {kind.plural}", fetch, probe)
+        found, rv = self._call(f"list {kind.plural}", fetch)
         items = [dict(o.to_dict()) for o in found]
         # the server filtered already; a server that ignores a selector (an emulator) is filtered here
         return [o for o in items if _matches(o, labels, fields)], rv
@@ -254,8 +254,8 @@ class LightkubeApi:
         if resource_version and not initial:
             params["resourceVersion"] = resource_version
         what, b = f"watch {kind.plural}", self._backoff
-        if (held := b.held()) is not None:  # the watch never probes a failing server: the passes do
-            raise self._refuse(what)(held)
+        if (due := b.wait_s()) > 0:  # the client backs off from a failing server: not sent before its next try
+            raise self._refuse(what)(due)
         opened = False
         try:
             for typ, obj in stream_events(self._http, path_of(kind), params, what):

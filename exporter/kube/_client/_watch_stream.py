@@ -15,11 +15,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .._api._api import Kind, Obj
-from .._api._errors import Conflict, Expired, Forbidden, InvalidObject, NotFound, PublishError, Unavailable
+from .._api._errors import Conflict, Expired, Forbidden, InvalidObject, NotFound, PublishError, Silent, Unavailable
 from .._api._retry import RETRYABLE, retry_after
 
-# Read timeout of a watch stream: the server's own timeout is at most 600 s, and bookmarks come more often.
-_READ_TIMEOUT_S = 660.0
+# kube-apiserver sends a watch that asked for bookmarks one about every minute (its watch cache's
+# ``bookmarkFrequency``), so a stream with nothing for longer than that plus a margin is dead (a half-open
+# connection, a proxy that stopped forwarding): it ends, and the watch resumes from where it stopped.
+BOOKMARK_INTERVAL_S = 60.0
+SILENT_S = BOOKMARK_INTERVAL_S + 15.0
 
 
 def error_for(what: str, code: int, message: str = "", retry_after: float | None = None) -> PublishError:
@@ -64,7 +67,8 @@ def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) ->
     """``(OPEN, {})`` once the server accepted the watch, then its events until the server ends the stream."""
     import httpx2
 
-    timeout = httpx2.Timeout(10.0, read=_READ_TIMEOUT_S)
+    timeout = httpx2.Timeout(10.0, read=SILENT_S)
+    opened = False
     try:
         with http.stream("GET", path, params=dict(params), timeout=timeout) as resp:
             if resp.status_code != 200:
@@ -75,8 +79,13 @@ def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) ->
                     message = body[:200].decode(errors="replace")
                 raise error_for(what, resp.status_code, message, retry_after(resp.headers.get("Retry-After")))
             yield OPEN, {}
+            opened = True
             for line in resp.iter_lines():
                 if line.strip():
                     yield decode_event(line, what)
+    except httpx2.ReadTimeout as exc:
+        if opened:
+            raise Silent(f"{what}: nothing for {SILENT_S:.0f} s") from exc
+        raise Unavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
     except httpx2.TransportError as exc:
         raise Unavailable(f"{what}: {type(exc).__name__}: {exc}") from exc

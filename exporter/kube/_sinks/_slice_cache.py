@@ -1,167 +1,189 @@
-"""This node's ResourceSlices of our driver as the watch last saw them, shared by the watch thread and the
-publish pass.
+"""This node's ResourceSlices of our driver: the watch's store, and the sink's own writes over it.
 
-While a watch is open (from a list's resourceVersion, or resumed from the last one seen), the cache is
-*fresh*: a pass plans against it and sends no list. When the watch is down (it broke, its resourceVersion
-expired, the server is failing), the cache stays *trusted* for :data:`TRUST_S` from the moment it last agreed
-with the server (a list, or a watch open until then): passes plan against it meanwhile instead of listing, and
-the watch, resumed from where it stopped, replays what was missed and wakes the agent for it. Only a cache
-trusted no longer makes a pass list (which trusts it again, and gives the watch a resourceVersion to resume
-from), so a node whose watch cannot be had is checked at least once every :data:`TRUST_S`, and a fleet whose
-watches all break at once does not double its requests. When no watch will come (RBAC without ``watch``, a
-bug), passes list every time. The sink writes its own results through (the objects the server returned, the
-names it deleted), and names it is about to write are *pending*, so the events of its own writes change nothing
-and wake nobody. Any other change to a slice we published (kubelet deleting the pool at its start, the garbage
-collector deleting slices whose owner is gone, someone editing one) is a reason to publish now: it is returned
-to the watch, which wakes the agent.
+Two parts, as in an informer with client-go's integer-resourceVersion mutation cache (``tools/cache/
+mutation_cache.go``, the way the resourceslice controller of ``k8s.io/dynamic-resource-allocation`` uses one):
+
+* **The store** has one writer, the watch: a list or a watch list replaces it whole (:meth:`SliceCache.replace`),
+  and each event after changes one slice (:meth:`SliceCache.event`). Nothing else writes it, so it is always a
+  state the server had at one resourceVersion, lagging while the watch is down and caught up when it resumes.
+* **The mutations**: what the sink itself created, updated or deleted, each with the resourceVersion the
+  server gave it and a time to live (:data:`MUTATION_TTL_S`), so a pass sees its own write at once, before the
+  watch delivers its event. The newer resourceVersion always wins (an integer comparison, as etcd's revisions
+  are); an event as new as a mutation drops it; a delete leaves a tombstone, so a write's reply that is older
+  than a delete the watch saw never brings the slice back. After the TTL only the store counts, and the next
+  pass checks the pool against it again.
+
+A pass plans against :meth:`SliceCache.view` (the newer of both per slice) once the watch has synced; before
+that, or with no watch at all, it gets None and lists for itself without writing here. The watch's events wake
+the agent when someone else deletes or changes a slice we published (kubelet wiping the pool at its start, the
+garbage collector, an edit): the sink's own writes are known by the resourceVersion of their reply, or, while the
+reply is on its way, by the name being written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from .._api._api import Obj, resource_version
-from .._api._retry import MAX_DELAY_S
 
-# How long the slices last seen stay a pass's view once no watch keeps them fresh: one back-off maximum, the
-# longest the watch waits before it tries again, so a slice deleted while the watch is down is found within it.
-TRUST_S = MAX_DELAY_S
+# How long a write of the sink's own stands over the store without the watch confirming it: the resourceslice
+# controller's default (``DefaultMutationCacheTTL``), one default discovery interval.
+MUTATION_TTL_S = 60.0
 
 
 def _name(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
-def _older(event: Obj, have: Obj) -> bool:
-    """The event's object is older than what is held. etcd's revisions are integers; anything else is taken
-    as newer, so the cache never holds back a change."""
-    a, b = resource_version(event), resource_version(have)
-    return bool(a and b and a.isdigit() and b.isdigit() and int(a) < int(b))
+def _rv(obj: Obj) -> int | None:
+    """etcd's revision as an integer; None where a server gives something else (then nothing is compared)."""
+    rv = resource_version(obj)
+    return int(rv) if rv is not None and rv.isdigit() else None
+
+
+def _newer(a: int | None, b: int | None) -> bool:
+    """``a`` is known to be newer than ``b``. Where either is not comparable (a server without integer
+    resourceVersions) nothing is: the watch's word then wins over a write of the sink's own."""
+    return a is not None and b is not None and a > b
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Mutation:
+    obj: Obj | None  # None: a tombstone (deleted as of ``rv``)
+    rv: int | None
+    expires: float
+    seen: bool = False  # a tombstone of a DELETED event that came while the sink was writing the slice
 
 
 class SliceCache:
-    def __init__(self, trust_s: float = TRUST_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_s: float = MUTATION_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._items: dict[str, Obj] = {}
-        self._fresh = False
-        self._trust_s, self.clock = trust_s, clock
-        self._agreed: float | None = None  # when the items last agreed with the server (``clock``); None: never
-        self._watched = False  # a watch keeps this cache (or is on its way back): only then is it trusted
-        self._pending: set[str] = set()
+        self._store: dict[str, Obj] = {}
+        self._synced = False  # the watch committed a whole state (a list, or a watch list at its end)
+        self._mutations: dict[str, _Mutation] = {}
+        self._writing: set[str] = set()  # created or updated by the sink, reply not back yet
+        self._deleting: set[str] = set()
         self._published: frozenset[str] = frozenset()  # names of the pool after the last publish
-        self._rv: str | None = None  # of a pass's list, for the watch to start from
+        self._ttl_s, self.clock = ttl_s, clock
 
-    # -- the watch's side ---------------------------------------------------------------------------
-    def watched(self, clock: Callable[[], float]) -> None:
-        """A watch keeps this cache from now on; its trust runs on the watch's ``clock``."""
-        with self._lock:
-            self._watched, self.clock = True, clock
-
-    def replace(self, items: Iterable[Obj]) -> list[str]:
-        """A fresh list: the cache holds exactly ``items`` and is fresh. Returns why to publish now: slices
-        published or held that are gone, and held ones someone else changed."""
+    # -- the watch's side: the only writer of the store ----------------------------------------------
+    def replace(self, items: Iterable[Obj], rv: str | None = None) -> list[str]:
+        """A whole state (a list, or a watch list at its end) at resourceVersion ``rv``: the store holds exactly
+        ``items``, and every write of the sink's own that it is newer than is dropped. Returns why to publish now:
+        slices published or held that are gone, and held ones someone else changed."""
         listed = {_name(o): o for o in items}
+        at = int(rv) if rv is not None and rv.isdigit() else None
         with self._lock:
-            known = (set(self._items) | self._published) - self._pending
+            self._mutations = {n: m for n, m in self._mutations.items() if _newer(m.rv, at)}
+            known = (set(self._store) | self._published) - self._writing - self._deleting - set(self._mutations)
             why = [f"resourceslice {n} missing" for n in sorted(known - set(listed))]
             why += [f"resourceslice {n} changed" for n, o in sorted(listed.items())
-                    if n in self._items and n not in self._pending
-                    and resource_version(o) != resource_version(self._items[n]) and not _older(o, self._items[n])]
-            self._items, self._fresh, self._rv, self._agreed = listed, True, None, self.clock()
+                    if n in self._store and o != self._store[n] and self._others(n, o)]
+            self._store, self._synced = listed, True
+            for name, obj in listed.items():
+                self._confirmed(name, _rv(obj))
         return why
 
     def event(self, typ: str, obj: Obj) -> str | None:
-        """One watch event; why to publish now, if it undoes or changes what the sink published."""
-        name = _name(obj)
+        """One watch event after the state; why to publish now, if someone else deleted or changed a slice."""
+        name, rv = _name(obj), _rv(obj)
         with self._lock:
-            have = self._items.get(name)
-            if have is not None and _older(obj, have):
-                return None
-            mine = name in self._pending
+            have = self._store.get(name)
+            if have is not None and rv is not None and not _newer(rv, _rv(have)):
+                return None  # replayed, or older than what is held
             if typ == "DELETED":
+                self._store.pop(name, None)
                 known = have is not None or name in self._published
-                self._items.pop(name, None)
-                return f"resourceslice {name} deleted" if known and not mine else None
-            self._items[name] = obj
-            changed = have is not None and resource_version(obj) != resource_version(have)
-            return f"resourceslice {name} changed" if changed and not mine else None
-
-    def listed(self, items: Iterable[Obj], rv: str) -> None:
-        """A pass listed while no watch was open: the cache holds ``items`` (not fresh, trusted again), and the
-        watch may start from ``rv`` instead of listing again (:meth:`take_rv`)."""
-        with self._lock:
-            self._items, self._rv, self._agreed = {_name(o): o for o in items}, rv or None, self.clock()
-
-    def take_rv(self) -> str | None:
-        """The resourceVersion of a pass's list not yet watched from (once), else None."""
-        with self._lock:
-            rv, self._rv = self._rv, None
-            return rv
-
-    def stale(self) -> None:
-        """The watch is down (broken, expired, or held back while the server fails): no longer fresh, trusted
-        for :data:`TRUST_S` from the moment it last agreed with the server."""
-        with self._lock:
-            if self._fresh:
-                self._agreed = self.clock()  # the watch kept it right until now
-            self._fresh = False
-
-    def expired(self) -> None:
-        """The watch's resourceVersion expired (410): no longer fresh, and the watch did not keep it right since
-        it opened, so it stays trusted from when it last agreed; the watch lists again at once or on its
-        back-off, and passes plan against it meanwhile (a slice deleted meanwhile is found by that list)."""
-        with self._lock:
-            self._fresh = False
-
-    def doubted(self) -> None:
-        """The server is failing and the watch waits for a pass's request to be answered: passes list (each a
-        request the client sends only when due) until one is, which trusts the cache again."""
-        with self._lock:
-            self._fresh, self._agreed = False, None
+                ours = name in self._deleting or self._tombstone(name)
+                self._buried(name, rv, seen=name in self._writing)
+                return f"resourceslice {name} deleted" if known and not ours else None
+            self._store[name] = obj
+            others = have is not None and obj != have and self._others(name, obj)
+            self._confirmed(name, rv)
+            return f"resourceslice {name} changed" if others else None
 
     def abandoned(self) -> None:
-        """No watch will keep this cache (none permitted, or it ended on a bug): passes list every time."""
+        """No watch will keep the store (none permitted, or it ended on a bug): passes list for themselves."""
         with self._lock:
-            self._fresh, self._agreed, self._watched = False, None, False
+            self._synced = False
 
-    def fresh(self) -> None:
-        """A watch is open again from where the cache stopped: the server replays what was missed."""
+    def _others(self, name: str, obj: Obj) -> bool:
+        """Not the event of a write of the sink's own (in flight, or whose reply carried this resourceVersion)."""
+        m = self._mutations.get(name)
+        return name not in self._writing and not (m is not None and m.obj is not None and m.rv == _rv(obj))
+
+    def _tombstone(self, name: str) -> bool:
+        m = self._mutations.get(name)
+        return m is not None and m.obj is None
+
+    def _confirmed(self, name: str, rv: int | None) -> None:
+        """The store holds ``name`` at ``rv``: a mutation no newer is no longer needed."""
+        m = self._mutations.get(name)
+        if m is not None and not _newer(m.rv, rv):
+            del self._mutations[name]
+
+    def _buried(self, name: str, rv: int | None, *, seen: bool) -> None:
+        """Deleted as of ``rv``: a tombstone, unless a write of ours is newer (created again after)."""
+        m = self._mutations.get(name)
+        if m is None or m.obj is None or not _newer(m.rv, rv):
+            self._mutations[name] = _Mutation(obj=None, rv=rv, expires=self.clock() + self._ttl_s, seen=seen)
+
+    def stored(self) -> list[str]:
+        """The names in the watch's store (None of the sink's writes), once it has a state."""
         with self._lock:
-            self._fresh = True
+            return sorted(self._store)
 
-    def trust_left(self) -> float:
-        """Seconds a pass may still plan against the cache without a watch (0: it lists)."""
+    def synced(self) -> bool:
         with self._lock:
-            return self._trust_left()
+            return self._synced
 
-    def _trust_left(self) -> float:
-        if self._fresh:
-            return self._trust_s
-        if not self._watched:
-            return 0.0
-        return max(0.0, self._agreed + self._trust_s - self.clock()) if self._agreed is not None else 0.0
-
-    # -- the sink's side ----------------------------------------------------------------------------
+    # -- the sink's side ------------------------------------------------------------------------------
     def view(self) -> list[Obj] | None:
-        """The slices, while fresh or trusted; None: list them."""
+        """The slices (the newer of the store and the sink's writes, per name) once the watch has synced; None
+        before, or with no watch: the pass lists for itself."""
         with self._lock:
-            return [self._items[n] for n in sorted(self._items)] if self._trust_left() > 0 else None
+            if not self._synced:
+                return None
+            now = self.clock()
+            self._mutations = {n: m for n, m in self._mutations.items() if m.expires > now}
+            merged = dict(self._store)
+            for name, m in self._mutations.items():
+                have = merged.get(name)
+                if m.obj is None and (have is None or not _newer(_rv(have), m.rv)):
+                    merged.pop(name, None)  # deleted as of a resourceVersion no older than what the store holds
+                elif m.obj is not None and (have is None or _newer(m.rv, _rv(have))):
+                    merged[name] = m.obj
+            return [merged[n] for n in sorted(merged)]
 
-    def writing(self, names: Iterable[str]) -> None:
+    def writing(self, names: Iterable[str], deleting: Iterable[str] = ()) -> None:
         with self._lock:
-            self._pending |= set(names)
+            self._writing |= set(names)
+            self._deleting |= set(deleting)
 
-    def written(self, stored: Iterable[Obj], deleted: Iterable[str], pool: Iterable[str]) -> None:
-        """The sink's writes are done (or failed: then ``stored`` and ``deleted`` hold what did happen) and
-        ``pool`` names the slices it means to be there."""
+    def written(self, stored: Iterable[Obj], deleted: Iterable[Obj], pool: Iterable[str]) -> list[str]:
+        """The sink's writes are done (or failed: then ``stored`` and ``deleted`` hold what did happen):
+        ``stored`` the server's replies, ``deleted`` the objects as they were when deleted, ``pool`` the names
+        meant to be there. Returns why to publish again now: a write of ours the watch saw deleted after it."""
+        why: list[str] = []
         with self._lock:
-            for name in deleted:
-                self._items.pop(name, None)
+            expires = self.clock() + self._ttl_s
+            for obj in deleted:
+                self._buried(_name(obj), _rv(obj), seen=False)
             for obj in stored:
-                have = self._items.get(_name(obj))
-                if have is None or not _older(obj, have):
-                    self._items[_name(obj)] = obj
-            self._pending.clear()
+                name, rv = _name(obj), _rv(obj)
+                m, have = self._mutations.get(name), self._store.get(name)
+                if m is not None and m.seen and not _newer(rv, m.rv):
+                    why.append(f"resourceslice {name} deleted while written")  # the watch saw it go after
+                elif m is not None and m.obj is not None and _newer(m.rv, rv):
+                    pass  # a newer write of ours stands
+                elif have is None or not _newer(_rv(have), rv):
+                    self._mutations[name] = _Mutation(obj=obj, rv=rv, expires=expires)
+            self._mutations = {n: dataclasses.replace(m, seen=False) for n, m in self._mutations.items()}
+            self._writing.clear()
+            self._deleting.clear()
             self._published = frozenset(pool)
+        return why

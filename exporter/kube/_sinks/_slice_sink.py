@@ -1,15 +1,18 @@
 """The ResourceSlice applier: observe ours (the watch's cache, or one list), plan, write the difference.
 
-Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps a cache of this
-node's slices fresh and wakes the agent when someone else deletes or changes one, so a wiped slice is created
-again at once (on the next pass when the watch is not permitted). A pass reads the cache while the watch
-holds it fresh, and lists (this node's slices only) otherwise. Obsolete slices go only on complete knowledge.
+Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps the store of this
+node's slices and wakes the agent when someone else deletes or changes one, so a wiped slice is created again at
+once (on the next pass when the watch is not permitted). A pass plans against the cache's view (the watch's
+store with the sink's own writes over it) once the watch has its first state, and before that (or with no
+watch) lists this node's slices for itself, writing nothing to the cache. Obsolete slices go only on complete
+knowledge.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -76,7 +79,6 @@ class _Discovered:
     version: str | None = None
     taints: bool | None = None
     uid: str | None = None  # the Node's, for the ownerReference: read again whenever it may have changed
-    distrust: bool = False  # the last pass failed: the next one lists instead of reading the cache
 
 
 def pick_version(api: KubeApi, group: str, preferred: Sequence[str], plural: str) -> str:
@@ -92,13 +94,15 @@ def pick_version(api: KubeApi, group: str, preferred: Sequence[str], plural: str
 class ResourceSliceSink:
     name = "resource-slices"
 
-    def __init__(self, api: KubeApi, node: str, cfg: SliceConfig, taints: bool | None = None) -> None:
+    def __init__(self, api: KubeApi, node: str, cfg: SliceConfig, taints: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._api, self._node, self._cfg = api, node, cfg
         self._d = _Discovered(taints=taints)
         self._fields = slice_fields(node, cfg.driver)
-        self._cache = SliceCache()
+        self._cache = SliceCache(clock=clock)
         self._restarts: Counter[str] = Counter(dict.fromkeys(RESTART_REASONS, 0))
         self._adopter = Adopter(self.name)
+        self._wake: Callable[[str], None] = lambda _why: None  # the watch's, once it runs
 
     def _ours(self, have: Obj) -> bool:
         """Ours by every mark but the label: our driver, our node, our pool."""
@@ -114,19 +118,16 @@ class ResourceSliceSink:
         return self._d.version, SliceConfig(driver=self._cfg.driver, taints=self._d.taints)
 
     def _observed(self, kind: Kind) -> list[Obj]:
-        """This node's slices of our driver: the watch's view when it is fresh, else one list, filtered by
-        the server (field selectors, not our label: one that lost it is still ours) to this node's slices."""
-        cached = None if self._d.distrust else self._cache.view()
+        """This node's slices of our driver: the cache's view once the watch has a state, else one list of the
+        pass's own (field selectors, not our label: one that lost it is still ours), not written to the cache."""
+        cached = self._cache.view()
         if cached is not None:
             return cached
-        listed, rv = self._api.list_versioned(kind, {}, self._fields)
-        self._cache.listed(listed, rv)  # the watch starts from it: a broken watch costs no list of its own
-        self._d.distrust = False
-        return listed
+        return self._api.list_versioned(kind, {}, self._fields)[0]
 
     def publish(self, snapshot: Snapshot) -> PublishResult:
         stored: list[Obj] = []
-        deleted: list[str] = []
+        deleted: list[Obj] = []
         try:
             version, cfg = self._setup()
             kind = slice_kind(version)
@@ -140,16 +141,12 @@ class ResourceSliceSink:
                 self._cache.written((), (), [_name(o) for o in observed])
                 return PublishResult(unchanged=len(observed))
             pool = [_name(o) for o in [*plan.update, *plan.create]]
-            self._cache.writing([*plan.delete, *pool])
+            self._cache.writing(pool, plan.delete)
             try:
-                for name in plan.delete:
-                    self._api.delete(kind, name)
-                    deleted.append(name)
-                stored += [self._api.apply(kind, o) for o in plan.update]
-                stored += [self._adopter.create(self._api, kind, o, self._ours) for o in plan.create
-                           if not self._adopter.foreign(_name(o))]
+                self._write(kind, plan, {_name(o): o for o in observed}, stored, deleted)
             finally:
-                self._cache.written(stored, deleted, pool)
+                for why in self._cache.written(stored, deleted, pool):
+                    self._wake(why)
             if cfg.taints and any(o.get("spec", {}).get("devices") and not devices_of(o)[0].get("taints")
                                   for o in stored):
                 log.warning("%s: the server dropped device taints (DRADeviceTaints off): publishing without", self.name)
@@ -158,11 +155,20 @@ class ResourceSliceSink:
         except NotOurs as exc:
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")  # once: skipped from now on
         except PublishError as exc:
-            # a 404 or a conflict says the cache or the Node's uid is out of date (a Node deleted and created
-            # again has a new uid): read both afresh on the next pass
-            self._d.uid, self._d.distrust = None, True
+            # a 404 or a conflict may say the Node's uid is out of date (a Node deleted and created again has a
+            # new uid): read it afresh on the next pass (the slices are the watch's to set right)
+            self._d.uid = None
             log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
+
+    def _write(self, kind: Kind, plan: Plan, current: dict[str, Obj], stored: list[Obj], deleted: list[Obj]) -> None:
+        """The plan's requests; what the server did lands in ``stored`` (its replies) and ``deleted``."""
+        for name in plan.delete:
+            self._api.delete(kind, name)
+            deleted.append(current[name])
+        stored += [self._api.apply(kind, o) for o in plan.update]
+        stored += [self._adopter.create(self._api, kind, o, self._ours) for o in plan.create
+                   if not self._adopter.foreign(_name(o))]
 
     def watcher(self, stop: threading.Event, wake: Callable[[str], None],
                 backoff: Backoff | None = None) -> SliceWatch:
@@ -171,14 +177,24 @@ class ResourceSliceSink:
             self._d.uid = None
             wake(why)
 
+        def pick() -> None:
+            self._d.version = None
+
+        self._wake = changed
         return SliceWatch(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields, cache=self._cache,
-                          wake=changed, restarts=self._restarts, backoff=backoff, stop=stop, early=EARLY_CLOSE_S)
+                          wake=changed, restarts=self._restarts, backoff=backoff, stop=stop, early=EARLY_CLOSE_S,
+                          pick=pick)
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
         """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
         changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
         slices whose owner is gone)."""
         self.watcher(stop, wake, backoff).run()
+
+    @property
+    def cache(self) -> SliceCache:
+        """The watch's store and the sink's own writes over it."""
+        return self._cache
 
     def watch_restarts(self) -> dict[str, int]:
         """Times the watch was opened again, by reason (every reason, from 0)."""
