@@ -22,9 +22,6 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("topology", "agent", "probes", "exporter")
 # Public although they start with "_": documented methods of collections.namedtuple, and os._exit.
 DOCUMENTED = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit"})
-# Known and not yet replaced, each with why: lightkube builds its httpx client and transport itself and offers
-# no public way to set the pool's keep-alive expiry (exporter/kube/_client/_client.py).
-KNOWN = {("exporter/kube/_client/_client.py", name) for name in ("_transport", "_pool", "_keepalive_expiry")}
 _ACCESSORS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 
 
@@ -92,7 +89,7 @@ def test_no_private_module_or_attribute_of_cpython_or_a_library() -> None:
     trees = _sources()
     ours = _defined(trees)
     found = [f"{path}:{line}: {what}" for path, tree in trees.items()
-             for line, what, name in _foreign_private(tree, ours) if (path, name) not in KNOWN]
+             for line, what, _name in _foreign_private(tree, ours)]
     assert found == [], "private API of CPython or a library:\n" + "\n".join(found)
 
 
