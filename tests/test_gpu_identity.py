@@ -8,6 +8,7 @@ ResourceSlice devices (``gpu-<minor>``) never carry one GPU's facts under anothe
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,23 @@ def test_rows_are_named_by_nvml_index_or_bus_id_never_by_position() -> None:
     assert gpu_labels(gpus) == ("GPU(0000:18:00.0)", "GPU(0000:2a:00.0)")
     mixed = (Gpu(id="0000:18:00.0", index=1), Gpu(id="0000:2a:00.0"))
     assert gpu_labels(mixed) == ("GPU1", "GPU(0000:2a:00.0)")
+
+
+def test_a_node_whose_driver_keeps_no_gpu_list_disputes_nothing(fake_machine: MakeMachine) -> None:
+    """No /proc/driver/nvidia/gpus (a gathered tree without it, a container's own /proc): a second witness
+    that is absent, not one that lists no GPU."""
+    clean = snapshot(fake_machine("hgx-h100"))
+    node = fake_machine("hgx-h100")
+    shutil.rmtree(node.root / "proc/driver/nvidia/gpus")
+    snap = snapshot(node)
+    assert snap.knowledge().knows("node", Aspect.GPUS)
+    assert [g.id for g in ordered_gpus(snap)] == [g.id for g in ordered_gpus(clean)]
+    assert not any("driver-gpus" in p.message or p.subject == "nvidia" for p in snap.problems)
+
+
+def test_a_driver_list_that_names_no_gpu_disputes_nvml(fake_machine: MakeMachine) -> None:
+    node = fake_machine("hgx-h100")
+    for listed in (node.root / "proc/driver/nvidia/gpus").iterdir():
+        shutil.rmtree(listed)
+    snap = snapshot(node)
+    assert not snap.knowledge().knows("node", Aspect.GPUS)

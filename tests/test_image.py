@@ -148,8 +148,12 @@ def test_labels_and_slices_equal_the_agent_outside(kube_apiserver: ApiServer, ru
             found = (_ours(http.get(f"/api/v1/nodes/{node}").json()["metadata"].get("labels", {})),
                      _slice_specs(http, node))
             return json.loads(json.dumps(found).replace(json.dumps(node)[1:-1], "NODE"))
-        inside = wait_until("labels from the container", lambda: published(running.node.name)[0] and
-                            published(running.node.name), timeout=60, every=0.5)
+        try:
+            inside = wait_until("labels from the container", lambda: published(running.node.name)[0] and
+                                published(running.node.name), timeout=60, every=0.5)
+        except AssertionError as exc:
+            logs = podman("logs", "--tail", "40", running.container, check=False).stderr
+            raise AssertionError(f"{exc}: {logs}") from None
         outside = published(running.outside_node)
     assert inside[0] and inside[1]
     assert inside == outside

@@ -56,7 +56,7 @@ def assemble(gathered: Gathered, *, node: str, taken_at: float | None) -> Snapsh
     devices = sorted(pci.devices, key=lambda d: bdf_key(d.bus_id))
     funcs = _pci.functions(devices, places, problems)
     _pci.unrooted(funcs, {d.host_bridge for d in devices if d.placed}, problems)
-    driver_gpus = {g.bus_id: g for g in numa.driver_gpus} if numa else {}
+    driver_gpus = {g.bus_id: g for g in numa.driver_gpus or ()} if numa else {}
     gpus = _pci.gpus(funcs, driver_gpus, problems)
     nics = _nic.nics(ib.devices, net.interfaces, funcs, problems)
 
@@ -87,7 +87,7 @@ def _numa(facts: NumaFacts | None, problems: list[Problem]) -> tuple[tuple[NumaN
         return (), ()
     problems += facts.problems
     online = set(facts.online_cpus) if facts.online_cpus is not None else None
-    gpu_memory = {g.memory_node for g in facts.driver_gpus if g.memory_node is not None}
+    gpu_memory = {g.memory_node for g in facts.driver_gpus or () if g.memory_node is not None}
     nodes = []
     for n in facts.nodes:
         problems += n.problems

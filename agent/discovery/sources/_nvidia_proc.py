@@ -36,13 +36,17 @@ class DriverGpuFacts:
     model: str | None = None  # "Model": the product name as the driver says
 
 
-def driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts, ...]:
+def driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts, ...] | None:
+    """The driver's GPUs; None where it keeps no list (no driver, a gathered tree without it): a witness that
+    says nothing disputes nothing."""
+    if not root.exists(DRIVER_GPUS):
+        return None
     try:
         names = root.listdir(DRIVER_GPUS)
     except OSError as exc:
         problems.append(Problem(source=SOURCE, subject="nvidia", message=f"{DRIVER_GPUS}: {describe_os_error(exc)}",
                                 unknown=(node_fact(Aspect.NUMA),)))
-        return ()
+        return None
     out = []
     for name in names:
         try:

@@ -42,7 +42,7 @@ class NumaFacts:
     """What the numa source read."""
     nodes: tuple[NumaNodeFacts, ...] = ()
     online_cpus: tuple[int, ...] | None = None
-    driver_gpus: tuple[DriverGpuFacts, ...] = ()
+    driver_gpus: tuple[DriverGpuFacts, ...] | None = None  # None: the driver keeps no list here
     problems: tuple[Problem, ...] = ()
 
 
