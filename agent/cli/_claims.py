@@ -93,9 +93,15 @@ def claims_yaml(plan: ClaimPlan, classes: Sequence[ClaimClass], n: int, cfg: Cla
     return "".join(out)
 
 
+def _groups_of_n(plan: ClaimPlan) -> bool:
+    """Whether a template for groups of N was written (the GPU+NIC pair's is written whatever N is)."""
+    return any(o["kind"] == "ResourceClaimTemplate" and o["spec"]["spec"]["devices"]["requests"][0]["name"] == "gpus"
+               for o in plan.objects)
+
+
 def cluster_claims(args: argparse.Namespace, api: Any, read: ClusterRead) -> int:
     """``topolink cluster --groups`` (the report with each claim class's groups) or ``--format claims`` (the
-    objects); exit 4 when --gpus N is given and no class holds a group of N."""
+    objects); exit 4 when no class holds a group of N (for the objects) or N GPUs fit nowhere (for the report)."""
     import json
     import sys
 
@@ -114,7 +120,7 @@ def cluster_claims(args: argparse.Namespace, api: Any, read: ClusterRead) -> int
         cfg = claim_config(args, args.label_prefix)
         plan = claim_plan(claims.classes, args.gpus, cfg)
         sys.stdout.write(claims_yaml(plan, claims.classes, args.gpus, cfg, claims.problems))
-        return 0 if any(o["kind"] == "ResourceClaimTemplate" for o in plan.objects) else 4
+        return 0 if _groups_of_n(plan) else 4
     doc = cluster_document(read, fleet_report(read.summaries, gpus=args.gpus))
     groups = claim_classes_document(claims)
     if args.format == "json":
@@ -135,4 +141,4 @@ def node_claims(args: argparse.Namespace, snap: Snapshot) -> int:
     cfg = claim_config(args)
     plan = claim_plan([cls], args.gpus, cfg)
     sys.stdout.write(claims_yaml(plan, [cls], args.gpus, cfg))
-    return 0 if any(o["kind"] == "ResourceClaimTemplate" for o in plan.objects) else 4
+    return 0 if _groups_of_n(plan) else 4
