@@ -130,3 +130,20 @@ def test_the_command_writes_yaml_per_class_and_exits_4_without_a_group(tmp_path:
     grouped = json.loads(cluster("--groups", "--format", "json").stdout)["claim_classes"]
     assert {c["gpus"]: c["nvlink_islands"] for c in grouped["classes"]} == {4: {"4": 1}, 8: {"8": 1}}
     assert cluster("--format", "claims", "--gpus", "4", "--gpu-driver", "Bad").returncode == 2
+
+
+def test_the_page_shows_which_gpus_form_each_group(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from exporter import HttpConfig, MetricsCache, View, create_app
+
+    snap = discover_profile("a6000-8x-nvlink-pairs", tmp_path)
+    view = View(snapshot=snap, generation=1)
+    html = TestClient(create_app(lambda: view, MetricsCache(lambda: view), HttpConfig())).get("/").text
+    groups = claim_groups(places_of(snap))
+    section = html.split("Claim groups (ResourceClaimTemplates)", 1)[1].split("<h2>", 1)[0]
+    assert f"<code>{groups.class_id}</code>" in section
+    for i, island in enumerate(groups.islands):
+        names = " ".join(f"GPU{next(g.index for g in snap.gpus if g.id == b)}" for b in island.buses)
+        assert f"<td>nvlink-{i}</td><td>{names}</td><td>{' '.join(island.buses)}</td>" in section
+    assert f"<td>topolink-gpu-nic-{groups.class_id}</td><td>pair-0</td>" in section
