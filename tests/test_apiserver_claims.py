@@ -11,7 +11,6 @@ an HGX H100 (one island of eight, a NIC under each GPU's switch).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -76,7 +75,9 @@ def fleet(kube_control_plane: ApiServer, tmp_path_factory: pytest.TempPathFactor
                 assert resp.status_code == 201, resp.text
         read = read_claim_classes(HttpPages(http))
         plan = claim_plan(read.classes, 2, CFG)
-        for obj in plan.objects:
+        fours = [o for o in claim_plan(read.classes, 4, CFG).objects
+                 if o["metadata"]["name"].startswith("topolink-nvlink-4-")]
+        for obj in (*plan.objects, *fours):
             kind = "deviceclasses" if obj["kind"] == "DeviceClass" else "namespaces/default/resourceclaimtemplates"
             resp = http.post(f"{RESOURCE}/{kind}", json=obj)
             assert resp.status_code == 201, resp.text
@@ -188,8 +189,15 @@ def test_a_gpu_and_its_nearest_nic_come_together_and_classes_never_cross(fleet: 
     assert node == "cl-h100" and set(buses) <= gpus and len(buses) == 2
 
 
-def test_the_objects_are_what_the_v1_schema_allows(fleet: dict[str, Any], tmp_path: Path) -> None:
-    import kubernetes_validate
+def test_the_docs_pod_gets_four_gpus_of_one_island(fleet: dict[str, Any]) -> None:
+    from tests.test_claims import doc_manifests
 
-    for obj in fleet["plan"].objects:
-        kubernetes_validate.validate(obj, "1.34", strict=True)
+    http, snaps = fleet["http"], fleet["snaps"]
+    pod = doc_manifests()["Pod"]
+    assert pod["spec"]["nodeSelector"][CFG.class_label] == _class_of(fleet["read"], "cl-h100")
+    resp = http.post(f"{NS}/pods", json=pod)
+    assert resp.status_code == 201, resp.text
+    node, buses = _allocated(http, pod["metadata"]["name"])
+    (island,) = [set(g.buses) for g in next(c for c in fleet["read"].classes if "cl-h100" in c.nodes).groups.islands]
+    assert node == "cl-h100" and len(set(buses)) == 4 and set(buses) <= island
+    assert {g.id for g in snaps["cl-h100"].gpus} >= set(buses)

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -21,9 +22,11 @@ from exporter.kube import (
     SliceConfig,
     claim_plan,
     desired_devices,
+    node_class,
     read_claim_classes,
 )
 from exporter.kube._desired._claim_places import places_from_devices
+from exporter.kube._desired._claims import template_name
 from tests.cluster_support import SAVED, fleet, kubectl_list
 from tests.fakenvml import MACHINES
 from tests.kube_support import discover_profile
@@ -147,3 +150,36 @@ def test_the_page_shows_which_gpus_form_each_group(tmp_path: Path) -> None:
         names = " ".join(f"GPU{next(g.index for g in snap.gpus if g.id == b)}" for b in island.buses)
         assert f"<td>nvlink-{i}</td><td>{names}</td><td>{' '.join(island.buses)}</td>" in section
     assert f"<td>topolink-gpu-nic-{groups.class_id}</td><td>pair-0</td>" in section
+
+
+def doc_manifests() -> dict[str, dict[str, Any]]:
+    """The Pod, Job and JobSet of docs/claims.md, by kind."""
+    text = (REPO / "docs" / "claims.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```yaml\n")[1:]]
+    return {doc["kind"]: doc for doc in (yaml.safe_load(b) for b in blocks)}
+
+
+def pod_spec(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec = manifest["spec"]
+    if manifest["kind"] == "Job":
+        spec = spec["template"]["spec"]
+    elif manifest["kind"] == "JobSet":
+        (job,) = spec["replicatedJobs"]
+        spec = job["template"]["spec"]["template"]["spec"]
+    return dict(spec)
+
+
+def test_the_docs_pod_job_and_jobset_use_the_objects_written_for_their_class(tmp_path: Path) -> None:
+    snap = discover_profile("hgx-h100", tmp_path)
+    cls = node_class(snap, "hgx")
+    names = {o["metadata"]["name"] for o in claim_plan([cls], 4, ClaimConfig()).objects}
+    manifests = doc_manifests()
+    assert set(manifests) == {"Pod", "Job", "JobSet"}
+    for kind, manifest in manifests.items():
+        spec = pod_spec(manifest)
+        assert spec["nodeSelector"] == {ClaimConfig().class_label: cls.id}, kind
+        (claim,) = spec["resourceClaims"]
+        assert claim["resourceClaimTemplateName"] == template_name("nvlink", 4, cls.id) in names, kind
+        assert spec["containers"][0]["resources"]["claims"] == [{"name": claim["name"]}], kind
+        if kind != "JobSet":  # a CRD: its schema is not kubernetes-validate's
+            kubernetes_validate.validate(manifest, "1.34", strict=True)
