@@ -249,7 +249,7 @@ LABELERS: tuple[Labeler, ...] = (
          f"the same for the best {n}-GPU group") for n in SIZES)),
     Labeler(name="hash", fn=_hash, needs=(A.ALL,), keys=(
         ("structure-hash", "first 12 hex digits of the snapshot's structure hash"),)),
-    Labeler(name="claims", fn=_claims, needs=(A.GPUS, A.NVLINKS, A.PCI, A.PCIE_PATH, A.NICS), keys=(
+    Labeler(name="claims", fn=_claims, needs=(A.GPUS, A.IDENTITY, A.NVLINKS, A.PCI, A.PCIE_PATH, A.NICS), keys=(
         ("claim-class", "first 12 hex digits of a hash over the node's GPU groups by bus id (NVLink islands, "
                         "GPUs under one PCIe switch, GPU and nearest RDMA NIC): nodes with the same value take the "
                         "same ResourceClaimTemplates (docs/claims.md)"),)),
