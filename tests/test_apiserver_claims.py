@@ -201,3 +201,26 @@ def test_the_docs_pod_gets_four_gpus_of_one_island(fleet: dict[str, Any]) -> Non
     (island,) = [set(g.buses) for g in next(c for c in fleet["read"].classes if "cl-h100" in c.nodes).groups.islands]
     assert node == "cl-h100" and len(set(buses)) == 4 and set(buses) <= island
     assert {g.id for g in snaps["cl-h100"].gpus} >= set(buses)
+
+
+def test_the_fleet_job_applies_them_server_side_and_a_second_run_changes_nothing(
+        kube_control_plane: ApiServer, fleet: dict[str, Any]) -> None:
+    import subprocess
+    import sys
+
+    http = fleet["http"]
+    assert http.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": "claims-applied"}}).status_code == 201
+    args = [sys.executable, "-m", "agent.cli", "cluster", "--kubeconfig", str(kube_control_plane.kubeconfig()),
+            "--format", "claims", "--gpus", "2", "--apply", "--namespace", "claims-applied"]
+    listed = f"{RESOURCE}/namespaces/claims-applied/resourceclaimtemplates"
+    versions = []
+    for _ in range(2):
+        run = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+        assert run.returncode == 0, run.stderr
+        items = http.get(listed).json()["items"]
+        versions.append({i["metadata"]["name"]: i["metadata"]["resourceVersion"] for i in items})
+        for item in items:
+            ours = [m["operation"] for m in item["metadata"]["managedFields"] if m["manager"] == "topolink"]
+            assert ours == ["Apply"]
+    assert versions[0] == versions[1] and len(versions[0]) == 6  # per class: nvlink-2 and gpu-nic

@@ -93,6 +93,21 @@ def claims_yaml(plan: ClaimPlan, classes: Sequence[ClaimClass], n: int, cfg: Cla
     return "".join(out)
 
 
+def apply_plan(api: Any, plan: ClaimPlan) -> None:
+    """Server-side apply of every object, field manager ``topolink``, forced (we own what we write); an
+    error stops at the object it names (``PublishError``, which the command reports)."""
+    import sys
+
+    from exporter.kube import Kind
+
+    kinds = {"DeviceClass": Kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses"),
+             "ResourceClaimTemplate": Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates",
+                                           namespaced=True)}
+    for obj in plan.objects:
+        api.apply(kinds[obj["kind"]], obj)
+    print(f"topolink cluster: applied {len(plan.objects)} objects", file=sys.stderr)
+
+
 def _groups_of_n(plan: ClaimPlan) -> bool:
     """Whether a template for groups of N was written (the GPU+NIC pair's is written whatever N is)."""
     return any(o["kind"] == "ResourceClaimTemplate" and o["spec"]["spec"]["devices"]["requests"][0]["name"] == "gpus"
@@ -120,6 +135,8 @@ def cluster_claims(args: argparse.Namespace, api: Any, read: ClusterRead) -> int
         cfg = claim_config(args, args.label_prefix)
         plan = claim_plan(claims.classes, args.gpus, cfg)
         sys.stdout.write(claims_yaml(plan, claims.classes, args.gpus, cfg, claims.problems))
+        if args.apply:
+            apply_plan(api, plan)
         return 0 if _groups_of_n(plan) else 4
     doc = cluster_document(read, fleet_report(read.summaries, gpus=args.gpus))
     groups = claim_classes_document(claims)

@@ -43,6 +43,9 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--format", choices=("table", "json", "claims"), default="table",
                    help="json: the fleet document (topolink.cluster/v1); claims: with --gpus N, the DeviceClasses "
                         "and ResourceClaimTemplates of each claim class (YAML, docs/claims.md)")
+    p.add_argument("--apply", action="store_true",
+                   help="with --format claims: also apply the objects (server-side apply, field manager topolink; "
+                        "needs patch on deviceclasses and resourceclaimtemplates)")
     p.add_argument("--groups", action="store_true",
                    help="also show each claim class's GPU groups (one slice list per class)")
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
@@ -66,6 +69,9 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.format == "claims" and args.gpus is None:
         print("topolink cluster: --format claims needs --gpus N", file=sys.stderr)
+        return EXIT_USAGE
+    if args.apply and (args.format != "claims" or args.from_file is not None):
+        print("topolink cluster: --apply needs --format claims and an API server (not --from)", file=sys.stderr)
         return EXIT_USAGE
     if args.from_file is not None:
         if args.kubeconfig is not None:
