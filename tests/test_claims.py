@@ -183,3 +183,15 @@ def test_the_docs_pod_job_and_jobset_use_the_objects_written_for_their_class(tmp
         assert spec["containers"][0]["resources"]["claims"] == [{"name": claim["name"]}], kind
         if kind != "JobSet":  # a CRD: its schema is not kubernetes-validate's
             kubernetes_validate.validate(manifest, "1.34", strict=True)
+
+
+def test_a_class_is_read_from_its_next_member_when_the_first_has_no_slices(tmp_path: Path) -> None:
+    small = fleet(tmp_path, trays=2, hgx=1)
+    small.slices = [s for s in small.slices if s["spec"]["nodeName"] != "tray-00"]
+    read = read_claim_classes(SavedApi(json.dumps(kubectl_list(small)).encode()))
+    assert len(read.classes) == 2 and not read.problems
+    small.slices = [s for s in small.slices if s["spec"]["nodeName"] != "tray-01"]
+    read = read_claim_classes(SavedApi(json.dumps(kubectl_list(small)).encode()))
+    assert [c.nodes for c in read.classes] == [("hgx-0",)]
+    assert read.problems == ("class 61ceeef91034: none of nodes tray-00, tray-01 has a ResourceSlice of gpu.topology: "
+                             "left out",)

@@ -2,10 +2,11 @@
 groups read from one member's ResourceSlices of our driver, for ``topolink cluster --groups`` and
 ``--format claims``.
 
-One list of node labels (paginated, metadata only), then one list of slices per class, narrowed to the member
-by field selector (a server that ignores it, or a saved list, sends more: the read filters itself). The member's
-groups are recomputed from its devices and must hash to its label: where they do not (an agent of another
-version, a pool being rewritten) the class is left out, and the reason is said.
+One list of node labels (paginated, metadata only), then one list of slices per class, of its first member
+that has any (of at most three), narrowed to the member by field selector (a server that ignores it, or a
+saved list, sends more: the read filters itself). The member's groups are recomputed from its devices and must
+hash to its label: where they do not (an agent of another version, a pool being rewritten) the class is left
+out, and the reason is said.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class _AnyList(msgspec.Struct, frozen=True):
 
 
 _ANY = msgspec.json.Decoder(_AnyList)
+TRIES = 3  # members of a class asked for their slices before the class is left out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,12 +67,14 @@ def read_claim_classes(api: PageApi, *, prefix: str = "gpu.topology", driver: st
     classes, problems = [], []
     for class_id, names in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         names.sort()
-        node = names[0]
-        selector = f"spec.nodeName={node},spec.driver={driver}"
-        items = [s for page in pages(api, path, {"fieldSelector": selector}, _ANY, limit=limit) for s in page]
-        devices = _pool_devices(items, node, driver)
-        if not devices:
-            problems.append(f"class {class_id}: node {node} has no ResourceSlice of {driver}: left out")
+        for node in names[:TRIES]:  # a member whose agent has not published its slices yet: the next one
+            selector = f"spec.nodeName={node},spec.driver={driver}"
+            items = [s for page in pages(api, path, {"fieldSelector": selector}, _ANY, limit=limit) for s in page]
+            if devices := _pool_devices(items, node, driver):
+                break
+        else:
+            problems.append(f"class {class_id}: none of nodes {', '.join(names[:TRIES])} has a ResourceSlice of "
+                            f"{driver}: left out")
             continue
         groups = claim_groups(places_from_devices(devices, driver))
         if groups.class_id != class_id:
