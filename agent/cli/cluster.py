@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._claims import add_claim_args, cluster_claims
+
 if TYPE_CHECKING:
     from exporter.kube import ClusterRead
 
@@ -36,8 +38,14 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                        epilog=_EPILOG)
     p.add_argument("--gpus", type=int, metavar="N", help="also list where a group of N GPUs fits best")
     p.add_argument("--top", type=int, default=5, metavar="K", help="places to print for --gpus (default 5)")
-    p.add_argument("--format", choices=("table", "json"), default="table",
-                   help="json: the fleet document (topolink.cluster/v1)")
+    p.add_argument("--format", choices=("table", "json", "claims"), default="table",
+                   help="json: the fleet document (topolink.cluster/v1); claims: with --gpus N, the DeviceClasses "
+                        "and ResourceClaimTemplates of each claim class (YAML, docs/claims.md)")
+    p.add_argument("--apply", action="store_true",
+                   help="with --format claims: also apply the objects (server-side apply, field manager topolink; "
+                        "needs patch on deviceclasses and resourceclaimtemplates)")
+    p.add_argument("--groups", action="store_true",
+                   help="also show each claim class's GPU groups (one slice list per class)")
     p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
     p.add_argument("--from", dest="from_file", metavar="FILE",
                    help="read a saved `kubectl get nodes,resourceslices -o json` (- for standard input) instead of "
@@ -47,6 +55,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="the agents' ResourceSlice driver (default gpu.topology)")
     p.add_argument("--page-size", type=int, default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")
+    add_claim_args(p)
     p.set_defaults(handler=_cmd_cluster)
 
 
@@ -56,52 +65,62 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     if (args.gpus is not None and args.gpus < 1) or args.top < 1 or not 1 <= args.page_size <= 10_000:
         print("topolink cluster: --gpus and --top take 1 or more, --page-size 1 to 10000", file=sys.stderr)
         return EXIT_USAGE
+    if args.format == "claims" and args.gpus is None:
+        print("topolink cluster: --format claims needs --gpus N", file=sys.stderr)
+        return EXIT_USAGE
+    if args.apply and (args.format != "claims" or args.from_file is not None):
+        print("topolink cluster: --apply needs --format claims and an API server (not --from)", file=sys.stderr)
+        return EXIT_USAGE
     if args.from_file is not None:
         if args.kubeconfig is not None:
             print("topolink cluster: --from and --kubeconfig exclude each other", file=sys.stderr)
             return EXIT_USAGE
         try:
-            read = _read_saved(args)
-        except (OSError, ValueError) as exc:
+            read, saved = _read_saved(args)
+            return _report(args, read, saved)
+        except (OSError, ValueError, PublishError) as exc:
             print(f"topolink cluster: {exc}", file=sys.stderr)
             return EXIT_INPUT
-        return _report(args, read)
     try:
         api = LightkubeApi.connect(kubeconfig=args.kubeconfig)
         read = read_cluster(api, prefix=args.label_prefix, driver=args.dra_driver_name, limit=args.page_size)
+        return _report(args, read, api)
     except BadConfig as exc:
         print(f"topolink cluster: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except PublishError as exc:
         print(f"topolink cluster: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return _report(args, read)
 
 
-def _read_saved(args: argparse.Namespace) -> ClusterRead:
-    """The saved list ``--from`` names; OSError or ValueError with one line saying why it cannot be read."""
+def _read_saved(args: argparse.Namespace) -> tuple[ClusterRead, Any]:
+    """The saved list ``--from`` names (and, for the claim classes, the list to read them from); OSError or
+    ValueError with one line saying why it cannot be read."""
     from exporter import UnsafeFile, read_regular
-    from exporter.kube import MAX_SAVED_BYTES, InvalidObject, read_saved
+    from exporter.kube import MAX_SAVED_BYTES, InvalidObject, SavedApi, read_saved
 
     path = args.from_file
     try:
         data = sys.stdin.buffer.read(MAX_SAVED_BYTES + 1) if path == "-" else read_regular(path, MAX_SAVED_BYTES)
         if len(data) > MAX_SAVED_BYTES:
             raise ValueError(f"{path}: larger than the {MAX_SAVED_BYTES} bytes allowed: not read")
-        return read_saved(data, name="standard input" if path == "-" else path, prefix=args.label_prefix,
-                          driver=args.dra_driver_name)
+        name = "standard input" if path == "-" else path
+        read = read_saved(data, name=name, prefix=args.label_prefix, driver=args.dra_driver_name)
+        return read, SavedApi(data, name) if args.groups or args.format == "claims" else None
     except OSError as exc:
         raise OSError(f"{path}: {exc.strerror or exc}") from exc
     except (UnsafeFile, InvalidObject) as exc:
         raise ValueError(str(exc)) from exc
 
 
-def _report(args: argparse.Namespace, read: ClusterRead) -> int:
+def _report(args: argparse.Namespace, read: ClusterRead, api: Any) -> int:
     import json
 
     from exporter.kube import cluster_document, cluster_table
     from topology import fleet_report
 
+    if args.format == "claims" or args.groups:
+        return cluster_claims(args, api, read)
     doc = cluster_document(read, fleet_report(read.summaries, gpus=args.gpus))
     sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.format == "json" else cluster_table(doc, top=args.top))
     return EXIT_NONE_FITS if args.gpus is not None and not doc["fits"] else EXIT_OK

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._claims import add_claim_args, node_claims
 from ._common import EXIT_USAGE, discover_from_args, exit_for, load_snapshot
 
 if TYPE_CHECKING:
@@ -47,8 +48,10 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--include-busy", action="store_true", help="also choose GPUs that are busy now")
     p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json",
                    help="a saved snapshot (discover --format json, or a probe report) instead of this node")
-    p.add_argument("--format", choices=("table", "json"), default="table",
-                   help="json: the placement document (topolink.placement/v1)")
+    p.add_argument("--format", choices=("table", "json", "claims"), default="table",
+                   help="json: the placement document (topolink.placement/v1); claims: this node's DeviceClasses "
+                        "and ResourceClaimTemplates for N GPUs (YAML, docs/claims.md)")
+    add_claim_args(p)
     add_discovery_args(p)
     p.set_defaults(handler=_cmd_place)
 
@@ -100,6 +103,8 @@ def _cmd_place(args: argparse.Namespace) -> int:
         print(f"topolink place: {exc}", file=sys.stderr)
         return EXIT_USAGE
     snap = load_snapshot(args.from_file) if args.from_file else discover_from_args(args)
+    if args.format == "claims":
+        return max(node_claims(args, snap), exit_for(snap))
     busy = busy_now(args, snap)
     try:
         doc = placement_answer(snap, query, busy)

@@ -5,6 +5,8 @@ sink applies.
   ``_view``          the frozen ``View`` the agent serves (snapshot and counters)
   ``_files``         file I/O (``Target``, ``read_regular``): every file topolink writes or reads back
   ``_derive``        rows the metrics, the page and the picture share, computed from a snapshot
+  ``_claim_groups``  a node's GPU groups by bus id (NVLink islands, PCIe switches, GPU+NIC pairs) and its claim
+                     class: the claim templates, the class label and the page share them
   ``_health``        bandwidth ratios, classes and GPU degradation: the one rule for metrics, labels and taints
   ``_http_limits``   what the HTTP server allows a client and counts when it cuts one off (the view and the
                      metrics carry those counters, so they sit here, below both)

@@ -15,6 +15,7 @@ from typing import Any
 
 from topology import TEXT_LIMIT, Snapshot, matrix, shown, shown_text
 
+from .._core._claim_groups import claim_groups, places_of
 from .._core._derive import degraded
 from .._core._view import View
 from .._placement._placement_text import best_groups_table
@@ -60,6 +61,24 @@ def _label(snap: Snapshot, subject: str) -> str:
     return subject
 
 
+def _claims(snap: Snapshot) -> str:
+    """Which GPUs form each group the claim templates of this node's class offer, in their order."""
+    groups = claim_groups(places_of(snap))
+    index = {g.id: _label(snap, g.id) for g in snap.gpus}
+    rows: list[tuple[object, ...]] = []
+    for kind, found in (("nvlink", groups.islands), ("switch", groups.switches)):
+        for i, g in enumerate(found):
+            rate = f"{g.bytes_per_second / 1e9:.0f}" if g.bytes_per_second else "-"
+            rows.append((f"topolink-{kind}-N-{groups.class_id} (N up to {len(g.buses)})", f"{kind}-{i}",
+                         " ".join(index.get(b, b) for b in g.buses), " ".join(g.buses), rate))
+    rows += [(f"topolink-gpu-nic-{groups.class_id}", f"pair-{i}", f"{index.get(p.gpu_bus, p.gpu_bus)} + {p.nic}",
+              f"{p.gpu_bus} {p.nic_bus}", f"- ({p.path})") for i, p in enumerate(groups.pairs)]
+    return (f"<p>Claim class <code>{escape(groups.class_id)}</code>: pods select it with the node label "
+            f"<code>claim-class={escape(groups.class_id)}</code> (docs/claims.md). Groups in the order the "
+            "templates offer them, best first:</p>"
+            + _table(("template", "subrequest", "GPUs", "bus ids", "NVLink GB/s (theoretical)"), rows))
+
+
 def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured_matrix: str,
          placements: Sequence[Mapping[str, Any]] = ()) -> str:
     snap = view.snapshot
@@ -75,6 +94,7 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         "<h2>GPUs by socket, PCIe switch and NVLink island</h2>", node_picture(snap),
         "<h2>Pair bandwidth, measured against theoretical</h2>", pair_heatmap(snap),
         "<h2>Best GPU groups (estimates)</h2>", best_groups_table(placements),
+        "<h2>Claim groups (ResourceClaimTemplates)</h2>", _claims(snap),
         "<details><summary>PCIe tree (Graphviz)</summary>",
         f'<p><a href="/v1/topology.svg">/v1/topology.svg</a> (not inlined above {INLINE_TREE_GPUS} GPUs)</p>'
         if len(snap.gpus) > INLINE_TREE_GPUS else f'<div class="picture">{_inline(svg)}</div>' if svg is not None

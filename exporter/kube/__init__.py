@@ -28,12 +28,15 @@ if _TYPE_CHECKING:
     from ._config._prune import PruneResult, prune
     from ._config._rbac import PERMISSIONS, Permission, policy_rules
     from ._config._reference import reference_markdown
+    from ._desired._claims import ClaimClass, ClaimConfig, ClaimPlan, claim_plan, node_class
     from ._desired._labels import LabelConfig, catalogue, desired_labels
     from ._desired._slices import SliceConfig, build_slices, desired_devices
     from ._desired._taints import desired_rules
+    from ._fleet._claims_read import ClaimRead, read_claim_classes
+    from ._fleet._claims_text import claim_classes_document, claim_classes_table
     from ._fleet._cluster import ClusterRead, read_cluster
     from ._fleet._cluster_text import cluster_document, cluster_table
-    from ._fleet._saved import MAX_SAVED_BYTES, read_saved
+    from ._fleet._saved import MAX_SAVED_BYTES, SavedApi, read_saved
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
     from ._sinks._taint_sink import DeviceTaintRuleSink
@@ -44,6 +47,10 @@ __all__ = [
     "POLICY_SETTINGS",
     "Backoff",
     "BadConfig",
+    "ClaimClass",
+    "ClaimConfig",
+    "ClaimPlan",
+    "ClaimRead",
     "ClusterRead",
     "Conflict",
     "DeviceTaintRuleSink",
@@ -63,22 +70,28 @@ __all__ = [
     "PruneResult",
     "PublishError",
     "ResourceSliceSink",
+    "SavedApi",
     "SliceConfig",
     "Unavailable",
     "add_kube_args",
     "build_slices",
     "catalogue",
+    "claim_classes_document",
+    "claim_classes_table",
+    "claim_plan",
     "cluster_document",
     "cluster_table",
     "config_from_args",
     "desired_devices",
     "desired_labels",
     "desired_rules",
+    "node_class",
     "plan_node_labels",
     "plan_slices",
     "policy_params",
     "policy_rules",
     "prune",
+    "read_claim_classes",
     "read_cluster",
     "read_saved",
     "reference_markdown",
@@ -89,6 +102,16 @@ __all__ = [
 _WHERE = {
     'Backoff': '_api._retry',
     'BadConfig': '_api._errors',
+    'ClaimClass': '_desired._claims',
+    'ClaimConfig': '_desired._claims',
+    'ClaimPlan': '_desired._claims',
+    'ClaimRead': '_fleet._claims_read',
+    'SavedApi': '_fleet._saved',
+    'claim_classes_document': '_fleet._claims_text',
+    'claim_classes_table': '_fleet._claims_text',
+    'claim_plan': '_desired._claims',
+    'node_class': '_desired._claims',
+    'read_claim_classes': '_fleet._claims_read',
     'ClusterRead': '_fleet._cluster',
     'cluster_document': '_fleet._cluster_text',
     'cluster_table': '_fleet._cluster_text',

@@ -6,6 +6,8 @@ and attributes, DeviceTaintRules, and the API's naming rules they obey.
   ``_slices``       DRA ResourceSlices for one node: devices, attributes, the pool plan
   ``_slice_facts``  what each slice attribute derives from, and whether a snapshot knows all of it
   ``_taints``       DeviceTaintRules for degraded GPUs
+  ``_claims``       DeviceClasses and ResourceClaimTemplates per claim class, selecting the GPU driver's devices
+  ``_claim_places`` a node's GPU places read back from the slice devices topolink published
   ``_names``        label keys and values, DNS names, attribute names, checked before any request
 
 Imports: ``exporter.kube._api``, ``exporter._core`` (the health rule), ``topology``.

@@ -25,6 +25,7 @@ from topology import (
     structure_hash,
 )
 
+from ..._core._claim_groups import claim_groups, places_of
 from ..._core._health import BwKind, classify, degradation, node_ratio, ratios
 from .._api._errors import InvalidObject
 from ._busbw import SIZES, busbw_labels
@@ -190,6 +191,10 @@ def _hash(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     return {"structure-hash": structure_hash(snap)[:12]}
 
 
+def _claims(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
+    return {"claim-class": claim_groups(places_of(snap)).class_id} if snap.gpus else {}
+
+
 def _compat(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     if not snap.gpus:
         return {}
@@ -244,6 +249,10 @@ LABELERS: tuple[Labeler, ...] = (
          f"the same for the best {n}-GPU group") for n in SIZES)),
     Labeler(name="hash", fn=_hash, needs=(A.ALL,), keys=(
         ("structure-hash", "first 12 hex digits of the snapshot's structure hash"),)),
+    Labeler(name="claims", fn=_claims, needs=(A.GPUS, A.IDENTITY, A.NVLINKS, A.PCI, A.PCIE_PATH, A.NICS), keys=(
+        ("claim-class", "first 12 hex digits of a hash over the node's GPU groups by bus id (NVLink islands, "
+                        "GPUs under one PCIe switch, GPU and nearest RDMA NIC): nodes with the same value take the "
+                        "same ResourceClaimTemplates (docs/claims.md)"),)),
     Labeler(name="compat", fn=_compat, needs=(A.GPUS, A.NVLINKS, A.FABRIC), compat=True, keys=(
         ("nvidia.com/nvswitch.present", "opt-in: `true` when the node has NVSwitches"),
         ("nvidia.com/nvlink.version", "opt-in: lowest NVLink generation"),

@@ -1,0 +1,160 @@
+"""``--format claims`` of ``topolink place`` (one node) and ``topolink cluster`` (a fleet): the settings of the
+GPU and NIC drivers the claims select from, and the YAML of the DeviceClasses and ResourceClaimTemplates with
+a comment per class saying which nodes it holds, the node selector its pods need, and why a template is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from exporter.kube import ClaimClass, ClaimConfig, ClaimPlan, ClusterRead
+    from topology import Snapshot
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _subdomain(value: str) -> str:
+    if len(value) > 63 or not _SUBDOMAIN.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a lowercase DNS subdomain of at most 63 characters")
+    return value
+
+
+def _domain_or_empty(value: str) -> str:
+    return value if value == "" else _subdomain(value)
+
+
+def _qualified(value: str) -> str:
+    if not _QUALIFIED.match(value) or len(value.partition("/")[2]) > 32:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an attribute name DOMAIN/NAME (a C identifier, at most 32)")
+    return value
+
+
+def _namespace(value: str) -> str:
+    if len(value) > 63 or "." in value or not _SUBDOMAIN.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a namespace name (a DNS label)")
+    return value
+
+
+def add_claim_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("claims (--format claims)")
+    g.add_argument("--gpu-driver", type=_subdomain, default="gpu.nvidia.com", metavar="NAME",
+                   help="the DRA driver whose GPUs the claims select (default gpu.nvidia.com, NVIDIA's)")
+    g.add_argument("--gpu-attribute-domain", type=_domain_or_empty, default="gpu.nvidia.com", metavar="DOMAIN",
+                   help="the domain of that driver's `type` attribute, which must be `gpu` (default gpu.nvidia.com; "
+                        "'' to select every device of the driver)")
+    g.add_argument("--nic-driver", type=_subdomain, default="dra.net", metavar="NAME",
+                   help="the DRA driver whose RDMA NICs the GPU+NIC claims select (default dra.net)")
+    g.add_argument("--bus-id-attribute", type=_qualified, default="resource.kubernetes.io/pciBusID", metavar="ATTR",
+                   help="the attribute both drivers publish PCI bus ids in (default resource.kubernetes.io/pciBusID)")
+    g.add_argument("--namespace", type=_namespace, default="default", help="the templates' namespace (default default)")
+
+
+def claim_config(args: argparse.Namespace, prefix: str = "gpu.topology") -> ClaimConfig:
+    from exporter.kube import ClaimConfig
+
+    return ClaimConfig(gpu_driver=args.gpu_driver, gpu_domain=args.gpu_attribute_domain, nic_driver=args.nic_driver,
+                       bus_id_attribute=args.bus_id_attribute, namespace=args.namespace, prefix=prefix)
+
+
+def claims_yaml(plan: ClaimPlan, classes: Sequence[ClaimClass], n: int, cfg: ClaimConfig,
+                problems: Sequence[str] = ()) -> str:
+    """The objects as YAML documents, each class's templates after a comment naming its nodes and the node
+    selector its pods need; what could not be written is said in comments, never silently left out."""
+    import yaml
+
+    def dump(obj: object) -> str:
+        return "---\n" + yaml.safe_dump(obj, sort_keys=False, width=200)
+
+    lines = [f"# DeviceClasses and ResourceClaimTemplates for groups of {n} GPUs, from topolink's claim classes "
+             f"(the {cfg.class_label} label).", f"# GPUs of {cfg.gpu_driver}, RDMA NICs of {cfg.nic_driver}, "
+             f"selected by {cfg.bus_id_attribute}."]
+    lines += [f"# not read: {p}" for p in problems]
+    out = ["\n".join(lines) + "\n"]
+    templates: dict[str, list[object]] = {}
+    for obj in plan.objects:
+        if obj["kind"] == "DeviceClass":
+            out.append(dump(obj))
+        else:
+            templates.setdefault(obj["metadata"]["labels"][cfg.class_label], []).append(obj)
+    for cls in classes:
+        shown = ", ".join(cls.nodes[:5]) + (f" and {len(cls.nodes) - 5} more" if len(cls.nodes) > 5 else "")
+        head = [f"# class {cls.id}: {len(cls.nodes)} node(s) ({shown}); {cls.groups.gpus} GPUs each.",
+                f"# A pod using these templates must select the class: nodeSelector {{{cfg.class_label}: {cls.id}}}"]
+        head += [f"# {kind}: {why}" for cid, kind, why in plan.skipped if cid == cls.id]
+        out.append("\n".join(head) + "\n")
+        out += [dump(t) for t in templates.get(cls.id, [])]
+    return "".join(out)
+
+
+def apply_plan(api: Any, plan: ClaimPlan) -> None:
+    """Server-side apply of every object, field manager ``topolink``, forced (we own what we write); an
+    error stops at the object it names (``PublishError``, which the command reports)."""
+    import sys
+
+    from exporter.kube import Kind
+
+    kinds = {"DeviceClass": Kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses"),
+             "ResourceClaimTemplate": Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates",
+                                           namespaced=True)}
+    for obj in plan.objects:
+        api.apply(kinds[obj["kind"]], obj)
+    print(f"topolink cluster: applied {len(plan.objects)} objects", file=sys.stderr)
+
+
+def _groups_of_n(plan: ClaimPlan) -> bool:
+    """Whether a template for groups of N was written (the GPU+NIC pair's is written whatever N is)."""
+    return any(o["kind"] == "ResourceClaimTemplate" and o["spec"]["spec"]["devices"]["requests"][0]["name"] == "gpus"
+               for o in plan.objects)
+
+
+def cluster_claims(args: argparse.Namespace, api: Any, read: ClusterRead) -> int:
+    """``topolink cluster --groups`` (the report with each claim class's groups) or ``--format claims`` (the
+    objects); exit 4 when no class holds a group of N (for the objects) or N GPUs fit nowhere (for the report)."""
+    import json
+    import sys
+
+    from exporter.kube import (
+        claim_classes_document,
+        claim_classes_table,
+        claim_plan,
+        cluster_document,
+        cluster_table,
+        read_claim_classes,
+    )
+    from topology import fleet_report
+
+    claims = read_claim_classes(api, prefix=args.label_prefix, driver=args.dra_driver_name, limit=args.page_size)
+    if args.format == "claims":
+        cfg = claim_config(args, args.label_prefix)
+        plan = claim_plan(claims.classes, args.gpus, cfg)
+        sys.stdout.write(claims_yaml(plan, claims.classes, args.gpus, cfg, claims.problems))
+        if args.apply:
+            apply_plan(api, plan)
+        return 0 if _groups_of_n(plan) else 4
+    doc = cluster_document(read, fleet_report(read.summaries, gpus=args.gpus))
+    groups = claim_classes_document(claims)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(doc | {"claim_classes": groups}, indent=1) + "\n")
+    else:
+        sys.stdout.write(cluster_table(doc, top=args.top) + claim_classes_table(groups))
+    return 4 if args.gpus is not None and not doc["fits"] else 0
+
+
+def node_claims(args: argparse.Namespace, snap: Snapshot) -> int:
+    """``topolink place --gpus N --format claims``: this node's class and its objects; exit 4 when no group of
+    N exists on it."""
+    import sys
+
+    from exporter.kube import claim_plan, node_class
+
+    cls = node_class(snap, snap.node or "this node")
+    cfg = claim_config(args)
+    plan = claim_plan([cls], args.gpus, cfg)
+    sys.stdout.write(claims_yaml(plan, [cls], args.gpus, cfg))
+    return 0 if _groups_of_n(plan) else 4

@@ -1,0 +1,85 @@
+"""The fleet's claim classes: nodes grouped by their ``<prefix>/claim-class`` label, and each class's GPU
+groups read from one member's ResourceSlices of our driver, for ``topolink cluster --groups`` and
+``--format claims``.
+
+One list of node labels (paginated, metadata only), then one list of slices per class, of its first member
+that has any (of at most three), narrowed to the member by field selector (a server that ignores it, or a
+saved list, sends more: the read filters itself). The member's groups are recomputed from its devices and must
+hash to its label: where they do not (an agent of another version, a pool being rewritten) the class is left
+out, and the reason is said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..._core._claim_groups import claim_groups
+from .._api._api import RESOURCE_GROUP
+from .._desired._claim_places import places_from_devices
+from .._desired._claims import ClaimClass
+from .._desired._slices import devices_of
+from ._cluster import _NODES, PAGE, PARTIAL, PageApi, _ListMeta, pages, slice_version
+
+
+class _AnyList(msgspec.Struct, frozen=True):
+    items: list[dict[str, Any]] = []
+    metadata: _ListMeta = _ListMeta()
+
+
+_ANY = msgspec.json.Decoder(_AnyList)
+TRIES = 3  # members of a class asked for their slices before the class is left out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRead:
+    classes: tuple[ClaimClass, ...]  # most nodes first
+    problems: tuple[str, ...]
+
+
+def _pool_devices(items: Iterable[dict[str, Any]], node: str, driver: str) -> list[dict[str, Any]]:
+    """The node's devices from its slices of the newest pool generation (older ones are ignored, as a
+    scheduler ignores them)."""
+    mine = [s for s in items if (s.get("spec") or {}).get("nodeName") == node
+            and (s.get("spec") or {}).get("driver") == driver]
+    if not mine:
+        return []
+    newest = max(int(((s["spec"].get("pool") or {}).get("generation")) or 0) for s in mine)
+    return [d for s in mine if int((s["spec"].get("pool") or {}).get("generation") or 0) == newest
+            for d in devices_of(s)]
+
+
+def read_claim_classes(api: PageApi, *, prefix: str = "gpu.topology", driver: str = "gpu.topology",
+                       limit: int = PAGE) -> ClaimRead:
+    label = f"{prefix}/claim-class"
+    members: dict[str, list[str]] = {}
+    for nodes in pages(api, "/api/v1/nodes", {"labelSelector": label}, _NODES, limit=limit, accept=PARTIAL):
+        for node in nodes:
+            if value := node.metadata.labels.get(label):
+                members.setdefault(value, []).append(node.metadata.name)
+    version = slice_version(api)
+    if version is None:
+        return ClaimRead(classes=(), problems=("the server serves no ResourceSlices",) if members else ())
+    path = f"/apis/{RESOURCE_GROUP}/{version}/resourceslices"
+    classes, problems = [], []
+    for class_id, names in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        names.sort()
+        for node in names[:TRIES]:  # a member whose agent has not published its slices yet: the next one
+            selector = f"spec.nodeName={node},spec.driver={driver}"
+            items = [s for page in pages(api, path, {"fieldSelector": selector}, _ANY, limit=limit) for s in page]
+            if devices := _pool_devices(items, node, driver):
+                break
+        else:
+            problems.append(f"class {class_id}: none of nodes {', '.join(names[:TRIES])} has a ResourceSlice of "
+                            f"{driver}: left out")
+            continue
+        groups = claim_groups(places_from_devices(devices, driver))
+        if groups.class_id != class_id:
+            problems.append(f"class {class_id}: the slices of node {node} make class {groups.class_id} (an agent "
+                            "of another version, or its pool being rewritten): left out")
+            continue
+        classes.append(ClaimClass(id=class_id, nodes=tuple(names), groups=groups))
+    return ClaimRead(classes=tuple(classes), problems=tuple(problems))
