@@ -49,6 +49,9 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="the agents' ResourceSlice driver (default gpu.topology)")
     p.add_argument("--page-size", type=int, default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")
+    from ._cluster_emit import add_emit_args
+
+    add_emit_args(p)
     p.set_defaults(handler=_cmd_cluster)
 
 
@@ -58,10 +61,14 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     if (args.gpus is not None and args.gpus < 1) or args.top < 1 or not 1 <= args.page_size <= 10_000:
         print("topolink cluster: --gpus and --top take 1 or more, --page-size 1 to 10000", file=sys.stderr)
         return EXIT_USAGE
+    if args.from_file is not None and args.kubeconfig is not None:
+        print("topolink cluster: --from and --kubeconfig exclude each other", file=sys.stderr)
+        return EXIT_USAGE
+    if args.emit is not None:
+        from ._cluster_emit import run_emit
+
+        return run_emit(args)
     if args.from_file is not None:
-        if args.kubeconfig is not None:
-            print("topolink cluster: --from and --kubeconfig exclude each other", file=sys.stderr)
-            return EXIT_USAGE
         try:
             read = _read_saved(args)
         except (OSError, ValueError) as exc:

@@ -33,12 +33,14 @@ if _TYPE_CHECKING:
     from ._desired._taints import desired_rules
     from ._fleet._cluster import ClusterRead, read_cluster
     from ._fleet._cluster_text import cluster_document, cluster_table
-    from ._fleet._saved import MAX_SAVED_BYTES, read_saved
+    from ._fleet._saved import MAX_SAVED_BYTES, SavedApi, read_saved
+    from ._fleet._schedulers_text import EMITS, emit_text, read_node_labels
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
     from ._sinks._taint_sink import DeviceTaintRuleSink
 
 __all__ = [
+    "EMITS",
     "MAX_SAVED_BYTES",
     "PERMISSIONS",
     "POLICY_SETTINGS",
@@ -63,6 +65,7 @@ __all__ = [
     "PruneResult",
     "PublishError",
     "ResourceSliceSink",
+    "SavedApi",
     "SliceConfig",
     "Unavailable",
     "add_kube_args",
@@ -74,12 +77,14 @@ __all__ = [
     "desired_devices",
     "desired_labels",
     "desired_rules",
+    "emit_text",
     "plan_node_labels",
     "plan_slices",
     "policy_params",
     "policy_rules",
     "prune",
     "read_cluster",
+    "read_node_labels",
     "read_saved",
     "reference_markdown",
     "sinks_from_config",
@@ -95,6 +100,10 @@ _WHERE = {
     'read_cluster': '_fleet._cluster',
     'read_saved': '_fleet._saved',
     'MAX_SAVED_BYTES': '_fleet._saved',
+    'SavedApi': '_fleet._saved',
+    'EMITS': '_fleet._schedulers_text',
+    'emit_text': '_fleet._schedulers_text',
+    'read_node_labels': '_fleet._schedulers_text',
     'Conflict': '_api._errors',
     'DeviceTaintRuleSink': '_sinks._taint_sink',
     'Expired': '_api._errors',
