@@ -23,12 +23,14 @@ if _TYPE_CHECKING:
     from ._api._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
     from ._api._retry import Backoff
     from ._client._client import LightkubeApi
+    from ._client._node_status import LightkubeNodeApi
     from ._config._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
     from ._config._flags import POLICY_SETTINGS, add_kube_args
     from ._config._prune import PruneResult, prune
     from ._config._rbac import PERMISSIONS, Permission, policy_rules
     from ._config._reference import reference_markdown
     from ._desired._labels import LabelConfig, catalogue, desired_labels
+    from ._desired._node_condition import CONDITION, verdict
     from ._desired._slices import SliceConfig, build_slices, desired_devices
     from ._desired._taints import desired_rules
     from ._fleet._cluster import ClusterRead, read_cluster
@@ -36,10 +38,12 @@ if _TYPE_CHECKING:
     from ._fleet._saved import MAX_SAVED_BYTES, SavedApi, read_saved
     from ._fleet._schedulers_text import EMITS, emit_text, read_node_labels
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
+    from ._sinks._node_condition_sink import NodeConditionSink
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
     from ._sinks._taint_sink import DeviceTaintRuleSink
 
 __all__ = [
+    "CONDITION",
     "EMITS",
     "MAX_SAVED_BYTES",
     "PERMISSIONS",
@@ -58,6 +62,8 @@ __all__ = [
     "KubePublishConfig",
     "LabelConfig",
     "LightkubeApi",
+    "LightkubeNodeApi",
+    "NodeConditionSink",
     "NodeFeatureSink",
     "NodeLabelSink",
     "NodeView",
@@ -88,6 +94,7 @@ __all__ = [
     "read_saved",
     "reference_markdown",
     "sinks_from_config",
+    "verdict",
 ]
 
 # Names load on first use, so the serve command's flags cost nothing until serve runs.
@@ -115,6 +122,10 @@ _WHERE = {
     'KubePublishConfig': '_config._config',
     'LabelConfig': '_desired._labels',
     'LightkubeApi': '_client._client',
+    'LightkubeNodeApi': '_client._node_status',
+    'NodeConditionSink': '_sinks._node_condition_sink',
+    'CONDITION': '_desired._node_condition',
+    'verdict': '_desired._node_condition',
     'NodeFeatureSink': '_sinks._label_sinks',
     'NodeLabelSink': '_sinks._label_sinks',
     'NodeView': '_api._api',
