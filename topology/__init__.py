@@ -67,6 +67,7 @@ if _TYPE_CHECKING:
         NvSwitch,
         PcieLinkState,
         PciFunction,
+        PlatformInfo,
         Snapshot,
         link_id,
     )
@@ -145,6 +146,7 @@ __all__ = [
     "PcieLinkState",
     "Placement",
     "PlacementError",
+    "PlatformInfo",
     "Problem",
     "SchemaError",
     "Snapshot",
@@ -224,7 +226,7 @@ _WHERE = {name: module for module, names in {  # name -> the private module that
     '_measure': "measurement_key with_measurements",
     '_model': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "
-        "NvSwitch PciFunction PcieLinkState Snapshot link_id"
+        "NvSwitch PciFunction PcieLinkState PlatformInfo Snapshot link_id"
     ),
     '_numbers': "Matrix MatrixKind Measurement Stats",
     '_paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",

@@ -22,7 +22,7 @@ def add_emit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emit", choices=("kueue", "volcano", "slurm"),
                    help="print what a scheduler reads instead of the report: kueue (a Topology and ResourceFlavor "
                         "per GPU product), volcano (HyperNodes), slurm (a topology.yaml block section)")
-    p.add_argument("--level", action="append", default=[], type=label_key, metavar="LABEL",
+    p.add_argument("--level", action="append", type=label_key, metavar="LABEL",
                    help="a fabric label the nodes already carry, to sit above topolink's levels (repeat, highest "
                         "first; e.g. network.topology.nvidia.com/spine)")
 
@@ -54,8 +54,9 @@ def run_emit(args: argparse.Namespace) -> int:
             api: SavedApi | LightkubeApi = SavedApi(data, "standard input" if path == "-" else path)
         else:
             api = LightkubeApi.connect(kubeconfig=args.kubeconfig)
-        nodes = read_node_labels(api, prefix=args.label_prefix, named=args.level, limit=args.page_size)
-        sys.stdout.write(emit_text(args.emit, nodes, args.level, args.label_prefix))
+        named = args.level or []
+        nodes = read_node_labels(api, prefix=args.label_prefix, named=named, limit=args.page_size)
+        sys.stdout.write(emit_text(args.emit, nodes, named, args.label_prefix))
     except OSError as exc:
         print(f"topolink cluster: {args.from_file}: {exc.strerror or exc}", file=sys.stderr)
         return 3

@@ -7,7 +7,7 @@ the model: bus ids are canonical (``0000:3b:00.0``), the remote id ``FFFFFFFF:FF
 
 from __future__ import annotations
 
-from topology import FabricInfo, MigInstance, PcieLinkState, Problem
+from topology import FabricInfo, MigInstance, PcieLinkState, PlatformInfo, Problem
 from topology._record import record
 
 # nvmlIntNvLinkDeviceType_t
@@ -48,6 +48,7 @@ class NvmlGpuFacts:
     mig_enabled: bool | None = None  # None: MIG not supported
     mig_instances: tuple[MigInstance, ...] = ()
     fabric: FabricInfo | None = None  # None: no fabric (pre-Hopper, or not read)
+    platform: PlatformInfo | None = None  # None: not a GB200/GB300 tray, or not read
     nvlink_count: int | None = None  # field 91
     nvswitch_link_count: int | None = None  # field 147
     links: tuple[NvLinkFact, ...] = ()

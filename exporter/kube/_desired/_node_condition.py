@@ -19,9 +19,12 @@ from topology import Aspect, Snapshot
 from ..._core._health import degradation
 
 CONDITION = "GPUTopologyDegraded"
-_NEEDS = (Aspect.NVLINKS, Aspect.PCIE_LINK)
+_NEEDS = (Aspect.NVLINKS, Aspect.PCIE_LINK, Aspect.FABRIC)
 # the degradation kinds as condition reasons (CamelCase, as Kubernetes' and node-problem-detector's are)
-REASONS: Mapping[str, str] = {"nvlink-down": "NVLinkDown", "pcie-slow": "PCIeSlow", "pcie-width": "PCIeWidth"}
+REASONS: Mapping[str, str] = {"nvlink-down": "NVLinkDown", "pcie-slow": "PCIeSlow", "pcie-width": "PCIeWidth",
+                              "fabric-degraded-bw": "FabricDegradedBandwidth",
+                              "fabric-route-unhealthy": "FabricRouteUnhealthy",
+                              "fabric-config": "FabricIncorrectConfiguration"}
 
 
 @dataclass(frozen=True, slots=True)
