@@ -92,6 +92,7 @@ def test_kueue_per_product_levels_hold_on_every_flavor_node(labels: dict[str, di
     hgx = next(v for k, v in made.items() if "h100" in k)
     assert gb200[0].labels == (SPINE, LEAF, DOMAIN, HOSTNAME)
     assert hgx[0].labels == (LEAF, HOSTNAME)  # one spine and one leaf over them; each its own NVLink domain
+    assert dict(gb200[0].dropped)[RACK] == f"groups the nodes exactly as {DOMAIN} does"  # an NVL72: rack = domain
     for levels, topology, flavor in made.values():
         selected = [lab for lab in labels.values() if lab.items() >= flavor["spec"]["nodeLabels"].items()]
         assert selected and all(level in lab for lab in selected for level in levels.labels)
