@@ -92,3 +92,26 @@ def test_the_scheduler_keeps_untolerating_pods_off_a_degraded_node_and_the_node_
         ready.close()
         for name in ("cp-plain", "cp-tolerant"):
             http.delete(f"{PODS}/{name}", params={"gracePeriodSeconds": "0"})
+
+
+def test_prune_removes_the_condition_and_the_taint_and_nothing_else(kube_apiserver: ApiServer, tmp_path: Path) -> None:
+    """One node's prune (the server is shared: every node's would reach other tests' nodes)."""
+    from exporter.kube import KubePublishConfig, prune
+    from tests.apiserver_agent import create_node
+
+    node = "prune-marks"
+    foreign = {"key": "example.com/maintenance", "value": "x", "effect": "NoSchedule"}
+    with kube_apiserver.admin() as http:
+        create_node(http, node, {"gpu.topology/gpu.count": "8"})
+        assert http.patch(f"/api/v1/nodes/{node}", json=[{"op": "add", "path": "/spec/taints", "value": [foreign]}],
+                          headers={"Content-Type": "application/json-patch+json"}).status_code == 200
+        api = LightkubeNodeApi.connect(kubeconfig=str(kube_apiserver.kubeconfig()))
+        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
+        sink = NodeConditionSink(api, node, "gpu.topology", taint=True)
+        assert sink.publish(dataclasses.replace(narrowed(whole), node=node)).written == 2
+        done = prune(KubePublishConfig(node=node, resource_slices=False), node, api)
+        assert done.node_marks == 1
+        got = http.get(f"/api/v1/nodes/{node}").json()
+        assert got["spec"]["taints"] == [foreign]
+        assert CONDITION not in {c["type"] for c in got["status"].get("conditions", [])}
+        assert prune(KubePublishConfig(node=node, resource_slices=False), node, api).node_marks == 0

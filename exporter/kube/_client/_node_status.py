@@ -27,6 +27,15 @@ class LightkubeNodeApi(LightkubeApi):
         self._call(f"apply condition {condition['type']} to node {name}", lambda: self._client.patch(
             Node.Status, name, body, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True))
 
+    def clear_node_condition(self, name: str) -> None:
+        """An apply that sends no condition: server-side apply removes the one our field manager owned."""
+        from lightkube.resources.core_v1 import Node
+        from lightkube.types import PatchType
+
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+        self._call(f"clear our condition of node {name}", lambda: self._client.patch(
+            Node.Status, name, body, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True))
+
     def replace_node_taints(self, name: str, taints: Sequence[Mapping[str, object]], resource_version: str) -> None:
         """Fails with :class:`~.._api._errors.Conflict`-like errors when the Node changed since it was read."""
         from lightkube.resources.core_v1 import Node

@@ -46,7 +46,8 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "node-condition": (_p("", "nodes", "get"), _p("", "nodes/status", "patch")),
     "node-taint": (_p("", "nodes", "get", "patch"),),
     "device-taint-rules": (_p(RESOURCE_GROUP, "devicetaintrules", "list", "create", "patch", "delete"),),
-    "prune": (_p("", "nodes", "get", "list", "patch"), _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
+    "prune": (_p("", "nodes", "get", "list", "patch"), _p("", "nodes/status", "patch"),
+              _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
               _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),
               _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete")),
 }

@@ -28,6 +28,8 @@ class NodeStatusApi(Protocol):
     def replace_node_taints(self, name: str, taints: Sequence[Mapping[str, object]],
                             resource_version: str) -> None: ...
 
+    def clear_node_condition(self, name: str) -> None: ...
+
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
