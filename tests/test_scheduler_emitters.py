@@ -173,3 +173,34 @@ def test_the_objects_pass_the_upstream_crds_on_a_real_api_server(kube_apiserver:
             assert got.status_code == 201, (obj["metadata"]["name"], got.text)
         kinds = [o["kind"] for o in objects]
         assert kinds.count("Topology") == kinds.count("ResourceFlavor") == 2 and kinds.count("HyperNode") == 9
+
+
+@pytest.mark.apiserver
+@pytest.mark.slow
+def test_live_reads_what_the_saved_list_says(kube_apiserver: ApiServer, tmp_path: Path) -> None:
+    """The fleet's nodes created on a real API server (under a prefix of their own: the server is shared) emit
+    what the saved list emits: the read pages the labels as it pages them from the file."""
+    prefix = "emit.topology.example"
+    saved = json.loads(SAVED.read_text())
+    with kube_apiserver.admin() as http:
+        for item in saved["items"]:
+            if item["kind"] != "Node":
+                continue
+            labels = {k.replace("gpu.topology/", f"{prefix}/"): v for k, v in item["metadata"]["labels"].items()}
+            name = f"emit-{item['metadata']['name']}"
+            labels |= {HOSTNAME: name}
+            got = http.post("/api/v1/nodes", json={"apiVersion": "v1", "kind": "Node",
+                                                   "metadata": {"name": name, "labels": labels}})
+            assert got.status_code == 201, got.text
+    local = tmp_path / "fleet.json"
+    listed = [{**i, "metadata": {"name": f"emit-{i['metadata']['name']}", "labels": {
+        **{k.replace("gpu.topology/", f"{prefix}/"): v for k, v in i["metadata"]["labels"].items()},
+        HOSTNAME: f"emit-{i['metadata']['name']}"}}} for i in saved["items"] if i["kind"] == "Node"]
+    local.write_text(json.dumps({"kind": "List", "items": listed}))
+    for kind in ("kueue", "volcano", "slurm"):
+        args = ("--emit", kind, "--label-prefix", prefix, "--level", SPINE, "--level", LEAF, "--page-size", "3")
+        live = cluster(*args, "--kubeconfig", str(kube_apiserver.kubeconfig()))
+        offline = cluster(*args, "--from", str(local))
+        assert live.returncode == offline.returncode == 0, live.stderr + offline.stderr
+        assert live.stdout == offline.stdout and live.stdout.count("\n") > 10
+    assert "emit-tray-00,emit-tray-01,emit-tray-02" in live.stdout  # the last: slurm's blocks name the nodes
