@@ -5,6 +5,7 @@ not read stays unknown: the rack label keeps what the Node has, the condition sa
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pynvml
@@ -77,3 +78,16 @@ def test_an_unreadable_platform_info_stays_unknown(trays: dict[str, t.Snapshot])
     assert f"{P}/rack" not in desired_labels(snap, LabelConfig(), {})
     v = verdict(snap)
     assert v is not None and v.status == "Unknown" and desired_taints([], v, P) is None
+
+
+def test_the_fabric_health_is_state_not_structure(trays: dict[str, t.Snapshot]) -> None:
+    """A health mask that changes leaves the structure hash as it was (a fault does not look like new wiring); the
+    rack does not."""
+    snap = trays["rack"]
+
+    def each_gpu(**fabric: object) -> t.Snapshot:
+        return dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, fabric=dataclasses.replace(
+            g.fabric, **fabric)) if g.fabric else g for g in snap.gpus))
+
+    assert t.structure_hash(each_gpu(health_mask=425)) == t.structure_hash(snap)
+    assert t.structure_hash(each_gpu(clique_id=2)) != t.structure_hash(snap)
