@@ -133,6 +133,8 @@ def test_the_command_refuses_bad_levels_in_one_line() -> None:
     assert run.returncode == 2 and "is not a node-label key" in run.stderr and "Traceback" not in run.stderr
     run = cluster("--from", str(SAVED), "--emit", "kueue", "--label-prefix", "topology.kubernetes.io")
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "reserved" in run.stderr
+    run = cluster("--from", str(SAVED), "--emit", "volcano", "--format", "json")
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "do not apply" in run.stderr
     (slurm,) = emitted("slurm")
     assert slurm[0]["block"]["block_sizes"] == [3]
 

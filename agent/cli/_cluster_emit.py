@@ -41,6 +41,10 @@ def run_emit(args: argparse.Namespace) -> int:
         read_node_labels,
     )
 
+    if args.gpus is not None or args.format != "table":
+        print("topolink cluster: --emit prints the scheduler's objects: --gpus and --format do not apply",
+              file=sys.stderr)
+        return 2
     if args.label_prefix.startswith("topology.kubernetes.io"):
         print("topolink cluster: topology.kubernetes.io/ is reserved to Kubernetes: topolink invents no level there",
               file=sys.stderr)
