@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -38,11 +38,11 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def discover_profile(profile: str, workdir: Path) -> t.Snapshot:
+def discover_profile(profile: str, workdir: Path, overrides: Mapping[str, Any] | None = None) -> t.Snapshot:
     from agent.discovery import discover
     from agent.discovery.access import DiscoveryContext, FsRoot
 
-    node = materialize(profile, workdir)
+    node = materialize(profile, workdir, overrides)
     with _env(**{ENV_PROFILE: str(node.nvml_profile), ENV_CALLS: str(node.calls_file)}):
         return discover(DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library)))
 

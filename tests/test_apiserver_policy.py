@@ -26,7 +26,7 @@ import topology as t
 from exporter.kube import (
     POLICY_SETTINGS,
     KubePublishConfig,
-    LightkubeApi,
+    LightkubeNodeApi,
     add_kube_args,
     config_from_args,
     policy_params,
@@ -70,7 +70,8 @@ def apply(http: httpx.Client, obj: dict[str, Any], manager: str = "tests") -> ht
 
 def grant_every_use(http: httpx.Client) -> None:
     subject = [{"kind": "ServiceAccount", "name": "topolink", "namespace": NS}]
-    for kind, uses, namespaced in (("ClusterRole", ("node-labels", "resource-slices", "device-taint-rules"), False),
+    for kind, uses, namespaced in (("ClusterRole", ("node-labels", "resource-slices", "device-taint-rules",
+                                                    "node-condition", "node-taint"), False),
                                    ("Role", ("node-feature",), True)):
         role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
                 "metadata": {"name": "topolink-every-use"}, "rules": policy_rules(uses, namespaced=namespaced)}
@@ -135,6 +136,9 @@ CASES = [
     ("labels-via-file", {"labelsVia": "file"}),
     ("no-resource-slices", {"resourceSlices": "false"}),
     ("device-taint-rules", {"deviceTaintRules": "true"}),
+    ("node-condition", {"nodeCondition": "true"}),
+    ("node-taint", {"nodeCondition": "true", "nodeTaint": "true"}),
+    ("node-taint-labels-via-file", {"nodeCondition": "true", "nodeTaint": "true", "labelsVia": "file"}),
 ]
 
 
@@ -169,9 +173,9 @@ def test_every_write_of_the_agent_is_allowed_and_nothing_else(cluster: ApiServer
                       "data": data}
         assert apply(http, config_map).status_code == 200
     cfg = agent_config(data, node, (identity.pod, identity.pod_uid), tmp_path, taints)
-    api = LightkubeApi.connect(kubeconfig=str(cluster.kubeconfig(identity.token)))
+    api = LightkubeNodeApi.connect(kubeconfig=str(cluster.kubeconfig(identity.token)))
     sinks = sinks_from_config(cfg, api)
-    snap = dataclasses.replace(degraded(h100) if cfg.device_taint_rules else h100, node=node)
+    snap = dataclasses.replace(degraded(h100) if cfg.device_taint_rules or cfg.node_taint else h100, node=node)
 
     def published() -> list[Any]:
         results = [s.publish(snap) for s in sinks]
@@ -201,8 +205,27 @@ def denied(server: ApiServer, token: str, node: str, data: dict[str, str]) -> No
                                        "spec": {"driver": drv, "nodeName": on, "devices": [],
                                                 "pool": {"name": on, "generation": 1, "resourceSliceCount": 1}}})
 
+    def node_json_patch(name: str, patch: list[dict[str, Any]], status: bool = False) -> httpx.Response:
+        return http.patch(f"/api/v1/nodes/{name}" + ("/status" if status else ""), json=patch,
+                          headers={"Content-Type": "application/json-patch+json"})
+
+    condition = {"type": "GPUTopologyDegraded", "status": "True", "reason": "Stolen", "message": "x"}
     with as_agent(server, token) as http:
         attempts = {
+            "its Node NotReady": node_json_patch(node, [{"op": "add", "path": "/status/conditions", "value": [{
+                "type": "Ready", "status": "False", "reason": "Stolen", "message": "x"}]}], status=True),
+            "another node's condition": node_json_patch(f"{node}-other", [
+                {"op": "add", "path": "/status/conditions", "value": [condition]}], status=True),
+            "its Node's capacity": node_json_patch(node, [
+                {"op": "add", "path": "/status/capacity", "value": {"example.com/gpu": "8"}}], status=True),
+            "a NoExecute taint": node_json_patch(node, [{"op": "add", "path": "/spec/taints", "value": [
+                {"key": f"{prefix}/degraded", "value": "x", "effect": "NoExecute"}]}]),
+            "another taint": node_json_patch(node, [{"op": "add", "path": "/spec/taints", "value": [
+                {"key": "example.com/stolen", "effect": "NoSchedule"}]}]),
+            "its Node unschedulable": node_json_patch(node, [{"op": "add", "path": "/spec/unschedulable",
+                                                              "value": True}]),
+            "another node's taint": node_json_patch(f"{node}-other", [{"op": "add", "path": "/spec/taints", "value": [
+                {"key": f"{prefix}/degraded", "value": "x", "effect": "NoSchedule"}]}]),
             "label outside the prefix": node_apply(node, labels={"node-role.kubernetes.io/control-plane": ""}),
             "another node's label": node_apply(f"{node}-other", labels={f"{prefix}/gpu.count": "1"}),
             "a finalizer on its Node": node_apply(node, finalizers=["example.com/block"]),

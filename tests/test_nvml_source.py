@@ -335,7 +335,7 @@ def test_merge_is_pure_and_idempotent(fake_machine: MakeMachine, profile: str, c
 
 
 def _expected_calls(node: FakeNode, max_links: int) -> int:
-    """System calls + per GPU (20 without NVLink, or 18 + a state call per link + 3 per active link + the
+    """System calls + per GPU (21 without NVLink, or 19 + a state call per link + 3 per active link + the
     INVALID_ARGUMENT call) + 6 per unordered pair: O(G^2 + G x L)."""
     machine = node.machine
     links = int(machine.nvml["nvlink"].get("links", 0)) if machine.nvml["nvlink"] else 0
@@ -343,7 +343,7 @@ def _expected_calls(node: FakeNode, max_links: int) -> int:
                    if line.startswith("gpu ") and " link " in line and line.split()[4] == "1"]
     g = len(machine.gpus)
     per_gpu_walk = (links + (1 if links < max_links else 0)) if links else 1
-    return len(SYS_FUNCS) + g * (18 + per_gpu_walk) + 3 * len(plan_active) + 6 * g * (g - 1) // 2
+    return len(SYS_FUNCS) + g * (19 + per_gpu_walk) + 3 * len(plan_active) + 6 * g * (g - 1) // 2
 
 
 @pytest.mark.parametrize("profile", ["hgx-h100", "dgx-a100", "gb200-tray", "dgx1-v100", "rtx4090-8x", "gh200"])

@@ -147,6 +147,8 @@ EXPERT: list[tuple[str, int, Check, str]] = [
     ("dgx-a100", 2, any_group(2), "NVSwitch: any 2 are as good"),
     ("gb200-tray", 4, any_group(4), "NVLink 5 to the NVL72 switch trays: any 4"),
     ("gb200-tray", 2, any_group(2), "NVLink 5 to the switch trays: any 2"),
+    ("gb200-tray-rack", 4, any_group(4), "the same tray, its rack named: any 4"),
+    ("gb200-tray-degraded-bw", 4, any_group(4), "the fabric degraded for every GPU alike: still any 4"),
     ("hgx-h100-x16", 8, one_board, "NVSwitch across two boards: any 8 as fast; one board's 8 span fewest sockets"),
     ("rtx5090-2x", 2, everything, "the only pair"),
     ("gh200", 2, none_fits, "one GPU: no group of 2, and the answer says so"),

@@ -54,6 +54,7 @@ if _TYPE_CHECKING:
         NvSwitch,
         PcieLinkState,
         PciFunction,
+        PlatformInfo,
         Snapshot,
         link_id,
     )
@@ -156,6 +157,7 @@ __all__ = [
     "PcieLinkState",
     "Placement",
     "PlacementError",
+    "PlatformInfo",
     "Problem",
     "SchemaError",
     "Snapshot",
@@ -239,7 +241,7 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     'model._with_measurements': "measurement_key with_measurements",
     'model._entities': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "
-        "NvSwitch PciFunction PcieLinkState Snapshot link_id"
+        "NvSwitch PciFunction PcieLinkState PlatformInfo Snapshot link_id"
     ),
     'model._measurement': "Matrix MatrixKind Measurement Stats",
     'fabric._paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",

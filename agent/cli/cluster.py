@@ -56,6 +56,9 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--page-size", type=int, default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")
     add_claim_args(p)
+    from ._cluster_emit import add_emit_args
+
+    add_emit_args(p)
     p.set_defaults(handler=_cmd_cluster)
 
 
@@ -71,10 +74,14 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     if args.apply and (args.format != "claims" or args.from_file is not None):
         print("topolink cluster: --apply needs --format claims and an API server (not --from)", file=sys.stderr)
         return EXIT_USAGE
+    if args.from_file is not None and args.kubeconfig is not None:
+        print("topolink cluster: --from and --kubeconfig exclude each other", file=sys.stderr)
+        return EXIT_USAGE
+    if args.emit is not None:
+        from ._cluster_emit import run_emit
+
+        return run_emit(args)
     if args.from_file is not None:
-        if args.kubeconfig is not None:
-            print("topolink cluster: --from and --kubeconfig exclude each other", file=sys.stderr)
-            return EXIT_USAGE
         try:
             read, saved = _read_saved(args)
             return _report(args, read, saved)

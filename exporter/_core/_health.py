@@ -14,6 +14,8 @@ Degradation of a GPU (links only, never a guess):
 - ``pcie-slow``: a current PCIe generation below the maximum counts only when a probe's host copy for
   that GPU ran far below what the maximum allows (ratio < ``SLOW_UNDER_LOAD``): NVIDIA GPUs drop the link
   generation at idle to save power and raise it under load.
+- ``fabric-degraded-bw``, ``fabric-route-unhealthy``, ``fabric-config``: the NVLink fabric's health mask says so
+  (GB200/GB300; ``_fabric_health``), read only where the fabric facts are known.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from topology import (
     Source,
     nvlink_islands,
 )
+
+from ._fabric_health import fabric_reasons
 
 CLASSES = ("low", "reduced", "full")
 EDGES = (0.40, 0.75)  # lower edges of "reduced" and "full"
@@ -122,6 +126,10 @@ def degradation(snap: Snapshot, knowledge: Knowledge | None = None) -> dict[str,
         if p and k.knows(g.id, Aspect.PCIE_LINK) and p.current_width and p.max_width and p.current_width < p.max_width:
             reasons[g.id].add("pcie-width")
     _nvlink_down(snap, k, reasons)
+    for g in snap.gpus:
+        found = fabric_reasons(g.fabric.health_mask) if g.fabric is not None and not g.lost else ()
+        if found and k.knows(g.id, Aspect.FABRIC):
+            reasons[g.id].update(found)
     host = ratios(snap).get(BwKind.HOST_GPU, [])
     for g in snap.gpus:
         p = g.pcie

@@ -23,6 +23,7 @@ if _TYPE_CHECKING:
     from ._api._errors import BadConfig, Conflict, Expired, Forbidden, InvalidObject, PublishError, Unavailable
     from ._api._retry import Backoff
     from ._client._client import LightkubeApi
+    from ._client._node_status import LightkubeNodeApi
     from ._config._config import KubePublishConfig, config_from_args, policy_params, sinks_from_config
     from ._config._flags import POLICY_SETTINGS, add_kube_args
     from ._config._prune import PruneResult, prune
@@ -30,6 +31,7 @@ if _TYPE_CHECKING:
     from ._config._reference import reference_markdown
     from ._desired._claims import ClaimClass, ClaimConfig, ClaimPlan, claim_plan, node_class
     from ._desired._labels import LabelConfig, catalogue, desired_labels
+    from ._desired._node_condition import CONDITION, verdict
     from ._desired._slices import SliceConfig, build_slices, desired_devices
     from ._desired._taints import desired_rules
     from ._fleet._claims_read import ClaimRead, read_claim_classes
@@ -37,11 +39,15 @@ if _TYPE_CHECKING:
     from ._fleet._cluster import ClusterRead, read_cluster
     from ._fleet._cluster_text import cluster_document, cluster_table
     from ._fleet._saved import MAX_SAVED_BYTES, SavedApi, read_saved
+    from ._fleet._schedulers_text import EMITS, emit_text, read_node_labels
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
+    from ._sinks._node_condition_sink import NodeConditionSink
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
     from ._sinks._taint_sink import DeviceTaintRuleSink
 
 __all__ = [
+    "CONDITION",
+    "EMITS",
     "MAX_SAVED_BYTES",
     "PERMISSIONS",
     "POLICY_SETTINGS",
@@ -63,6 +69,8 @@ __all__ = [
     "KubePublishConfig",
     "LabelConfig",
     "LightkubeApi",
+    "LightkubeNodeApi",
+    "NodeConditionSink",
     "NodeFeatureSink",
     "NodeLabelSink",
     "NodeView",
@@ -85,7 +93,11 @@ __all__ = [
     "desired_devices",
     "desired_labels",
     "desired_rules",
+<<<<<<< HEAD
     "node_class",
+=======
+    "emit_text",
+>>>>>>> h38
     "plan_node_labels",
     "plan_slices",
     "policy_params",
@@ -93,9 +105,11 @@ __all__ = [
     "prune",
     "read_claim_classes",
     "read_cluster",
+    "read_node_labels",
     "read_saved",
     "reference_markdown",
     "sinks_from_config",
+    "verdict",
 ]
 
 # Names load on first use, so the serve command's flags cost nothing until serve runs.
@@ -118,6 +132,10 @@ _WHERE = {
     'read_cluster': '_fleet._cluster',
     'read_saved': '_fleet._saved',
     'MAX_SAVED_BYTES': '_fleet._saved',
+    'SavedApi': '_fleet._saved',
+    'EMITS': '_fleet._schedulers_text',
+    'emit_text': '_fleet._schedulers_text',
+    'read_node_labels': '_fleet._schedulers_text',
     'Conflict': '_api._errors',
     'DeviceTaintRuleSink': '_sinks._taint_sink',
     'Expired': '_api._errors',
@@ -129,6 +147,10 @@ _WHERE = {
     'KubePublishConfig': '_config._config',
     'LabelConfig': '_desired._labels',
     'LightkubeApi': '_client._client',
+    'LightkubeNodeApi': '_client._node_status',
+    'NodeConditionSink': '_sinks._node_condition_sink',
+    'CONDITION': '_desired._node_condition',
+    'verdict': '_desired._node_condition',
     'NodeFeatureSink': '_sinks._label_sinks',
     'NodeLabelSink': '_sinks._label_sinks',
     'NodeView': '_api._api',

@@ -101,6 +101,11 @@ def _gpu_lines(machine: Machine, i: int, gpu: Function, plan: list[tuple[int, in
               f"{int(fabric.get('health_mask', 0))} 0"
         if fabric.get("max_struct_version"):
             yield f"gpu {i} fabricmax {int(fabric['max_struct_version'])}"
+    platform = s.get("platform_info")
+    if platform:  # module_id is the first GPU's; each next GPU's is one more
+        yield (f"gpu {i} platform {platform['chassis_serial']} {int(platform.get('slot', 0))} "
+               f"{int(platform.get('tray', 0))} {int(platform.get('host_id', 0))} {int(platform.get('peer_type', 0))} "
+               f"{int(platform.get('module_id', 1)) + i}")
     yield from _link_lines(machine, i, plan)
 
 

@@ -78,6 +78,18 @@ typedef struct {
     nvmlValue_t value;
 } nvmlFieldValue_t;
 
+/* nvmlPlatformInfo_v2_t (GB200/GB300 trays): which rack (chassis serial), slot, tray, host and module. */
+typedef struct {
+    unsigned int version;
+    unsigned char ibGuid[16];
+    unsigned char chassisSerialNumber[16];
+    unsigned char slotNumber;
+    unsigned char trayIndex;
+    unsigned char hostId;
+    unsigned char peerType;
+    unsigned char moduleId;
+} platform_v2_t;
+
 /* The newest fabric struct (v3); v2 is its first 36 bytes. */
 typedef struct {
     unsigned int version;
@@ -131,6 +143,8 @@ typedef struct device {
     unsigned int gi, ci;
     fabric_v3_t fabric;
     int has_fabric;
+    platform_v2_t platform;
+    int has_platform;
     unsigned int fabric_max_version; /* 0: any; 2: an older driver that knows only the v2 struct */
     int nlinks, has_links;
     link_t links[MAX_LINKS];
@@ -357,6 +371,18 @@ static int parse_gpu_line(device_t *d, int index, const char *key, char *rest) {
         d->fabric.healthMask = health;
         d->fabric.healthSummary = (unsigned char)summary;
         d->has_fabric = 1;
+    } else if (strcmp(key, "platform") == 0) {
+        unsigned int slot, tray, host, peer, module;
+        char serial[17];
+        if (sscanf(rest, "%16s %u %u %u %u %u", serial, &slot, &tray, &host, &peer, &module) != 6) return -1;
+        memset(&d->platform, 0, sizeof d->platform);
+        memcpy(d->platform.chassisSerialNumber, serial, strlen(serial));
+        d->platform.slotNumber = (unsigned char)slot;
+        d->platform.trayIndex = (unsigned char)tray;
+        d->platform.hostId = (unsigned char)host;
+        d->platform.peerType = (unsigned char)peer;
+        d->platform.moduleId = (unsigned char)module;
+        d->has_platform = 1;
     } else if (strcmp(key, "busy") == 0) {
         if (sscanf(rest, "%u %u %u", &d->procs, &d->util_gpu, &d->util_memory) != 3) return -1;
     } else if (strcmp(key, "fabricmax") == 0) {
@@ -859,6 +885,20 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(void *device, void *info) {
     full.version = version;
     memcpy(buf, &full, sizeof full);
     memcpy(info, buf, version & 0xFFFFFFu);
+    return NVML_SUCCESS;
+}
+
+/* Version 2 only (0x0200002c): the chassis serial where v1 had a rack GUID. */
+nvmlReturn_t nvmlDeviceGetPlatformInfo(void *device, void *info) {
+    ENTER1("nvmlDeviceGetPlatformInfo", device);
+    if (info == NULL) return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int version = 0;
+    memcpy(&version, info, sizeof version);
+    if (version != 0x0200002cu) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!d->has_platform || d->is_mig) return NVML_ERROR_NOT_SUPPORTED;
+    platform_v2_t full = d->platform;
+    full.version = version;
+    memcpy(info, &full, sizeof full);
     return NVML_SUCCESS;
 }
 

@@ -156,8 +156,12 @@ def loads(data: str | bytes, *, validate: bool = True) -> Snapshot:
 
 def structure_hash(snap: Snapshot) -> str:
     """sha256 over devices and links only: changes when the hardware or its wiring does, not when a
-    measurement, a timestamp or a problem does. Measured matrices are left out too."""
+    measurement, a timestamp or a problem does. Measured matrices are left out too, and so is the fabric's
+    health mask (the fabric's state, not its wiring)."""
     body = {name: _encode(getattr(snap, name)) for name in _STRUCTURE_FIELDS if name != "matrices"}
+    for gpu in body["gpus"]:
+        if gpu.get("fabric"):
+            gpu["fabric"].pop("health_mask", None)
     body["matrices"] = [_encode(m) for m in snap.matrices if not _is_measured(m)]
     import json
 

@@ -105,10 +105,24 @@ class MigInstance:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PlatformInfo:
+    """``nvmlDeviceGetPlatformInfo`` (GB200/GB300): which rack (its chassis serial), slot, tray and host the GPU
+    is in, and its module on the tray."""
+
+    chassis_serial: str
+    slot: int
+    tray: int
+    host_id: int
+    peer_type: int
+    module_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FabricInfo:
     state: FabricState
     cluster_uuid: str | None = None
     clique_id: int | None = None
+    health_mask: int = 0  # nvmlGpuFabricInfo healthMask as NVML wrote it (0: no field supported); see _fabric_health
 
     @property
     def clique(self) -> str | None:
@@ -134,6 +148,7 @@ class Gpu:
     mig_enabled: bool | None = None
     mig_instances: tuple[MigInstance, ...] = ()
     fabric: FabricInfo | None = None
+    platform: PlatformInfo | None = None  # None: not a tray that says (or not read)
     pcie: PcieLinkState | None = None
     compute_capability: tuple[int, int] | None = None
     architecture: str | None = None

@@ -25,6 +25,7 @@ from ._nvml_errors import (
     NvmlError,
     NvmlLibraryNotFound,
 )
+from ._nvml_platform import PlatformCalls
 
 Handle = NewType("Handle", object)
 T = TypeVar("T")
@@ -43,6 +44,7 @@ class RawFabric:
     status: int
     clique_id: int
     cluster_uuid: bytes
+    health_mask: int = 0  # v2 and v3 both carry it; 0: every field NOT_SUPPORTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +84,7 @@ def _use_library(pynvml: Any, library: str | None) -> None:
         _loaded = library
 
 
-class NvmlPort:
+class NvmlPort(PlatformCalls):
     """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml`; ``close`` shuts down."""
 
     def __init__(self, pynvml: Any) -> None:
@@ -188,7 +190,7 @@ class NvmlPort:
                     continue
                 raise
             return RawFabric(state=int(info.state) & 0xFF, status=int(info.status), clique_id=int(info.cliqueId),
-                             cluster_uuid=bytes(info.clusterUuid))
+                             cluster_uuid=bytes(info.clusterUuid), health_mask=int(info.healthMask))
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def field_values(self, h: Handle, field_ids: tuple[int, ...]) -> tuple[RawField, ...]:

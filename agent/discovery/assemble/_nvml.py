@@ -156,7 +156,7 @@ def _enrich(base: Gpu, g: NvmlGpuFacts) -> Gpu:
         memory_affinity=pick(g.memory_affinity, base.memory_affinity),
         mig_enabled=pick(g.mig_enabled, base.mig_enabled),
         mig_instances=g.mig_instances or base.mig_instances,
-        fabric=pick(g.fabric, base.fabric),
+        fabric=pick(g.fabric, base.fabric), platform=pick(g.platform, base.platform),
         pcie=_pcie(base.pcie, g.pcie),
         compute_capability=pick(g.compute_capability, base.compute_capability),
         architecture=pick(g.architecture, base.architecture),

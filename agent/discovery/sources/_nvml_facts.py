@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topology import FabricInfo, MigInstance, PcieLinkState, Problem
+from topology import FabricInfo, MigInstance, PcieLinkState, PlatformInfo, Problem
 
 # nvmlIntNvLinkDeviceType_t
 REMOTE_GPU, REMOTE_IBMNPU, REMOTE_SWITCH, REMOTE_UNKNOWN = 0x00, 0x01, 0x02, 0xFF
@@ -49,6 +49,7 @@ class NvmlGpuFacts:
     mig_enabled: bool | None = None  # None: MIG not supported
     mig_instances: tuple[MigInstance, ...] = ()
     fabric: FabricInfo | None = None  # None: no fabric (pre-Hopper, or not read)
+    platform: PlatformInfo | None = None  # None: not a GB200/GB300 tray, or not read
     nvlink_count: int | None = None  # field 91
     nvswitch_link_count: int | None = None  # field 147
     links: tuple[NvLinkFact, ...] = ()

@@ -24,6 +24,7 @@ from topology import (
     FabricState,
     MigInstance,
     PcieLinkState,
+    PlatformInfo,
     canonical_bdf,
 )
 
@@ -107,12 +108,13 @@ def _gpu(w: Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
     arch = w.ask(i, Aspect.IDENTITY, port.architecture, h)
     mig_enabled, migs = _mig(w, i, h)
     fabric = _fabric(w, i, h)
+    platform = _platform(w, i, h)
     links, links_end, nvlink_count, switch_count = _links_and_fields(w, i, h)
     return NvmlGpuFacts(
         index=i, bus_id=bus_id, uuid=uuid, name=name, memory_bytes=memory, minor=minor, pci_device_id=device_id,
         gpu_numa_id=gpu_numa_id, cpu_affinity=cpus, memory_affinity=nodes, pcie=pcie, compute_capability=cc,
         architecture=None if arch is None else _ARCH.get(arch, f"unknown({arch})"),
-        mig_enabled=mig_enabled, mig_instances=migs, fabric=fabric,
+        mig_enabled=mig_enabled, mig_instances=migs, fabric=fabric, platform=platform,
         nvlink_count=nvlink_count, nvswitch_link_count=switch_count, links=links, links_end=links_end,
     )
 
@@ -173,7 +175,21 @@ def _fabric(w: Walk, i: int, h: Handle) -> FabricInfo | None:
         w.gpu_problem(i, f"nvmlDeviceGetGpuFabricInfoV: fabric probe status NVML error {raw.status}",
                       Aspect.FABRIC)
     cluster = None if not any(raw.cluster_uuid) else _uuid_text(bytes(raw.cluster_uuid[:16]))
-    return FabricInfo(state=state, cluster_uuid=cluster, clique_id=raw.clique_id)
+    return FabricInfo(state=state, cluster_uuid=cluster, clique_id=raw.clique_id, health_mask=raw.health_mask)
+
+
+def _platform(w: Walk, i: int, h: Handle) -> PlatformInfo | None:
+    """The tray's platform info; NOT_SUPPORTED (not a GB200/GB300 tray) is None; any other failure a problem on
+    the fabric facts, which it belongs with (a rack identity unread is unknown, never taken as none)."""
+    raw = w.ask(i, Aspect.FABRIC, w.port.platform, h, optional=True)
+    if raw is None:
+        return None
+    serial = raw.chassis_serial
+    if not serial:
+        w.gpu_problem(i, "nvmlDeviceGetPlatformInfo: no chassis serial number", Aspect.FABRIC)
+        return None
+    return PlatformInfo(chassis_serial=serial, slot=raw.slot, tray=raw.tray, host_id=raw.host_id,
+                        peer_type=raw.peer_type, module_id=raw.module_id)
 
 
 def _links_and_fields(w: Walk, i: int, h: Handle

@@ -35,6 +35,8 @@ class KubePublishConfig:
     device_taints: bool | None = None  # None: where the server turns DRADeviceTaints on by default (1.36+)
     device_taint_rules: bool = False
     gpu_driver: str = "gpu.nvidia.com"
+    node_condition: bool = False
+    node_taint: bool = False  # only with node_condition
     nfd_namespace: str = "node-feature-discovery"
     features_file: Path = DEFAULT_FEATURES_FILE
     kubeconfig: str | None = None
@@ -45,6 +47,8 @@ class KubePublishConfig:
             raise ValueError(f"--labels-via must be one of {', '.join(LABELS_VIA)}, not {self.labels_via!r}")
         LabelConfig(prefix=self.prefix)
         SliceConfig(driver=self.driver)
+        if self.node_taint and not self.node_condition:
+            raise ValueError("--node-taint needs --node-condition: the taint follows the condition's verdict")
 
     @property
     def labels(self) -> LabelConfig:
@@ -58,7 +62,8 @@ class KubePublishConfig:
 
     @property
     def needs_api(self) -> bool:
-        return self.labels_via in ("node", "nodefeature") or self.resource_slices or self.device_taint_rules
+        return (self.labels_via in ("node", "nodefeature") or self.resource_slices or self.device_taint_rules
+                or self.node_condition)
 
 
 def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> KubePublishConfig:
@@ -68,6 +73,7 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         resource_slices=args.resource_slices, driver=args.dra_driver_name,
         device_taints={"auto": None, "on": True, "off": False}[args.device_taints],
         device_taint_rules=args.device_taint_rules, gpu_driver=args.gpu_dra_driver,
+        node_condition=args.node_condition, node_taint=args.node_taint,
         nfd_namespace=args.nfd_namespace, features_file=args.features_file, kubeconfig=args.kubeconfig,
         owner_pod=pod)
 
@@ -78,15 +84,16 @@ def policy_params(cfg: KubePublishConfig) -> dict[str, str]:
     values: dict[str, str | bool] = {
         "label_prefix": cfg.prefix, "labels_via": cfg.labels_via, "compat_labels": cfg.compat_labels,
         "resource_slices": cfg.resource_slices, "dra_driver_name": cfg.driver,
-        "device_taint_rules": cfg.device_taint_rules, "gpu_dra_driver": cfg.gpu_driver}
+        "device_taint_rules": cfg.device_taint_rules, "gpu_dra_driver": cfg.gpu_driver,
+        "node_condition": cfg.node_condition, "node_taint": cfg.node_taint}
     return {key: str(values[dest]).lower() if isinstance(values[dest], bool) else str(values[dest])
             for dest, key in POLICY_SETTINGS}
 
 
 def connect(cfg: KubePublishConfig) -> KubeApi:
-    from .._client._client import LightkubeApi
+    from .._client._node_status import LightkubeNodeApi
 
-    return LightkubeApi.connect(kubeconfig=cfg.kubeconfig)
+    return LightkubeNodeApi.connect(kubeconfig=cfg.kubeconfig)
 
 
 def sinks_from_config(cfg: KubePublishConfig, api: KubeApi | None = None) -> list[Sink]:
@@ -113,4 +120,10 @@ def sinks_from_config(cfg: KubePublishConfig, api: KubeApi | None = None) -> lis
         sinks.append(ResourceSliceSink(api, node, SliceConfig(driver=cfg.driver), taints=cfg.device_taints))
     if cfg.device_taint_rules:
         sinks.append(DeviceTaintRuleSink(api, node, cfg.prefix, cfg.gpu_driver))
+    if cfg.node_condition:
+        from .._sinks._node_condition_sink import NodeConditionSink, NodeStatusApi
+
+        if not isinstance(api, NodeStatusApi):
+            raise ValueError("--node-condition needs a client with the Node status calls")
+        sinks.append(NodeConditionSink(api, node, cfg.prefix, taint=cfg.node_taint))
     return sinks

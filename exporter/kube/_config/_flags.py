@@ -33,6 +33,8 @@ POLICY_SETTINGS: tuple[tuple[str, str], ...] = (
     ("dra_driver_name", "draDriver"),
     ("device_taint_rules", "deviceTaintRules"),
     ("gpu_dra_driver", "gpuDraDriver"),
+    ("node_condition", "nodeCondition"),
+    ("node_taint", "nodeTaint"),
 )
 
 
@@ -80,6 +82,14 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
                         "($TOPOLINK_DEVICE_TAINT_RULES)")
     g.add_argument("--gpu-dra-driver", default=default("gpu_dra_driver", "gpu.nvidia.com"),
                    help="that driver's name ($TOPOLINK_GPU_DRA_DRIVER, default: %(default)s)")
+    g.add_argument("--node-condition", action=argparse.BooleanOptionalAction,
+                   default=_flag(env.get(env_name("node_condition")), False),
+                   help="the Node condition GPUTopologyDegraded (True, False, Unknown) on this node's status "
+                        "($TOPOLINK_NODE_CONDITION)")
+    g.add_argument("--node-taint", action=argparse.BooleanOptionalAction,
+                   default=_flag(env.get(env_name("node_taint")), False),
+                   help="with --node-condition: taint this Node PREFIX/degraded:NoSchedule while its GPU links are "
+                        "degraded ($TOPOLINK_NODE_TAINT)")
     g.add_argument("--nfd-namespace", default=env.get("POD_NAMESPACE", "node-feature-discovery"),
                    help="namespace of the NodeFeature (default: $POD_NAMESPACE or %(default)s)")
     g.add_argument("--features-file", type=path_arg, default=FEATURES_FILE, help="default: %(default)s")

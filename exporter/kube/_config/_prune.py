@@ -1,6 +1,7 @@
 """``prune``: the uninstall path. Removes every label, NodeFeature, slice and taint rule we made, on one node
-or the whole cluster. Labels go through server-side apply with an empty set, so only keys our field manager
-owns are removed; objects are found by the ``app.kubernetes.io/managed-by=topolink`` label."""
+or the whole cluster, and the node condition and taint (``_prune_nodes``). Labels go through server-side apply
+with an empty set, so only keys our field manager owns are removed; objects are found by the
+``app.kubernetes.io/managed-by=topolink`` label."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .._desired._labels import catalogue
 from .._sinks._label_sinks import NODE_NAME_LABEL
 from .._sinks._slice_sink import NotServed, pick_version
 from ._config import KubePublishConfig
+from ._prune_nodes import prune_node_marks
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,6 +31,7 @@ class PruneResult:
     slices: int = 0
     taint_rules: int = 0
     files: int = 0
+    node_marks: int = 0  # nodes whose GPUTopologyDegraded condition or NoSchedule taint of ours was removed
     not_served: tuple[str, ...] = ()  # kinds the server does not serve: nothing of them to prune
 
 
@@ -51,6 +54,7 @@ def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) 
         if view.owned & (ours | {k for k in view.owned if k.startswith(cfg.prefix + "/")}):
             api.apply_node_labels(view.name, {})
             cleared += 1
+    marks = prune_node_marks(api, cfg.prefix, nodes)
     missing: list[str] = []
     features = 0
     if api.served_versions(NODE_FEATURE.group):
@@ -80,4 +84,4 @@ def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) 
     except NotServed:
         missing.append("DeviceTaintRules")
     return PruneResult(labels=cleared, node_features=features, slices=slices, taint_rules=rules, files=files,
-                       not_served=tuple(missing))
+                       not_served=tuple(missing), node_marks=marks)

@@ -41,8 +41,13 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     # deletes every node-local slice when it starts
     "resource-slices": (_p("", "nodes", "get"), _p(RESOURCE_GROUP, "resourceslices", "list", "watch", "create",
                                                    "patch", "delete")),
+    # the node-condition sink reads its Node whole, applies its condition to nodes/status and, with the taint
+    # on, replaces the Node's taints (a JSON patch: PATCH on nodes)
+    "node-condition": (_p("", "nodes", "get"), _p("", "nodes/status", "patch")),
+    "node-taint": (_p("", "nodes", "get", "patch"),),
     "device-taint-rules": (_p(RESOURCE_GROUP, "devicetaintrules", "list", "create", "patch", "delete"),),
-    "prune": (_p("", "nodes", "get", "list", "patch"), _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
+    "prune": (_p("", "nodes", "get", "list", "patch"), _p("", "nodes/status", "patch"),
+              _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
               _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),
               _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete")),
 }

@@ -30,6 +30,7 @@ from ..._core._health import BwKind, classify, degradation, node_ratio, ratios
 from .._api._errors import InvalidObject
 from ._busbw import SIZES, busbw_labels
 from ._names import check_labels, check_prefix, label_value, sanitise_value
+from ._rack import rack_labels
 
 Values = dict[str, str | None]
 _NODE_ASPECTS = frozenset({Aspect.GPUS, Aspect.NICS, Aspect.PCI, Aspect.NUMA, Aspect.NVLINKS, Aspect.GDR,
@@ -222,6 +223,9 @@ LABELERS: tuple[Labeler, ...] = (
     Labeler(name="domain", fn=_domain, needs=(A.GPUS, A.FABRIC), keys=(
         ("nvlink-domain", "the fabric clique `<clusterUuid>.<cliqueId>` shared by every GPU, else the node "
                           "name: the value to use as a topology level"),)),
+    Labeler(name="rack", fn=rack_labels, needs=(A.GPUS, A.FABRIC), keys=(
+        ("rack", "GB200/GB300: the rack's chassis serial number (NVML platform info), the same on every GPU: a "
+                 "topology level"), ("tray", "GB200/GB300: the compute tray's index in its rack"))),
     Labeler(name="numa", fn=_numa, needs=(A.GPUS, A.NUMA, A.PCIE_PATH), keys=(
         ("numa-nodes", "NUMA nodes with CPUs"),
         ("gpus-per-numa", "most GPUs near one NUMA node"))),
@@ -234,9 +238,10 @@ LABELERS: tuple[Labeler, ...] = (
     Labeler(name="gdr", fn=_gdr, needs=(A.GPUS, A.NICS, A.PCI, A.PCIE_PATH, A.NUMA, A.GDR), keys=(
         ("gdr", "GPUDirect RDMA readiness to the nearest NIC, the worst GPU's: `ready`, `degraded`, "
                 "`unknown`, `not-ready`"),)),
-    Labeler(name="degraded", fn=_degraded, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK), keys=(
+    Labeler(name="degraded", fn=_degraded, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK, A.FABRIC), keys=(
         ("degraded", "`true` when a GPU's links are degraded"),
-        ("degraded-reason", "`none`, or the reasons joined by `.`: `nvlink-down`, `pcie-slow`, `pcie-width`"))),
+        ("degraded-reason", "`none`, or the reasons joined by `.`: `nvlink-down`, `pcie-slow`, `pcie-width`, "
+                            "`fabric-degraded-bw`, `fabric-route-unhealthy`, `fabric-config`"))),
     Labeler(name="bandwidth", fn=_bandwidth, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK), keys=(
         ("bw-gpu-gpu", "measured GPU-GPU copy class: `full`, `reduced`, `low` (hysteresis)"),
         ("bw-host-gpu", "measured host-GPU copy class"),

@@ -1,0 +1,76 @@
+"""``topolink cluster --emit kueue|volcano|slurm``: the objects node-level schedulers read, from the fleet's node
+labels (live, or ``--from`` a saved list), printed for ``kubectl apply -f -`` or Slurm's ``topology.yaml``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+_LABEL = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                    r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")  # a node-label key, as Kueue's schema checks it
+
+
+def label_key(text: str) -> str:
+    """A ``--level`` value: a node-label key the nodes carry already (cloud, Topograph or the operator's own)."""
+    if len(text) > 316 or not _LABEL.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a node-label key")
+    return text
+
+
+def add_emit_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--emit", choices=("kueue", "volcano", "slurm"),
+                   help="print what a scheduler reads instead of the report: kueue (a Topology and ResourceFlavor "
+                        "per GPU product), volcano (HyperNodes), slurm (a topology.yaml block section)")
+    p.add_argument("--level", action="append", type=label_key, metavar="LABEL",
+                   help="a fabric label the nodes already carry, to sit above topolink's levels (repeat, highest "
+                        "first; e.g. network.topology.nvidia.com/spine)")
+
+
+def run_emit(args: argparse.Namespace) -> int:
+    """0 printed; 1 an API request failed; 2 no readable kubeconfig; 3 the --from file cannot be read."""
+    from exporter import UnsafeFile, read_regular
+    from exporter.kube import (
+        MAX_SAVED_BYTES,
+        BadConfig,
+        InvalidObject,
+        LightkubeApi,
+        PublishError,
+        SavedApi,
+        emit_text,
+        read_node_labels,
+    )
+
+    if args.gpus is not None or args.format != "table":
+        print("topolink cluster: --emit prints the scheduler's objects: --gpus and --format do not apply",
+              file=sys.stderr)
+        return 2
+    if args.label_prefix.startswith("topology.kubernetes.io"):
+        print("topolink cluster: topology.kubernetes.io/ is reserved to Kubernetes: topolink invents no level there",
+              file=sys.stderr)
+        return 2
+    try:
+        if args.from_file is not None:
+            path = args.from_file
+            data = sys.stdin.buffer.read(MAX_SAVED_BYTES + 1) if path == "-" else read_regular(path, MAX_SAVED_BYTES)
+            if len(data) > MAX_SAVED_BYTES:
+                raise ValueError(f"{path}: larger than the {MAX_SAVED_BYTES} bytes allowed: not read")
+            api: SavedApi | LightkubeApi = SavedApi(data, "standard input" if path == "-" else path)
+        else:
+            api = LightkubeApi.connect(kubeconfig=args.kubeconfig)
+        named = args.level or []
+        nodes = read_node_labels(api, prefix=args.label_prefix, named=named, limit=args.page_size)
+        sys.stdout.write(emit_text(args.emit, nodes, named, args.label_prefix))
+    except OSError as exc:
+        print(f"topolink cluster: {args.from_file}: {exc.strerror or exc}", file=sys.stderr)
+        return 3
+    except (ValueError, UnsafeFile, InvalidObject) as exc:
+        print(f"topolink cluster: {exc}", file=sys.stderr)
+        return 3 if args.from_file is not None else 1
+    except BadConfig as exc:
+        print(f"topolink cluster: {exc}", file=sys.stderr)
+        return 2
+    except PublishError as exc:
+        print(f"topolink cluster: {exc}", file=sys.stderr)
+        return 1
+    return 0
