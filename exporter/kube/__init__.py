@@ -93,11 +93,8 @@ __all__ = [
     "desired_devices",
     "desired_labels",
     "desired_rules",
-<<<<<<< HEAD
-    "node_class",
-=======
     "emit_text",
->>>>>>> h38
+    "node_class",
     "plan_node_labels",
     "plan_slices",
     "policy_params",
@@ -132,7 +129,6 @@ _WHERE = {
     'read_cluster': '_fleet._cluster',
     'read_saved': '_fleet._saved',
     'MAX_SAVED_BYTES': '_fleet._saved',
-    'SavedApi': '_fleet._saved',
     'EMITS': '_fleet._schedulers_text',
     'emit_text': '_fleet._schedulers_text',
     'read_node_labels': '_fleet._schedulers_text',
