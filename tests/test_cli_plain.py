@@ -30,7 +30,7 @@ TAKEN = [
     ["discover", "-o", "a", "--output", "b"],
     ["discover", "--sysfs-root", "/tmp/tree", "--nvml-library", "/opt/lib.so", "--node-name", "n1"],
     ["discover", "--sysfs-root=/", "--nvml-library=libnvidia-ml.so.1", "--node-name=x=y"],
-    ["discover", "-o", "with space.json", "--node-name", ""],
+    ["discover", "-o", "with space.json", "--node-name", "n 1"],
     ["discover", *[f"--no-source.{name}" for name in SOURCES]],
     ["discover", *[f"--source.{name}" for name in SOURCES], f"--no-source.{SOURCES[0]}"],
     ["discover", "--format", "json", "-o", "discover"],
@@ -55,6 +55,8 @@ LEFT_TO_ARGPARSE = [
     ["discover", f"--source.{SOURCES[0]}=yes"],
     ["discover", "--no-format"],
     ["--", "discover"],
+    ["discover", "--node-name", ""],  # a value the settings' text rule refuses
+    ["discover", "-o", "a\tb"],
 ]
 
 

@@ -47,14 +47,17 @@ def version() -> str:
 def add_discovery_args(p: argparse.ArgumentParser) -> None:
     import argparse
 
+    from exporter._core._settings import TEXT, env_value
+
     from ..discovery import SOURCE_FLAGS  # names, defaults and help without importing the sources
 
-    p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
+    p.add_argument("--sysfs-root", type=TEXT, metavar="DIR", default=env_value(None, _ENV_SYSFS_ROOT, TEXT, "/"),
                    help=f"read /sys and /proc below DIR (a gathered tree); default ${_ENV_SYSFS_ROOT} or /. "
                         "A root other than / turns NVML off unless --nvml-library names the tree's own")
-    p.add_argument("--nvml-library", metavar="PATH", default=os.environ.get(_ENV_NVML_LIBRARY),
+    p.add_argument("--nvml-library", type=TEXT, metavar="PATH",
+                   default=env_value(None, _ENV_NVML_LIBRARY, TEXT, None),
                    help=f"load NVML from PATH instead of libnvidia-ml.so.1; default ${_ENV_NVML_LIBRARY}")
-    p.add_argument("--node-name", metavar="NAME", help="node name to record (default: the host name)")
+    p.add_argument("--node-name", type=TEXT, metavar="NAME", help="node name to record (default: the host name)")
     for name, enabled_by_default, help_text in SOURCE_FLAGS:
         p.add_argument(f"--source.{name}", dest=f"source_{name}", action=argparse.BooleanOptionalAction,
                        default=enabled_by_default,
@@ -69,8 +72,11 @@ def discovery_flags() -> tuple[dict[str, tuple[str, tuple[str, ...] | None]], di
     valued: dict[str, tuple[str, tuple[str, ...] | None]] = {
         "--sysfs-root": ("sysfs_root", None), "--nvml-library": ("nvml_library", None),
         "--node-name": ("node_name", None)}
-    defaults: dict[str, object] = {"sysfs_root": os.environ.get(_ENV_SYSFS_ROOT, "/"),
-                                   "nvml_library": os.environ.get(_ENV_NVML_LIBRARY), "node_name": None}
+    from exporter._core._settings import TEXT, env_value  # SettingError (a bad variable): argparse says so
+
+    defaults: dict[str, object] = {"sysfs_root": env_value(os.environ, _ENV_SYSFS_ROOT, TEXT, "/"),
+                                   "nvml_library": env_value(os.environ, _ENV_NVML_LIBRARY, TEXT, None),
+                                   "node_name": None}
     switches: dict[str, tuple[str, bool]] = {}
     for name, enabled_by_default, _ in SOURCE_FLAGS:
         switches[f"--source.{name}"], switches[f"--no-source.{name}"] = (f"source_{name}", True), (f"source_{name}",
@@ -105,10 +111,15 @@ def plain_parse(argv: Sequence[str], valued: Mapping[str, tuple[str, tuple[str, 
         else:
             return None
         dest, choices = valued[flag]
-        if choices is not None and value not in choices:
+        if (choices is not None and value not in choices) or not _plain_text(value):
             return None
         values[dest] = value
     return values
+
+
+def _plain_text(value: str) -> bool:
+    """What the settings' text rule takes (not empty, no control character): anything else argparse refuses."""
+    return bool(value.strip()) and not any(ord(c) < 32 or ord(c) == 127 for c in value)
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:

@@ -60,8 +60,8 @@ def source_root() -> str:
 def stored_help(argv: Sequence[str]) -> str | None:
     """The help ``argv`` asks for, as argparse would print it here, where it is stored and current."""
     key = help_key(argv)
-    if key is None or columns() != WIDTH:
-        return None
+    if key is None or columns() != WIDTH or any(name.startswith("TOPOLINK_") for name in os.environ):
+        return None  # a variable may be bad: the parser is built, reads it and refuses it, as without --help
     try:
         with open(HELP_FILE, encoding="utf-8") as f:
             entries = f.read().rstrip("\n").split(f"\n{HEADER}")[1:]  # each text ends in one newline

@@ -34,10 +34,12 @@ _SELFTEST_EPILOG = "Exit status: 0 no test failed and one passed; 1 a test faile
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``probe`` and ``selftest`` to the ``topolink`` subcommands."""
+    from exporter._core._settings import TEXT
+
     p = sub.add_parser("probe", help="measure bandwidth and latency (copies, all-reduce, GPUDirect RDMA)",
                        description="Run the probes of a profile in budgeted child processes and print the "
                                    "measured matrices beside the theoretical rates.", epilog=_PROBE_EPILOG)
-    p.add_argument("--tests", metavar="NAME", nargs="+", help="only these tests (see --list)")
+    p.add_argument("--tests", type=TEXT, metavar="NAME", nargs="+", help="only these tests (see --list)")
     p.add_argument("--list", action="store_true",
                    help="list the tests of each backend (marked quick: run by the quick profile) and exit")
     p.add_argument("--profile", choices=("quick", "full"), default="quick",
@@ -48,9 +50,10 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="auto: cuda when there are GPUs and CuPy is installed, else cpu")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="json: the report (topolink.probe/v2) with the snapshot it measured")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("-o", "--output", type=TEXT, metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--force", action="store_true", help="also probe GPUs that run compute processes or are busy")
-    p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="probe against a saved snapshot")
+    p.add_argument("--from", type=TEXT, dest="from_file", metavar="SNAPSHOT.json",
+                   help="probe against a saved snapshot")
     add_discovery_args(p)
     p.set_defaults(handler=_cmd_probe)
 
