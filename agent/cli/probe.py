@@ -17,8 +17,10 @@ from ._common import fixture_reason
 TYPE_CHECKING = False  # not typing's: importing typing costs ~5 ms of start-up; mypy reads it as True
 
 if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs neither
+    from collections.abc import Sequence
     from typing import Any, TextIO
 
+    import probes
     import topology
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
@@ -213,10 +215,32 @@ def run_selftest(args: argparse.Namespace, snapshot: topology.Snapshot | None = 
     print(f"topolink selftest: {report.backend} backend, {report.elapsed_s:.1f} s")
     for note in report.notes:
         print(f"note: {note}")
-    for line in lines:
-        print(f"{line.verdict:<4} {line.test:<48} {line.detail}")
+    for verdict, test, detail in selftest_rows(lines):
+        print(f"{verdict:<4} {test:<48} {detail}")
     if any(line.verdict == "FAIL" for line in lines):
         return EXIT_FAILED
     if not any(line.verdict == "PASS" for line in lines):
         return EXIT_NONE_RAN
     return EXIT_OK
+
+
+def selftest_rows(lines: Sequence[probes.SelftestLine]) -> list[tuple[str, str, str]]:
+    """One row per test that passed or failed, and one per reason for the tests skipped: 40 tests skipped
+    because CuPy is missing are one row, "40 tests", with that reason (``probe --list`` names them)."""
+    skipped: dict[str, list[str]] = {}
+    rows: list[tuple[str, str, str]] = []
+    for line in lines:
+        if line.verdict != "SKIP":
+            rows.append((line.verdict, line.test, line.detail))
+            continue
+        if line.detail not in skipped:
+            skipped[line.detail] = []
+            rows.append(("SKIP", line.detail, line.detail))  # its place: where the reason first came
+        skipped[line.detail].append(line.test)
+    return [(v, t, d) if v != "SKIP" else (v, _tests(skipped[d], len(lines)), d) for v, t, d in rows]
+
+
+def _tests(names: list[str], total: int) -> str:
+    if len(names) == 1:
+        return names[0]
+    return f"all {total} tests" if len(names) == total else f"{len(names)} tests"
