@@ -56,7 +56,7 @@ LEFT_TO_ARGPARSE = [
     ["discover", "--no-format"],
     ["--", "discover"],
     ["discover", "--node-name", ""],  # a value the settings' text rule refuses
-    ["discover", "-o", "a\tb"],
+    ["discover", "-o", " "],
 ]
 
 

@@ -118,8 +118,8 @@ def plain_parse(argv: Sequence[str], valued: Mapping[str, tuple[str, tuple[str, 
 
 
 def _plain_text(value: str) -> bool:
-    """What the settings' text rule takes (not empty, no control character): anything else argparse refuses."""
-    return bool(value.strip()) and not any(ord(c) < 32 or ord(c) == 127 for c in value)
+    """What the settings' text rule takes (not empty): anything else argparse refuses."""
+    return bool(value.strip())
 
 
 def _context(args: argparse.Namespace) -> DiscoveryContext:

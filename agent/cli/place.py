@@ -31,7 +31,7 @@ _EPILOG = ("Every figure is an estimate of the cost model (measured rates where 
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    from exporter._core._settings import LIST, SIZE, TEXT, count
+    from exporter._core._settings import GPUS, SIZE, TEXT, count
 
     p = sub.add_parser("place", help="the best groups of N GPUs on this node for a collective (estimates)",
                        description="Rank groups of N GPUs of this node by the estimated time of a collective "
@@ -43,7 +43,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                         "4096B; a lowercase b (bits) is refused (default 1GiB: large enough that bandwidth decides)")
     p.add_argument("--top", type=count(1, 16), default=3, metavar="K",
                    help="how many groups to print (default 3, at most 16)")
-    p.add_argument("--exclude", type=LIST, default="", metavar="GPUS",
+    p.add_argument("--exclude", type=GPUS, default="", metavar="GPUS",
                    help="leave these out: NVML indices or bus ids, comma separated (0,3 or 0000:18:00.0)")
     p.add_argument("--collective", default="all_reduce",
                    choices=("all_reduce", "all_gather", "reduce_scatter", "alltoall"),
