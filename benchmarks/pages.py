@@ -3,7 +3,7 @@ on first load (``exporter.picture_dot`` then ``exporter.render_svg``, ``dot -Tsv
 picture's size (nodes and edges). The target is 2 s of wall time per page on first load. Prints a table.
 Not a test.
 
-    .venv/bin/python benchmarks/pages.py [--runs N] [--machines NAME ...]
+    .venv/bin/python benchmarks/pages.py [--runs N] [--machines NAME ...] [--limits]
 
 Each machine is written out as tests/fakenvml does (its sysfs tree and the test NVML) and discovered as the
 agent discovers it; the time is the median of ``--runs`` renders (wall time: Graphviz runs in a child, and
@@ -17,7 +17,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -27,14 +29,28 @@ from _table import print_rows  # noqa: E402
 TARGET_S = 2.0
 
 
-def page_rows(names: list[str], runs: int) -> list[tuple[str, str, str]]:
-    import exporter
+def _snapshots(names: list[str], limits: bool) -> Iterator[tuple[str, Any]]:
+    """Each test machine as discovered; with ``limits``, the synthetic snapshots at the GPU and NIC limits
+    (benchmarks/_big.py, as limits.py makes them)."""
+    import topology
     from tests.serve_machines import discover_profile
 
-    rows = []
     for name in names:
         with tempfile.TemporaryDirectory() as tmp:
-            snap = discover_profile(name, Path(tmp))[0]
+            yield name, discover_profile(name, Path(tmp))[0]
+    if limits:
+        from _big import big
+
+        cap = topology.SNAPSHOT_LIMITS
+        yield f"synthetic, {cap['gpus']} GPUs", big(cap["gpus"])
+        yield f"synthetic, {cap['nics']} NICs", big(8, nics=cap["nics"])
+
+
+def page_rows(names: list[str], runs: int, limits: bool = False) -> list[tuple[str, str, str]]:
+    import exporter
+
+    rows = []
+    for name, snap in _snapshots(names, limits):
         dot = exporter.picture_dot(snap)
         times, reason = [], ""
         for _ in range(runs):
@@ -56,10 +72,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--machines", nargs="+", default=None, help="default: every machine in tests/machines")
+    parser.add_argument("--limits", action="store_true", help="also the synthetic snapshots at the GPU and NIC limits")
     args = parser.parse_args()
     names = args.machines or sorted(p.stem for p in (REPO / "tests" / "machines").glob("*.yaml"))
     print(f"page picture on first load, median of {args.runs} (target {TARGET_S:g} s)")
-    print_rows(page_rows(names, args.runs))
+    print_rows(page_rows(names, args.runs, args.limits))
     return 0
 
 
