@@ -134,3 +134,21 @@ def test_a_rolling_update_replaces_one_pod_at_a_time(http: httpx.Client, install
     _report_ready(http, first)
     second = wait_until("the second new pod", lambda: (p := new_pods()) and len(p) == 2 and p, timeout=90)
     assert sorted(_node_of(p) for p in second) == sorted(GPU_NODES)
+
+
+def test_the_garbage_collector_removes_the_pods_of_a_deleted_daemonset(http: httpx.Client,
+                                                                       installed: ReadyNodes) -> None:
+    """The uninstall's first step (``kubectl delete daemonset``): the pods go by their owner references."""
+    pods = wait_until("a pod per GPU node", lambda: (p := _pods(http)) and len(p) == len(GPU_NODES) and p, timeout=90)
+    assert all(ref["kind"] == "DaemonSet" and ref["name"] == "topolink" and ref.get("controller")
+               for p in pods for ref in p["metadata"]["ownerReferences"])
+    http.delete(DAEMONSET, params={"propagationPolicy": "Background"}).raise_for_status()
+
+    def gone() -> bool:
+        left = _pods(http)
+        for pod in left:  # the kubelet's part: a deleted pod confirmed gone
+            if pod["metadata"].get("deletionTimestamp"):
+                http.delete(f"{PODS}/{pod['metadata']['name']}", params={"gracePeriodSeconds": "0"})
+        return not left
+
+    wait_until("the pods collected", gone, timeout=90)
