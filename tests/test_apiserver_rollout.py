@@ -1,7 +1,7 @@
-"""The agent's DaemonSet rolled out by the real controllers: kubectl applies the default overlay to an API
-server with kube-scheduler and kube-controller-manager beside it (the chart installs the same objects:
-tests/test_chart.py), and the DaemonSet controller makes the agent's pods on exactly the nodes its affinity
-selects (NFD's or GFD's GPU labels), none elsewhere.
+"""The agent's DaemonSet rolled out by the real controllers: kubectl applies the default overlay, or Helm
+installs the chart, on an API server with kube-scheduler and kube-controller-manager beside it, and the
+DaemonSet controller makes the agent's pods on exactly the nodes its affinity selects (NFD's or GFD's GPU
+labels), none elsewhere.
 
 There is no kubelet: no container runs and no pod becomes Ready by itself. The test plays the kubelet's part
 for readiness only (it reports the pods Ready), so the rolling update shows what the controller decides:
@@ -11,6 +11,7 @@ it would stay Terminating and no new pod would take its node."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -44,8 +45,11 @@ def http(kube_control_plane: ApiServer) -> Iterator[httpx.Client]:
         yield client
 
 
-@pytest.fixture
-def installed(http: httpx.Client, kube_control_plane: ApiServer) -> Iterator[ReadyNodes]:
+@pytest.fixture(params=["kustomize", "helm"])
+def installed(request: pytest.FixtureRequest, http: httpx.Client,
+              kube_control_plane: ApiServer) -> Iterator[ReadyNodes]:
+    """The default overlay applied by kubectl, or the chart installed by Helm (helm-sdkpy), on three nodes
+    without a GPU label and two with one."""
     nodes = ReadyNodes(http)
     # The runtime class the DaemonSet names: the GPU Operator (or the NVIDIA container toolkit) makes it.
     runtime = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
@@ -55,11 +59,19 @@ def installed(http: httpx.Client, kube_control_plane: ApiServer) -> Iterator[Rea
         nodes.add(name, labels)
     kubectl = [str(KUBECTL), "--kubeconfig", str(kube_control_plane.kubeconfig())]
     overlay = str(REPO / "daemonset/overlays/default")
-    subprocess.run([*kubectl, "apply", "-k", overlay], check=True, capture_output=True, timeout=120)
+    if request.param == "helm":
+        helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it")
+        config = helm.Configuration(namespace=NS, kubeconfig=str(kube_control_plane.kubeconfig()))
+        asyncio.run(helm.Install(config).run("topolink", str(REPO / "daemonset/chart"), create_namespace=True,
+                                             wait=False))
+    else:
+        subprocess.run([*kubectl, "apply", "-k", overlay], check=True, capture_output=True, timeout=120)
     yield nodes
     http.delete(DAEMONSET, params={"propagationPolicy": "Background"})
     for pod in _pods(http):  # no kubelet confirms a graceful deletion: gone at once, so the namespace can go
         http.delete(f"{PODS}/{pod['metadata']['name']}", params={"gracePeriodSeconds": "0"})
+    if request.param == "helm":
+        asyncio.run(helm.Uninstall(config).run("topolink", wait=True))
     subprocess.run([*kubectl, "delete", "-k", overlay, "--ignore-not-found", "--timeout=90s"], capture_output=True,
                    timeout=120, check=False)
     for name in {**GPU_NODES, **OTHER_NODES}:
