@@ -31,6 +31,14 @@ command -v "$engine" >/dev/null 2>&1 || die "$engine is not installed"
 if [ "$engine" = podman ] && [ -z "${CONTAINERS_CONF:-}" ] && [ ! -e /etc/containers/containers.conf ]; then
     export CONTAINERS_CONF="$repo/daemonset/image/containers.conf"
 fi
+# The engine must answer before anything is made (the wheelhouse takes seconds): docker without its daemon,
+# or a podman that cannot start, is said at once, with the engine's own first line of complaint.
+engine_ready() {
+    local why
+    if ! why="$(timeout 30 "$engine" info 2>&1 >/dev/null)"; then
+        die "$engine does not answer (\`$engine info\` failed: $(printf '%s' "$why" | grep -m1 . || echo 'no reason given')); start it (the docker daemon) or pick the other with ENGINE=podman|docker"
+    fi
+}
 
 version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n1)"
 arch="$(uname -m)"
@@ -119,7 +127,7 @@ cmd_build() {
 }
 
 case "${1:-}" in
-    base) shift; cmd_base "$@" ;;
-    build) shift; cmd_build "$@" ;;
+    base) shift; engine_ready; cmd_base "$@" ;;
+    build) shift; engine_ready; cmd_build "$@" ;;
     *) die "usage: scripts/image.sh base [--tag NAME] | build [--base IMAGE] [--tag NAME] [--cuda|--both] [--wheelhouse DIR]" ;;
 esac

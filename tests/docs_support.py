@@ -24,6 +24,10 @@ import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from exporter import View
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("machine", "files", "gpu", "cluster", "host")
@@ -252,23 +256,32 @@ def words(command: str) -> list[str]:
 SCREENSHOT = REPO / "docs" / "page-hgx-h100.png"
 
 
+def screenshot_view(workdir: Path) -> View:
+    """What the README's picture shows: the hgx-h100 profile with GPU0's copies measured (one pair slow), as the
+    agent serves it: its structure hash and the installed version, as ``serve`` fills them."""
+    import topology as t
+    from agent.cli._common import version
+    from exporter import View
+    from tests.serve_machines import discover_profile
+    from tests.test_placement_page import copy
+
+    snap = discover_profile("hgx-h100", workdir)[0]
+    g = [x.id for x in snap.gpus]
+    snap = t.with_measurements(snap, [copy(g[0], g[k], 150.0 if k == 3 else 390.0) for k in range(1, 8)])
+    return View(snapshot=snap, generation=1, structure_hash=t.structure_hash(snap), version=version())
+
+
 def write_screenshot(path: Path = SCREENSHOT) -> Path:
-    """The README's picture of the agent's page: the hgx-h100 profile with GPU0's copies measured (one pair
-    slow), as headless Chromium draws the top 1400 x 1000 pixels of it."""
+    """The README's picture of the agent's page (:func:`screenshot_view`), as headless Chromium draws the top
+    1400 x 1000 pixels of it."""
     import subprocess
     import tempfile
 
-    import topology as t
-    from exporter import View
-    from tests.serve_machines import discover_profile
-    from tests.test_placement_page import client, copy
+    from tests.test_placement_page import client
 
     with tempfile.TemporaryDirectory(prefix="topolink-page-") as tmp:
-        snap = discover_profile("hgx-h100", Path(tmp))[0]
-        g = [x.id for x in snap.gpus]
-        snap = t.with_measurements(snap, [copy(g[0], g[k], 150.0 if k == 3 else 390.0) for k in range(1, 8)])
         page = Path(tmp) / "page.html"
-        page.write_text(client(View(snapshot=snap, generation=1)).get("/").text)
+        page.write_text(client(screenshot_view(Path(tmp))).get("/").text)
         subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                         f"--user-data-dir={tmp}/profile", "--window-size=1400,1000", "--hide-scrollbars",
                         f"--screenshot={path}", page.as_uri()], capture_output=True, timeout=120, check=True)

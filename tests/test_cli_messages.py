@@ -78,3 +78,19 @@ def test_discover_sh_writes_relative_paths_where_it_was_run(tmp_path: Path) -> N
                          cwd=elsewhere, timeout=60, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout == f"{elsewhere} discover -o node.json\n"
+
+
+def test_image_sh_says_first_that_the_engine_does_not_answer(tmp_path: Path) -> None:
+    """A stand-in docker whose daemon is down: image.sh says so before making anything (no wheelhouse)."""
+    fake = tmp_path / "docker"
+    fake.write_text('#!/bin/sh\n[ "$1" = info ] && { echo "Cannot connect to the Docker daemon" >&2; exit 1; }\n'
+                    'echo "$*" >> "$(dirname "$0")/calls"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "ENGINE": "docker", "PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHON": "/bin/false"}
+    for command in ("build", "base"):
+        run = subprocess.run([str(REPO / "scripts/image.sh"), command], capture_output=True, text=True, env=env,
+                             timeout=60, check=False)
+        assert run.returncode == 2 and run.stdout == ""
+        assert run.stderr == ("image.sh: docker does not answer (`docker info` failed: Cannot connect to the Docker "
+                              "daemon); start it (the docker daemon) or pick the other with ENGINE=podman|docker\n")
+    assert not (tmp_path / "calls").exists()

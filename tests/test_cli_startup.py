@@ -109,7 +109,9 @@ def test_help_builds_only_the_command_it_shows(argv: list[str]) -> None:
     assert code == 0
     ours = {m for m in importer if m.split(".")[0] in ("agent", "exporter", "topology", "probes")}
     shown = {f"agent.cli.{argv[0]}", "agent.discovery", "agent.discovery.sources",
-             "agent.discovery.sources._catalog"} if argv[0] != "--help" else set()
+             "agent.discovery.sources._catalog",  # and the settings' rules, which the flags are read through:
+             "exporter", "exporter._core", "exporter._core._settings", "topology", "topology._lazy",
+             } if argv[0] != "--help" else set()
     assert ours == {"agent", "agent.cli", "agent.cli._common", *shown}
     assert_bounded(importer)
 

@@ -77,6 +77,11 @@ def check_service_monitor(obj: dict[str, Any], docs: list[dict[str, Any]]) -> No
 DURATION = re.compile(r"^(0|(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?)$")
 
 
+# Each alert's runbook is its row of the operator guide's Troubleshoot table.
+RUNBOOK = "https://github.com/topolink/topolink/blob/main/docs/operator.md"
+TROUBLESHOOT = (REPO / "docs/operator.md").read_text().partition("## Troubleshoot")[2].partition("\n## ")[0]
+
+
 def check_prometheus_rule(obj: dict[str, Any], tmp: Path) -> None:
     assert set(obj["spec"]) == {"groups"}
     families = set(re.findall(r"^\| `(topolink_\w+)`", metrics_markdown(), re.M))
@@ -88,6 +93,8 @@ def check_prometheus_rule(obj: dict[str, Any], tmp: Path) -> None:
             assert rule["labels"]["severity"] in ("warning", "critical") and rule["annotations"]["summary"]
             used = set(re.findall(r"topolink_\w+", rule["expr"]))
             assert used and used <= families, used - families
+            assert rule["annotations"]["runbook_url"] == RUNBOOK + f"#alert-{rule['alert'].lower()}"
+            assert f'<a id="alert-{rule["alert"].lower()}"></a>' in TROUBLESHOOT, rule["alert"]
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.fail("promtool not found: scripts/test.sh installs the prometheus package")

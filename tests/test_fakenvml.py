@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -311,3 +315,70 @@ def test_runner_runs_any_command_against_a_profile_outside_the_repo(tmp_path: Pa
                            script], cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 7, done.stderr
     assert done.stdout.split() == ["0000:21:00.0", "libnvidia-ml.so.1"]
+
+
+# The command under the runner: says its pid and tree once its handlers are in place, writes each signal it
+# gets, stops on TERM and INT (exit 100 + N), carries on after HUP; with an argument it exits with that code.
+_CHILD = """
+import os, signal, sys
+def on(sig, frame):
+    print("got", sig, flush=True)
+    if sig != signal.SIGHUP:
+        raise SystemExit(100 + sig)
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(sig, on)
+print(os.getpid(), os.environ["TOPOLINK_SYSFS_ROOT"], flush=True)
+if len(sys.argv) > 1:
+    raise SystemExit(int(sys.argv[1]))
+while True:
+    signal.pause()
+"""
+
+
+def _line(fd: int, timeout: float = 30) -> list[str]:
+    """The next line the command writes, its words; bounded, so a runner that left its command behind (which
+    keeps the pipe open) fails the test instead of hanging it."""
+    deadline, line = time.monotonic() + timeout, b""
+    while not line.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            pytest.fail(f"no line from the command within {timeout} s (got {line!r})")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            break
+        line += chunk
+    return line.decode().split()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "SIGHUP", "exit"])
+def test_runner_passes_signals_on_and_always_removes_its_tree(tmp_path: Path, how: str) -> None:
+    """However the command ends (a signal to the runner, passed on; HUP passed on and survived, then TERM; the
+    command's own exit), it is gone when the runner is, and so is the machine's temporary tree."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # the tree is made here, so the test can see it go
+    argv = [sys.executable, "-m", "tests.fakenvml", "run", "rtx5090-2x", "--", sys.executable, "-c", _CHILD]
+    runner = subprocess.Popen([*argv, *(["3"] if how == "exit" else [])], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, bufsize=0)
+    assert runner.stdout is not None
+    fd = runner.stdout.fileno()
+    pid, tree = _line(fd)
+    try:
+        assert Path(tree).is_dir() and any(p.name.startswith("topolink-machine-") for p in Path(tree).parents)
+        sig = signal.SIGTERM
+        if how != "exit":
+            sig = getattr(signal, how)
+            runner.send_signal(sig)
+            assert _line(fd) == ["got", str(int(sig))]
+            if how == "SIGHUP":
+                runner.send_signal(signal.SIGTERM)
+                assert _line(fd) == ["got", str(int(signal.SIGTERM))]
+                sig = signal.SIGTERM
+        code = runner.wait(timeout=60)
+        assert code == (3 if how == "exit" else 100 + int(sig))
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)
+        assert not any(tmp_path.glob("topolink-machine-*"))
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a command the runner left behind, on failure
+            os.kill(int(pid), signal.SIGKILL)
+        runner.kill()
+        runner.wait()

@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import topology as t
-from exporter import HttpConfig, MetricsCache, View, create_app
+from exporter import HttpConfig, MetricsCache, View, create_app, picture_dot, render_svg
 from exporter._http._negotiate import accepts_gzip, etag_matches
 from tests.serve_machines import discover_profile
 
@@ -156,3 +156,17 @@ def test_bad_requests_get_4xx(hgx: t.Snapshot) -> None:
     assert c.get("/nope").status_code == 404
     assert c.get("/v1/topology", headers={"If-None-Match": "\x7f" * 100}).status_code == 200
     assert c.delete("/v1/topology").status_code == 405
+
+
+def test_the_picture_leaves_out_the_distances_graphviz_cannot_lay_out(tmp_path: Path) -> None:
+    """A GB200 tray has 34 NUMA nodes, 32 of them GPU memory without CPUs: their complete graph of distances
+    (561 edges) kept Graphviz busy for 9 s to 55 s. The picture draws the distance between the two NUMA nodes
+    with CPUs and says what it left out; benchmarks/pages.py times every machine's picture."""
+    snap = discover_profile("gb200-tray", tmp_path)[0]
+    dot = picture_dot(snap)
+    with_cpus = [n for n in snap.numa_nodes if n.cpus]
+    assert len(snap.numa_nodes) == 34 and len(with_cpus) == 2
+    assert sum("style=dashed" in line for line in dot.splitlines()) == 1
+    assert "NUMA distances of the 32 NUMA nodes without CPUs (device memory) not drawn" in dot
+    if shutil.which("dot"):
+        assert render_svg(dot, timeout_s=30).svg is not None

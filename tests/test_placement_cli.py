@@ -98,8 +98,9 @@ def test_exit_statuses_and_one_line_errors(busy_pairs: FakeNode, tmp_path: Path)
     none_fits = place("--gpus", "7", node=busy_pairs)  # 8 GPUs, 2 busy
     assert none_fits.returncode == 4 and "No group of 7 GPUs" in none_fits.stdout
     assert none_fits.stderr.strip().count("\n") == 0 and "6 GPUs available, 7 asked for" in none_fits.stderr
-    for args, words in ((("--gpus", "2", "--size", "lots"), "size 'lots'"), (("--gpus", "0"), "at least 1"),
-                        (("--gpus", "2", "--top", "99"), "top 99"), (("--gpus", "2", "--exclude", "9"), "no GPU 9")):
+    for args, words in ((("--gpus", "2", "--size", "lots"), "--size: 'lots'"), (("--gpus", "0"), "from 1 to"),
+                        (("--gpus", "2", "--top", "99"), "--top: '99': out of range"),
+                            (("--gpus", "2", "--exclude", "9"), "no GPU 9")):
         run = place(*args, node=busy_pairs)
         assert run.returncode == 2 and run.stdout == "", args
         assert run.stderr.startswith("topolink place: ") and words in run.stderr and run.stderr.count("\n") == 1

@@ -197,3 +197,15 @@ def test_a_real_browser_draws_the_page(hgx: t.Snapshot, size: int, tmp_path: Pat
     subprocess.run([*base, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=90, check=False)
     assert shot.exists() and not png_is_blank(shot.read_bytes()), f"blank screenshot: {shot}"
     print(f"screenshot kept at {shot}")
+
+
+def test_the_readme_screenshot_shows_a_real_build(tmp_path: Path) -> None:
+    """The page the README's picture is taken of (tests.docs_support screenshot) carries the structure hash and
+    the installed version, as the agent serves them, never an empty hash or 0+unknown."""
+    from agent.cli._common import version
+    from tests.docs_support import screenshot_view
+
+    view = screenshot_view(tmp_path)
+    text = client(view).get("/").text
+    assert view.structure_hash and f"structure hash <code>{view.structure_hash[:16]}</code>" in text
+    assert view.version == version() != "0+unknown" and f"topolink {view.version}." in text

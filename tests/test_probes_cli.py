@@ -10,8 +10,9 @@ import pytest
 
 import topology as t
 from agent.cli import main
-from agent.cli.probe import EXIT_NONE_RAN, EXIT_OK, EXIT_USAGE, ProgressBar
+from agent.cli.probe import EXIT_NONE_RAN, EXIT_OK, EXIT_USAGE, ProgressBar, selftest_rows
 from agent.discovery import DiscoveryContext, discover
+from probes import SelftestLine
 from tests.probe_snapshots import four_gpu_box
 
 
@@ -131,3 +132,15 @@ def test_progress_bar_draws_only_on_a_terminal(tmp_path: Path) -> None:
         lines.finish()
     assert (tmp_path / "log").read_text() == (
         "topolink probe: [1/2] host_memcpy[numa0,numa0]\ntopolink probe: [2/2] all_reduce[numa0,numa0]\n")
+
+
+def test_selftest_says_each_skip_reason_once() -> None:
+    """40 CUDA tests skipped for want of CuPy are one row; another reason is its own row, where it first came;
+    passes and failures stay one row per test."""
+    no_cupy, no_peer = "CuPy is not installed", "no peer access"
+    lines = [SelftestLine(f"t{i}", "SKIP", no_cupy) for i in range(40)]
+    assert selftest_rows(lines) == [("SKIP", "all 40 tests", no_cupy)]
+    mixed = [SelftestLine("a", "PASS", "1 run(s)"), SelftestLine("b", "SKIP", no_peer),
+             SelftestLine("c", "SKIP", no_cupy), SelftestLine("d", "FAIL", "wrong"), SelftestLine("e", "SKIP", no_peer)]
+    assert selftest_rows(mixed) == [("PASS", "a", "1 run(s)"), ("SKIP", "2 tests", no_peer), ("SKIP", "c", no_cupy),
+                                    ("FAIL", "d", "wrong")]

@@ -75,6 +75,7 @@ SMALLEST: dict[str, list[str]] = {
     "placement.py": ["--runs", "1", "--nodes", "200"],
     "codec.py": ["--runs", "1", "--gpus", "8"],
     "limits.py": ["--steps", "1"],
+    "pages.py": ["--runs", "1", "--machines", "rtx5090-2x"],
     "faults.py": ["--agents", "3", "--interval", "1", "--before", "1", "--during", "2", "--faults", "500"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)

@@ -80,6 +80,11 @@ def build_parser(command: str | None = None,
             built.add(module)
         else:
             sub.add_parser(name, help=help_text)
+    # A value a flag's rule refuses (ArgumentError) reaches the caller, which says it in one line (``main``),
+    # not after argparse's usage text; argparse's other errors (a flag it does not know, one missing) keep it.
+    parser.exit_on_error = False
+    for command_parser in sub.choices.values():
+        command_parser.exit_on_error = False
     return parser
 
 
@@ -91,8 +96,13 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(_command_of(argv) or "")
-    args: Any = parser.parse_args(argv)
+    command = _command_of(argv)
+    try:
+        parser = build_parser(command or "")
+        args: Any = parser.parse_args(argv)
+    except (ValueError, argparse.ArgumentError) as exc:  # a bad value, or a variable (the settings' SettingError)
+        print(f"topolink{' ' + command if command in _MODULE_OF else ''}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     from ._output import OutputError
 
     try:

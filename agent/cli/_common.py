@@ -45,14 +45,17 @@ def version() -> str:
 def add_discovery_args(p: argparse.ArgumentParser) -> None:
     import argparse
 
+    from exporter._core._settings import TEXT, env_value
+
     from ..discovery import SOURCE_FLAGS  # names, defaults and help without importing the sources
 
-    p.add_argument("--sysfs-root", metavar="DIR", default=os.environ.get(_ENV_SYSFS_ROOT, "/"),
+    p.add_argument("--sysfs-root", type=TEXT, metavar="DIR", default=env_value(None, _ENV_SYSFS_ROOT, TEXT, "/"),
                    help=f"read /sys and /proc below DIR (a gathered tree); default ${_ENV_SYSFS_ROOT} or /. "
                         "A root other than / turns NVML off unless --nvml-library names the tree's own")
-    p.add_argument("--nvml-library", metavar="PATH", default=os.environ.get(_ENV_NVML_LIBRARY),
+    p.add_argument("--nvml-library", type=TEXT, metavar="PATH",
+                   default=env_value(None, _ENV_NVML_LIBRARY, TEXT, None),
                    help=f"load NVML from PATH instead of libnvidia-ml.so.1; default ${_ENV_NVML_LIBRARY}")
-    p.add_argument("--node-name", metavar="NAME", help="node name to record (default: the host name)")
+    p.add_argument("--node-name", type=TEXT, metavar="NAME", help="node name to record (default: the host name)")
     for name, enabled_by_default, help_text in SOURCE_FLAGS:
         p.add_argument(f"--source.{name}", dest=f"source_{name}", action=argparse.BooleanOptionalAction,
                        default=enabled_by_default,

@@ -31,13 +31,16 @@ _EPILOG = ("Reads with a kubeconfig ($KUBECONFIG, ~/.kube/config) or in a pod wi
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``cluster`` (it discovers nothing on this machine: no discovery flags)."""
     del add_discovery_args
+    from exporter._core._settings import TEXT, count
+
     p = sub.add_parser("cluster", help="the fleet from its labels and slices: classes, outliers, where N GPUs fit",
                        description="Group the fleet's nodes by NVLink domain and GPU product from what topolink "
                                    "published, show each class's median estimated bus bandwidth and the nodes "
                                    "under 0.8 of their peers' median, and where a group of N GPUs fits best.",
                        epilog=_EPILOG)
-    p.add_argument("--gpus", type=int, metavar="N", help="also list where a group of N GPUs fits best")
-    p.add_argument("--top", type=int, default=5, metavar="K", help="places to print for --gpus (default 5)")
+    p.add_argument("--gpus", type=count(1, 1 << 20), metavar="N", help="also list where a group of N GPUs fits best")
+    p.add_argument("--top", type=count(1, 10_000), default=5, metavar="K",
+                   help="places to print for --gpus (default 5)")
     p.add_argument("--format", choices=("table", "json", "claims"), default="table",
                    help="json: the fleet document (topolink.cluster/v1); claims: with --gpus N, the DeviceClasses "
                         "and ResourceClaimTemplates of each claim class (YAML, docs/claims.md)")
@@ -46,14 +49,16 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                         "needs patch on deviceclasses and resourceclaimtemplates)")
     p.add_argument("--groups", action="store_true",
                    help="also show each claim class's GPU groups (one slice list per class)")
-    p.add_argument("--kubeconfig", metavar="FILE", help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
-    p.add_argument("--from", dest="from_file", metavar="FILE",
+    p.add_argument("--kubeconfig", type=TEXT, metavar="FILE",
+                   help="default: in-cluster, else $KUBECONFIG or ~/.kube/config")
+    p.add_argument("--from", type=TEXT, dest="from_file", metavar="FILE",
                    help="read a saved `kubectl get nodes,resourceslices -o json` (- for standard input) instead of "
                         "an API server")
-    p.add_argument("--label-prefix", default="gpu.topology", help="the agents' label prefix (default gpu.topology)")
-    p.add_argument("--dra-driver-name", default="gpu.topology",
+    p.add_argument("--label-prefix", type=TEXT, default="gpu.topology",
+                   help="the agents' label prefix (default gpu.topology)")
+    p.add_argument("--dra-driver-name", type=TEXT, default="gpu.topology",
                    help="the agents' ResourceSlice driver (default gpu.topology)")
-    p.add_argument("--page-size", type=int, default=500, metavar="N",
+    p.add_argument("--page-size", type=count(1, 10_000), default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")
     add_claim_args(p)
     from ._cluster_emit import add_emit_args
@@ -65,9 +70,6 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
 def _cmd_cluster(args: argparse.Namespace) -> int:
     from exporter.kube import BadConfig, LightkubeApi, PublishError, read_cluster
 
-    if (args.gpus is not None and args.gpus < 1) or args.top < 1 or not 1 <= args.page_size <= 10_000:
-        print("topolink cluster: --gpus and --top take 1 or more, --page-size 1 to 10000", file=sys.stderr)
-        return EXIT_USAGE
     if args.format == "claims" and args.gpus is None:
         print("topolink cluster: --format claims needs --gpus N", file=sys.stderr)
         return EXIT_USAGE
@@ -81,6 +83,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
         from ._cluster_emit import run_emit
 
         return run_emit(args)
+
     if args.from_file is not None:
         try:
             read, saved = _read_saved(args)

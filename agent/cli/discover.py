@@ -15,12 +15,14 @@ FORMATS = ("table", "json", "dot")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    from exporter._core._settings import TEXT
+
     d = sub.add_parser("discover", help="discover the node's topology and print it",
                        description="Discover this node (NVML and sysfs) and print a summary, the JSON snapshot "
                                    "(topolink.topology/v2) or a Graphviz DOT picture.", epilog=EXIT_EPILOG)
     d.add_argument("--format", choices=FORMATS, default="table",
                    help="table: a summary for people; json: the snapshot; dot: a Graphviz picture")
-    d.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    d.add_argument("-o", "--output", type=TEXT, metavar="FILE", help="write to FILE instead of standard output")
     add_discovery_args(d)
     d.set_defaults(handler=_cmd_discover)
 

@@ -31,22 +31,25 @@ _EPILOG = ("Every figure is an estimate of the cost model (measured rates where 
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    from exporter._core._settings import GPUS, SIZE, TEXT, count
+
     p = sub.add_parser("place", help="the best groups of N GPUs on this node for a collective (estimates)",
                        description="Rank groups of N GPUs of this node by the estimated time of a collective "
                                    "over them (ring order chosen, shared links shared, NVLink SHARP where the "
                                    "switches do it), and print the K best.", epilog=_EPILOG)
-    p.add_argument("--gpus", type=int, required=True, metavar="N", help="GPUs in a group")
-    p.add_argument("--size", default="1GiB", metavar="BYTES",
-                   help="the collective's buffer: 1GiB, 256M (binary, as nccl-tests), 1GB (decimal), 4096 "
-                        "(default 1GiB: large enough that bandwidth decides)")
-    p.add_argument("--top", type=int, default=3, metavar="K", help="how many groups to print (default 3, at most 16)")
-    p.add_argument("--exclude", default="", metavar="GPUS",
+    p.add_argument("--gpus", type=count(1, 1 << 16), required=True, metavar="N", help="GPUs in a group")
+    p.add_argument("--size", type=SIZE, default="1GiB", metavar="BYTES",
+                   help="the collective's buffer: 1GiB, 256M (binary, as nccl-tests), 1GB (decimal), 4096 or "
+                        "4096B; a lowercase b (bits) is refused (default 1GiB: large enough that bandwidth decides)")
+    p.add_argument("--top", type=count(1, 16), default=3, metavar="K",
+                   help="how many groups to print (default 3, at most 16)")
+    p.add_argument("--exclude", type=GPUS, default="", metavar="GPUS",
                    help="leave these out: NVML indices or bus ids, comma separated (0,3 or 0000:18:00.0)")
     p.add_argument("--collective", default="all_reduce",
                    choices=("all_reduce", "all_gather", "reduce_scatter", "alltoall"),
                    help="the collective whose time is estimated (nccl-tests' names)")
     p.add_argument("--include-busy", action="store_true", help="also choose GPUs that are busy now")
-    p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json",
+    p.add_argument("--from", type=TEXT, dest="from_file", metavar="SNAPSHOT.json",
                    help="a saved snapshot (discover --format json, or a probe report) instead of this node")
     p.add_argument("--format", choices=("table", "json", "claims"), default="table",
                    help="json: the placement document (topolink.placement/v1); claims: this node's DeviceClasses "
@@ -93,11 +96,9 @@ def _cmd_place(args: argparse.Namespace) -> int:
     from exporter import QueryError, placement_answer, placement_table, query_from_params
     from topology import PlacementError
 
-    params = {"gpus": str(args.gpus), "size": args.size, "top": str(args.top), "exclude": args.exclude,
+    params = {"gpus": str(args.gpus), "size": str(args.size), "top": str(args.top), "exclude": args.exclude,
               "collective": args.collective, "include_busy": "1" if args.include_busy else "0"}
     try:
-        if args.gpus < 1:
-            raise QueryError(f"--gpus {args.gpus}: at least 1")
         query = query_from_params(params)
     except QueryError as exc:
         print(f"topolink place: {exc}", file=sys.stderr)

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ._common import fixture_reason
 
 if TYPE_CHECKING:  # loaded by the handlers: building the parser (--help) needs neither
+    from collections.abc import Sequence
+
+    import probes
     import topology
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NONE_RAN = 0, 1, 2, 4
@@ -31,10 +34,12 @@ _SELFTEST_EPILOG = "Exit status: 0 no test failed and one passed; 1 a test faile
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``probe`` and ``selftest`` to the ``topolink`` subcommands."""
+    from exporter._core._settings import TEXT
+
     p = sub.add_parser("probe", help="measure bandwidth and latency (copies, all-reduce, GPUDirect RDMA)",
                        description="Run the probes of a profile in budgeted child processes and print the "
                                    "measured matrices beside the theoretical rates.", epilog=_PROBE_EPILOG)
-    p.add_argument("--tests", metavar="NAME", nargs="+", help="only these tests (see --list)")
+    p.add_argument("--tests", type=TEXT, metavar="NAME", nargs="+", help="only these tests (see --list)")
     p.add_argument("--list", action="store_true",
                    help="list the tests of each backend (marked quick: run by the quick profile) and exit")
     p.add_argument("--profile", choices=("quick", "full"), default="quick",
@@ -45,9 +50,10 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                    help="auto: cuda when there are GPUs and CuPy is installed, else cpu")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="json: the report (topolink.probe/v2) with the snapshot it measured")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    p.add_argument("-o", "--output", type=TEXT, metavar="FILE", help="write to FILE instead of standard output")
     p.add_argument("--force", action="store_true", help="also probe GPUs that run compute processes or are busy")
-    p.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="probe against a saved snapshot")
+    p.add_argument("--from", type=TEXT, dest="from_file", metavar="SNAPSHOT.json",
+                   help="probe against a saved snapshot")
     add_discovery_args(p)
     p.set_defaults(handler=_cmd_probe)
 
@@ -207,10 +213,32 @@ def run_selftest(args: argparse.Namespace, snapshot: topology.Snapshot | None = 
     print(f"topolink selftest: {report.backend} backend, {report.elapsed_s:.1f} s")
     for note in report.notes:
         print(f"note: {note}")
-    for line in lines:
-        print(f"{line.verdict:<4} {line.test:<48} {line.detail}")
+    for verdict, test, detail in selftest_rows(lines):
+        print(f"{verdict:<4} {test:<48} {detail}")
     if any(line.verdict == "FAIL" for line in lines):
         return EXIT_FAILED
     if not any(line.verdict == "PASS" for line in lines):
         return EXIT_NONE_RAN
     return EXIT_OK
+
+
+def selftest_rows(lines: Sequence[probes.SelftestLine]) -> list[tuple[str, str, str]]:
+    """One row per test that passed or failed, and one per reason for the tests skipped: 40 tests skipped
+    because CuPy is missing are one row, "40 tests", with that reason (``probe --list`` names them)."""
+    skipped: dict[str, list[str]] = {}
+    rows: list[tuple[str, str, str]] = []
+    for line in lines:
+        if line.verdict != "SKIP":
+            rows.append((line.verdict, line.test, line.detail))
+            continue
+        if line.detail not in skipped:
+            skipped[line.detail] = []
+            rows.append(("SKIP", line.detail, line.detail))  # its place: where the reason first came
+        skipped[line.detail].append(line.test)
+    return [(v, t, d) if v != "SKIP" else (v, _tests(skipped[d], len(lines)), d) for v, t, d in rows]
+
+
+def _tests(names: list[str], total: int) -> str:
+    if len(names) == 1:
+        return names[0]
+    return f"all {total} tests" if len(names) == total else f"{len(names)} tests"

@@ -24,6 +24,7 @@ _EPILOG = ("Say which nodes: --node-name NODE prunes that node, --all-nodes ever
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``prune`` to the ``topolink`` subcommands (it discovers nothing: no discovery flags)."""
     del add_discovery_args
+    from exporter._core._settings import TEXT
     from exporter.kube import add_kube_args
 
     p = sub.add_parser("prune", help="remove every label, NodeFeature, ResourceSlice and taint rule topolink made",
@@ -31,7 +32,9 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                                    "keys our field manager owns go), and deletes our NodeFeatures, ResourceSlices "
                                    "and DeviceTaintRules, on one node or on every node.", epilog=_EPILOG)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--node-name", metavar="NODE", help="prune this node only (no default; $NODE_NAME is not read)")
+    # `--node-name "$NODE"` with $NODE unset is refused by the text rule: it must not mean every node
+    which.add_argument("--node-name", type=TEXT, metavar="NODE",
+                       help="prune this node only (no default; $NODE_NAME is not read)")
     which.add_argument("--all-nodes", action="store_true", help="prune every node of the cluster")
     add_kube_args(p, node_name=False)
     p.set_defaults(handler=_cmd_prune)
@@ -49,9 +52,6 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     if target is None and not args.all_nodes:
         print("topolink prune: say which nodes: --node-name NODE for one, --all-nodes for every node of the "
               "cluster", file=sys.stderr)
-        return EXIT_USAGE
-    if target is not None and not target.strip():  # `--node-name "$NODE"` with $NODE unset: not "every node"
-        print("topolink prune: --node-name is empty: name a node, or say --all-nodes", file=sys.stderr)
         return EXIT_USAGE
     try:
         done = prune(cfg, target)

@@ -28,59 +28,66 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
     from exporter._core._http_flags import add_http_args
+    from exporter._core._settings import NAMES, PATH, PORT, TEXT, Choice, Number, env_value, seconds
     from exporter.kube import add_kube_args
-    from exporter.kube._config._flags import path_arg
-
-    env = os.environ if environ is None else environ
-
-    def default(name: str, value: str | None) -> str | None:
-        return env.get(f"TOPOLINK_{name}", value)
 
     s = sub.add_parser("serve", help="run the node agent: discovery, probes, metrics and the HTTP API",
                        description="The node agent: discovers on an interval and on SIGHUP, probes idle GPUs on "
                                    "a schedule with a duty-cycle bound, keeps state across restarts, serves "
                                    "Prometheus metrics and an HTTP API with a picture of the node.",
                        epilog=_EPILOG)
-    s.add_argument("--host", default=default("HOST", "0.0.0.0"),
+
+    def default(name: str, rule: Any, value: object) -> Any:
+        return env_value(environ, f"TOPOLINK_{name}", rule, value)
+
+    profiles, backends, log_formats = Choice("quick", "full", "selftest"), Choice("auto", "cuda", "cpu"), \
+        Choice("text", "json")
+    s.add_argument("--host", type=TEXT, default=default("HOST", TEXT, "0.0.0.0"),
                    help="address to listen on ($TOPOLINK_HOST, default 0.0.0.0)")
-    s.add_argument("--port", type=int, default=int(default("PORT", "9402") or 9402),
-                   help="TCP port ($TOPOLINK_PORT, default 9402)")
-    s.add_argument("--discovery-interval", type=float, metavar="SECONDS",
-                   default=float(default("DISCOVERY_INTERVAL", "60") or 60),
+    s.add_argument("--port", type=PORT, default=default("PORT", PORT, 9402),
+                   help="TCP port, 0 for any free one ($TOPOLINK_PORT, default 9402)")
+    interval = seconds()
+    s.add_argument("--discovery-interval", type=interval, metavar="SECONDS",
+                   default=default("DISCOVERY_INTERVAL", interval, 60.0),
                    help="seconds between discovery passes ($TOPOLINK_DISCOVERY_INTERVAL, default 60)")
-    s.add_argument("--probe-interval", type=float, metavar="SECONDS",
-                   default=float(default("PROBE_INTERVAL", "86400") or 86400),
+    probe_interval = seconds(low_open=False)
+    s.add_argument("--probe-interval", type=probe_interval, metavar="SECONDS",
+                   default=default("PROBE_INTERVAL", probe_interval, 86400.0),
                    help="seconds between scheduled probe passes; 0 turns scheduled probes off "
                         "($TOPOLINK_PROBE_INTERVAL, default 86400: once after start, then daily)")
-    s.add_argument("--probe-duty-cycle", type=float, metavar="RATIO",
-                   default=float(default("PROBE_DUTY_CYCLE", "0.01") or 0.01),
+    ratio = Number(0, 1, low_open=True, unit="a fraction of wall time")
+    s.add_argument("--probe-duty-cycle", type=ratio, metavar="RATIO", default=default("PROBE_DUTY_CYCLE", ratio, 0.01),
                    help="most of wall time spent probing ($TOPOLINK_PROBE_DUTY_CYCLE, default 0.01)")
-    s.add_argument("--probe-profile", choices=("quick", "full", "selftest"), default=default("PROBE_PROFILE", "quick"),
+    s.add_argument("--probe-profile", choices=profiles.choices,
+                   default=default("PROBE_PROFILE", profiles, "quick"),
                    help="probe sizes ($TOPOLINK_PROBE_PROFILE, default quick)")
-    s.add_argument("--probe-backend", choices=("auto", "cuda", "cpu"), default=default("PROBE_BACKEND", "auto"),
+    s.add_argument("--probe-backend", choices=backends.choices,
+                   default=default("PROBE_BACKEND", backends, "auto"),
                    help="auto: cuda when there are GPUs and CuPy, else cpu ($TOPOLINK_PROBE_BACKEND)")
-    tests = default("PROBE_TESTS", None)
-    s.add_argument("--probe-tests", nargs="+", metavar="NAME", default=tests.split(",") if tests else None,
+    s.add_argument("--probe-tests", type=TEXT, nargs="+", metavar="NAME", default=default("PROBE_TESTS", NAMES, None),
                    help="only these tests ($TOPOLINK_PROBE_TESTS, comma separated; default all)")
-    timeout = default("PROBE_ITEM_TIMEOUT", None)
-    s.add_argument("--probe-item-timeout", type=float, metavar="SECONDS", default=float(timeout) if timeout else None,
+    item = seconds()
+    s.add_argument("--probe-item-timeout", type=item, metavar="SECONDS",
+                   default=default("PROBE_ITEM_TIMEOUT", item, None),
                    help="cap on each probe item's wall-time budget ($TOPOLINK_PROBE_ITEM_TIMEOUT; default the plan's)")
-    s.add_argument("--state-dir", type=path_arg, default=default("STATE_DIR", "/var/lib/topolink") or ".",
+    s.add_argument("--state-dir", type=PATH, default=default("STATE_DIR", PATH, PATH.parse("/var/lib/topolink")),
                    help="where the last complete snapshot and probe report are kept ($TOPOLINK_STATE_DIR, "
                         "default /var/lib/topolink)")
-    s.add_argument("--log-format", choices=("text", "json"), default=default("LOG_FORMAT", "text"),
+    s.add_argument("--log-format", choices=log_formats.choices,
+                   default=default("LOG_FORMAT", log_formats, "text"),
                    help="one line per event ($TOPOLINK_LOG_FORMAT, default text)")
-    s.add_argument("--http-probe-token-file", type=path_arg, metavar="FILE",
-                   default=default("HTTP_PROBE_TOKEN_FILE", None) or None,
+    s.add_argument("--http-probe-token-file", type=PATH, metavar="FILE",
+                   default=default("HTTP_PROBE_TOKEN_FILE", PATH, None),
                    help="turns POST /v1/probe on, with the bearer token in FILE ($TOPOLINK_HTTP_PROBE_TOKEN_FILE; "
                         "default off)")
-    s.add_argument("--dot-timeout", type=float, metavar="SECONDS", default=float(default("DOT_TIMEOUT", "10") or 10),
+    dot = seconds(high=3600)
+    s.add_argument("--dot-timeout", type=dot, metavar="SECONDS", default=default("DOT_TIMEOUT", dot, 10.0),
                    help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
-    add_http_args(s, env)
+    add_http_args(s, environ)
     s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
     add_discovery_args(s)
-    add_kube_args(s, node_name=False, environ=env)  # discovery's --node-name ($NODE_NAME) names our node
-    s.set_defaults(handler=_cmd_serve, node_name=env.get("NODE_NAME"))
+    add_kube_args(s, node_name=False, environ=environ)  # discovery's --node-name ($NODE_NAME) names our node
+    s.set_defaults(handler=_cmd_serve, node_name=env_value(environ, "NODE_NAME", TEXT, None))
 
 
 def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> list[Sink]:
@@ -118,9 +125,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if not token:
             print("topolink serve: --http-probe-token-file is empty", file=sys.stderr)
             return 2
-    if args.probe_duty_cycle <= 0 or args.probe_duty_cycle > 1 or args.discovery_interval <= 0:
-        print("topolink serve: --probe-duty-cycle must be in (0, 1] and --discovery-interval > 0", file=sys.stderr)
-        return 2
     from exporter import limits_from_args
 
     try:
@@ -158,11 +162,19 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m agent.cli.serve``: the ``serve`` command on its own."""
+    from exporter._core._settings import SettingError
+
     from ._common import add_discovery_args
 
-    parser = argparse.ArgumentParser(prog="topolink")
-    add_parsers(parser.add_subparsers(dest="command", required=True), add_discovery_args)
-    args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    parser = argparse.ArgumentParser(prog="topolink", exit_on_error=False)
+    try:
+        sub = parser.add_subparsers(dest="command", required=True)
+        add_parsers(sub, add_discovery_args)
+        sub.choices["serve"].exit_on_error = False
+        args = parser.parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
+    except (SettingError, argparse.ArgumentError) as exc:  # one line, as ``topolink serve`` says it
+        print(f"topolink serve: {exc}", file=sys.stderr)
+        return 2
     result: int = args.handler(args)
     return result
 

@@ -11,11 +11,13 @@ from ._common import EXIT_EPILOG, discover_from_args, exit_for, load_snapshot
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
+    from exporter._core._settings import TEXT
+
     t = sub.add_parser("topo", help="print the GPU/NIC matrix as nvidia-smi topo -m does",
                        description="Print the GPU/NIC matrix of this node or of a saved snapshot (or probe report) "
                                    "as nvidia-smi topo -m does, or the measured bandwidth matrices.",
                        epilog=EXIT_EPILOG)
-    t.add_argument("--from", dest="from_file", metavar="SNAPSHOT.json", help="render a saved snapshot")
+    t.add_argument("--from", type=TEXT, dest="from_file", metavar="SNAPSHOT.json", help="render a saved snapshot")
     t.add_argument("--bandwidth", action="store_true", help="print the measured bandwidth matrices instead")
     add_discovery_args(t)
     t.set_defaults(handler=_cmd_topo)

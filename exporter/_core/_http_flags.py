@@ -14,17 +14,21 @@ MAX_CONNECTIONS = 1024
 MAX_HEADER_BYTES = 16 * 1024
 
 
-def add_http_args(parser: argparse.ArgumentParser, env: Mapping[str, str]) -> None:
+def add_http_args(parser: argparse.ArgumentParser, env: Mapping[str, str] | None) -> None:
     """``--http-header-timeout``, ``--http-keep-alive`` and ``--http-max-connections`` ($TOPOLINK_HTTP_*)."""
-    parser.add_argument("--http-header-timeout", type=float, metavar="SECONDS",
-                        default=float(env.get("TOPOLINK_HTTP_HEADER_TIMEOUT", HEADER_TIMEOUT_S)),
+    from ._settings import count, env_value, seconds
+
+    header, keep_alive, connections = seconds(high=3600), count(1, 86400), count(1, 1 << 20)
+    parser.add_argument("--http-header-timeout", type=header, metavar="SECONDS",
+                        default=env_value(env, "TOPOLINK_HTTP_HEADER_TIMEOUT", header, HEADER_TIMEOUT_S),
                         help="a client must send its request line and headers within this many seconds of "
                              f"connecting ($TOPOLINK_HTTP_HEADER_TIMEOUT, default {HEADER_TIMEOUT_S:g})")
-    parser.add_argument("--http-keep-alive", type=int, metavar="SECONDS",
-                        default=int(env.get("TOPOLINK_HTTP_KEEP_ALIVE", KEEP_ALIVE_S)),
+    parser.add_argument("--http-keep-alive", type=keep_alive, metavar="SECONDS",
+                        default=env_value(env, "TOPOLINK_HTTP_KEEP_ALIVE", keep_alive, KEEP_ALIVE_S),
                         help=f"idle keep-alive connections are closed after this ($TOPOLINK_HTTP_KEEP_ALIVE, "
                              f"default {KEEP_ALIVE_S})")
-    parser.add_argument("--http-max-connections", type=int, metavar="N",
-                        default=int(env.get("TOPOLINK_HTTP_MAX_CONNECTIONS", MAX_CONNECTIONS)),
+    parser.add_argument("--http-max-connections", type=connections, metavar="N",
+                        default=env_value(env, "TOPOLINK_HTTP_MAX_CONNECTIONS", connections,
+                                            MAX_CONNECTIONS),
                         help="open connections at most; one more closes the one waiting longest for a request "
                              f"($TOPOLINK_HTTP_MAX_CONNECTIONS, default {MAX_CONNECTIONS})")

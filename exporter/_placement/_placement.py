@@ -10,19 +10,16 @@ only NVML knows: the caller asks it (or cannot: a saved snapshot, the HTTP API) 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from topology import PLACEMENT_SIZE_BYTES, Collective, Snapshot, best_groups
 
+from .._core._settings import MAX_SIZE_BYTES, SIZE, SettingError
+
 SCHEMA = "topolink.placement/v1"
 MAX_TOP = 16
-MAX_SIZE_BYTES = 1 << 50
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
-          "t": 1 << 40, "tib": 1 << 40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 PARAMS = frozenset({"gpus", "size", "top", "exclude", "collective", "include_busy"})
 
 
@@ -32,14 +29,11 @@ class QueryError(ValueError):
 
 def parse_size(text: str) -> int:
     """``1GiB``, ``256M`` (K, M, G, T alone are binary, as nccl-tests' ``-b``/``-e`` read them), ``1GB``
-    (decimal), ``4096``."""
-    m = _SIZE.match(text)
-    unit = m.group(2).lower() if m else ""
-    if m is None or unit not in _UNITS:
-        raise QueryError(f"size {text!r}: a number of bytes, optionally with a unit (KiB, MiB, GiB, K, M, G, MB, GB)")
-    value = int(float(m.group(1)) * _UNITS[unit])
-    if not 1 <= value <= MAX_SIZE_BYTES:
-        raise QueryError(f"size {text!r}: between 1 byte and 1 PiB")
+    (decimal), ``4096``: the settings' size rule, which ``topolink place --size`` reads through too."""
+    try:
+        value: int = SIZE.parse(text)
+    except SettingError as exc:
+        raise QueryError(f"size {text!r}: {exc}") from None
     return value
 
 

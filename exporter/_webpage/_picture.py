@@ -45,6 +45,27 @@ def _measured(snap: Snapshot) -> dict[frozenset[str], float]:
     return out
 
 
+# NUMA distances are a complete graph: n nodes make n(n-1)/2 edges, and Graphviz's time grows much faster
+# than the edges (a GB200 tray's 34 NUMA nodes, 2 with CPUs and 32 of GPU memory, took 9 s to 55 s). Drawn
+# are the distances between the NUMA nodes with CPUs (where a job's threads run), at most this many nodes;
+# the rest are in the snapshot (/v1/topology) and the picture says so.
+MAX_DISTANCE_NODES = 8
+
+
+def _distances_drawn(snap: Snapshot) -> tuple[set[str], str]:
+    """The NUMA nodes whose distances are drawn, and the note the picture carries for those left out."""
+    with_cpus = {n.id for n in snap.numa_nodes if n.cpus}
+    drawn = with_cpus if len(with_cpus) <= MAX_DISTANCE_NODES else set()
+    left = len(snap.numa_nodes) - len(drawn)
+    if left == 0 or len(snap.numa_nodes) < 2:
+        return drawn, ""
+    if drawn or len(with_cpus) <= 1:
+        return drawn, f"NUMA distances of the {left} NUMA nodes without CPUs (device memory) not drawn: see " \
+            "/v1/topology"
+    return drawn, (f"NUMA distances not drawn ({len(with_cpus)} NUMA nodes with CPUs, more than {MAX_DISTANCE_NODES} "
+                   "for a picture): see /v1/topology")
+
+
 def picture_dot(snap: Snapshot) -> str:
     gpus = ordered_gpus(snap)
     gpu_names = {g.id: label for g, label in zip(gpus, gpu_labels(gpus), strict=True)}
@@ -59,6 +80,7 @@ def picture_dot(snap: Snapshot) -> str:
         while node is not None and node.id not in keep:
             keep.add(node.id)
             node = pci.get(node.parent)
+    drawn, note = _distances_drawn(snap)
     out = [f"graph {_q(shown(snap.node))} {{", "  graph [rankdir=TB, fontname=Helvetica, bgcolor=white];",
            "  node [fontname=Helvetica, shape=box, style=filled, fillcolor=white];",
            "  edge [fontname=Helvetica, fontsize=10];"]
@@ -102,8 +124,10 @@ def picture_dot(snap: Snapshot) -> str:
             red = ", color=red" if link.a in bad or link.b in bad else ", color=darkgreen"
             out.append(f"  {_id(link.a)} -- {_id(link.b)} [label={_q(f'NV{link.count}')}, "
                        f"penwidth={_pen(rate)}{red}];")
-        elif link.kind is LinkKind.NUMA and link.a < link.b:
+        elif link.kind is LinkKind.NUMA and link.a < link.b and link.a in drawn and link.b in drawn:
             out.append(f"  {_id(link.a)} -- {_id(link.b)} [style=dashed, label={_q(str(link.numa_distance))}];")
+    if note:
+        out.append(f"  graph [labelloc=b, label={_q(note)}];")
     out.append("}")
     return "\n".join(out) + "\n"
 

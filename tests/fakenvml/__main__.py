@@ -7,13 +7,15 @@
 ``run`` writes the machine to a temporary directory, then runs the command with TOPOLINK_SYSFS_ROOT,
 TOPOLINK_NVML_LIBRARY (the test NVML) and TOPOLINK_FAKENVML_PROFILE set, and this interpreter's bin
 directory first on PATH, so ``topolink`` resolves to the one installed beside it. The exit status is the
-command's. PROFILE is a file path (anywhere) or a name in tests/machines.
+command's. SIGTERM, SIGINT, SIGHUP (and QUIT, USR1, USR2) are passed on to the command; the temporary
+tree is removed when it ends, however it ends. PROFILE is a file path (anywhere) or a name in tests/machines.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,15 +46,54 @@ def _run(profile: str, keep: str | None, argv: Sequence[str]) -> int:
     if not argv:
         print("run: a command is needed after --", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="topolink-machine-") as tmp:
-        node = materialize(profile, Path(keep) if keep else Path(tmp))
-        env = {**os.environ, **node.env()}
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    forwarder = Forwarder()  # from before the tree exists: a signal while it is written still removes it
+    try:
+        with tempfile.TemporaryDirectory(prefix="topolink-machine-") as tmp:
+            node = materialize(profile, Path(keep) if keep else Path(tmp))
+            env = {**os.environ, **node.env()}
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+            return forwarder.run(list(argv), env)
+    finally:
+        forwarder.restore()
+
+
+# What a supervisor, a terminal or a test sends the wrapper: passed on to the command, which decides (serve
+# stops on TERM and INT, rediscovers on HUP); the wrapper ends when the command does, and then removes the
+# machine's tree. SIGKILL cannot be caught: only it leaves the tree (and the command) behind.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class Forwarder:
+    """Passes every signal of :data:`FORWARDED` on to the command; one that comes before the command has
+    started is sent as soon as it has (the command's own default then decides)."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.pending: list[int] = []
+        self.previous = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
+
+    def _forward(self, signum: int, frame: object) -> None:
+        del frame
+        if self.child is None:
+            self.pending.append(signum)
+        elif self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def run(self, argv: list[str], env: dict[str, str]) -> int:
+        """The command's exit status; 128 + N where signal N ended it, as a shell says it."""
         try:
-            return subprocess.run(list(argv), env=env, check=False).returncode
+            self.child = subprocess.Popen(argv, env=env)
         except FileNotFoundError:
             print(f"run: command not found: {argv[0]}", file=sys.stderr)
             return 127
+        for signum in self.pending:
+            self.child.send_signal(signum)
+        code = self.child.wait()
+        return 128 - code if code < 0 else code
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

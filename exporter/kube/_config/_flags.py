@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from pathlib import Path
 
 LABELS_VIA = ("node", "nodefeature", "file", "none")
 FEATURES_FILE = "/etc/kubernetes/node-feature-discovery/features.d/topolink"
-
-
-def path_arg(value: str) -> Path:
-    """argparse ``type`` for paths; string defaults go through it too. pathlib (with fnmatch and urllib)
-    costs about 10 ms, which ``topolink --help`` must not pay."""
-    from pathlib import Path
-
-    return Path(value)
 
 
 # The settings the agent and its admission policy must agree on, one table: each flag's ``dest``, the key in
@@ -42,55 +32,55 @@ def env_name(dest: str) -> str:
     return "TOPOLINK_" + dest.upper()
 
 
-def _flag(value: str | None, default: bool) -> bool:
-    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
-
-
 def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
                   environ: Mapping[str, str] | None = None) -> None:
     """The publishing flags. ``node_name=False`` when the parser already has ``--node-name`` (discovery's).
     The settings of :data:`POLICY_SETTINGS` default to their ``TOPOLINK_*`` variables (the DaemonSet sets them from the
     ConfigMap its admission policy reads); a flag on the command line wins."""
-    env = os.environ if environ is None else environ
-
-    def default(dest: str, value: str) -> str:
-        return env.get(env_name(dest)) or value
+    from exporter._core._settings import PATH, SWITCH, TEXT, Choice, env_value
 
     g = parser.add_argument_group("Kubernetes publishing")
+
+    def default(dest: str, rule: Any, value: object) -> Any:
+        return env_value(environ, env_name(dest), rule, value)
+
+    via, taints = Choice(*LABELS_VIA), Choice("auto", "on", "off")
     if node_name:
-        g.add_argument("--node-name", help="this node's name (default: $NODE_NAME)")
-    g.add_argument("--label-prefix", default=default("label_prefix", "gpu.topology"),
+        g.add_argument("--node-name", type=TEXT, help="this node's name (default: $NODE_NAME)")
+    g.add_argument("--label-prefix", type=TEXT, default=default("label_prefix", TEXT, "gpu.topology"),
                    help="label prefix ($TOPOLINK_LABEL_PREFIX, default: %(default)s)")
-    g.add_argument("--labels-via", choices=LABELS_VIA, default=default("labels_via", "node"),
+    g.add_argument("--labels-via", choices=LABELS_VIA, default=default("labels_via", via, "node"),
                    help="node: server-side apply on the Node; nodefeature: an NFD NodeFeature; file: an NFD "
                         "features.d file ($TOPOLINK_LABELS_VIA, default: %(default)s)")
     g.add_argument("--compat-labels", action=argparse.BooleanOptionalAction,
-                   default=_flag(env.get(env_name("compat_labels")), False),
+                   default=default("compat_labels", SWITCH, False),
                    help="also nvidia.com/nvswitch.present, nvidia.com/nvlink.version, nvidia.com/gpu.clique "
                         "(node mode only; never where another component owns them; $TOPOLINK_COMPAT_LABELS)")
     g.add_argument("--resource-slices", action=argparse.BooleanOptionalAction,
-                   default=_flag(env.get(env_name("resource_slices")), True),
+                   default=default("resource_slices", SWITCH, True),
                    help="publish DRA ResourceSlices ($TOPOLINK_RESOURCE_SLICES, default: %(default)s)")
-    g.add_argument("--dra-driver-name", default=default("dra_driver_name", "gpu.topology"),
+    g.add_argument("--dra-driver-name", type=TEXT, default=default("dra_driver_name", TEXT, "gpu.topology"),
                    help="DRA driver name and attribute domain of our slices ($TOPOLINK_DRA_DRIVER_NAME, "
                         "default: %(default)s)")
-    g.add_argument("--device-taints", choices=("auto", "on", "off"), default="auto",
+    g.add_argument("--device-taints", choices=taints.choices, default="auto",
                    help="taint our devices NoSchedule: auto = on servers >= 1.36 (default: %(default)s)")
     g.add_argument("--device-taint-rules", action=argparse.BooleanOptionalAction,
-                   default=_flag(env.get(env_name("device_taint_rules")), False),
+                   default=default("device_taint_rules", SWITCH, False),
                    help="a DeviceTaintRule for each degraded GPU of the NVIDIA GPU DRA driver "
                         "($TOPOLINK_DEVICE_TAINT_RULES)")
-    g.add_argument("--gpu-dra-driver", default=default("gpu_dra_driver", "gpu.nvidia.com"),
+    g.add_argument("--gpu-dra-driver", type=TEXT, default=default("gpu_dra_driver", TEXT, "gpu.nvidia.com"),
                    help="that driver's name ($TOPOLINK_GPU_DRA_DRIVER, default: %(default)s)")
     g.add_argument("--node-condition", action=argparse.BooleanOptionalAction,
-                   default=_flag(env.get(env_name("node_condition")), False),
+                   default=default("node_condition", SWITCH, False),
                    help="the Node condition GPUTopologyDegraded (True, False, Unknown) on this node's status "
                         "($TOPOLINK_NODE_CONDITION)")
     g.add_argument("--node-taint", action=argparse.BooleanOptionalAction,
-                   default=_flag(env.get(env_name("node_taint")), False),
+                   default=default("node_taint", SWITCH, False),
                    help="with --node-condition: taint this Node PREFIX/degraded:NoSchedule while its GPU links are "
                         "degraded ($TOPOLINK_NODE_TAINT)")
-    g.add_argument("--nfd-namespace", default=env.get("POD_NAMESPACE", "node-feature-discovery"),
+    g.add_argument("--nfd-namespace", type=TEXT,
+                   default=env_value(environ, "POD_NAMESPACE", TEXT, "node-feature-discovery"),
                    help="namespace of the NodeFeature (default: $POD_NAMESPACE or %(default)s)")
-    g.add_argument("--features-file", type=path_arg, default=FEATURES_FILE, help="default: %(default)s")
-    g.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
+    g.add_argument("--features-file", type=PATH, default=PATH.parse(FEATURES_FILE), help="default: %(default)s")
+    g.add_argument("--kubeconfig", type=TEXT,
+                   help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
