@@ -37,6 +37,9 @@ SETTING_HELP = {
     "draDriver": "DRA driver name and attribute domain of the agent's ResourceSlices",
     "deviceTaintRules": '"true": a DeviceTaintRule for each degraded GPU of the NVIDIA GPU DRA driver',
     "gpuDraDriver": "that driver's name",
+    "nodeCondition": '"true": the Node condition GPUTopologyDegraded (True, False, Unknown) on the node\'s status',
+    "nodeTaint": '"true" (with nodeCondition): taint the Node <labelPrefix>/degraded:NoSchedule while its GPU links '
+                 "are degraded",
 }
 
 
