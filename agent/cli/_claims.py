@@ -6,7 +6,6 @@ a comment per class saying which nodes it holds, the node selector its pods need
 from __future__ import annotations
 
 import argparse
-import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,44 +14,36 @@ if TYPE_CHECKING:
     from exporter.kube import ClaimClass, ClaimConfig, ClaimPlan, ClusterRead
     from topology import Snapshot
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUALIFIED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]*$")
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 
-def _subdomain(value: str) -> str:
-    if len(value) > 63 or not _SUBDOMAIN.match(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a lowercase DNS subdomain of at most 63 characters")
-    return value
+def _rules() -> tuple[Any, Any, Any, Any]:
+    """The drivers' names, the attribute domain (or ''), the bus id attribute and the namespace."""
+    from exporter._core._settings import Pattern
 
-
-def _domain_or_empty(value: str) -> str:
-    return value if value == "" else _subdomain(value)
-
-
-def _qualified(value: str) -> str:
-    if not _QUALIFIED.match(value) or len(value.partition("/")[2]) > 32:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an attribute name DOMAIN/NAME (a C identifier, at most 32)")
-    return value
-
-
-def _namespace(value: str) -> str:
-    if len(value) > 63 or "." in value or not _SUBDOMAIN.match(value):
-        raise argparse.ArgumentTypeError(f"{value!r} is not a namespace name (a DNS label)")
-    return value
+    subdomain = "a lowercase DNS subdomain of at most 63 characters"
+    return (Pattern(subdomain, _SUBDOMAIN, 63, bad=("GPU.nvidia.com", "gpu..nvidia", "-gpu")),
+            Pattern(subdomain + " (or '' for none)", _SUBDOMAIN, 63, empty=True, bad=("Gpu", "a_b")),
+            Pattern("an attribute name DOMAIN/NAME (a C identifier, at most 32)",
+                    r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z_][A-Za-z0-9_]{0,31}", 63 + 1 + 32,
+                    bad=("pciBusID", "resource.kubernetes.io/9bus", "a/" + "b" * 33)),
+            Pattern("a namespace name (a DNS label)", r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", 63,
+                    bad=("kube.system", "Default", "-a")))
 
 
 def add_claim_args(p: argparse.ArgumentParser) -> None:
+    driver, domain, attribute, namespace = _rules()
     g = p.add_argument_group("claims (--format claims)")
-    g.add_argument("--gpu-driver", type=_subdomain, default="gpu.nvidia.com", metavar="NAME",
+    g.add_argument("--gpu-driver", type=driver, default="gpu.nvidia.com", metavar="NAME",
                    help="the DRA driver whose GPUs the claims select (default gpu.nvidia.com, NVIDIA's)")
-    g.add_argument("--gpu-attribute-domain", type=_domain_or_empty, default="gpu.nvidia.com", metavar="DOMAIN",
+    g.add_argument("--gpu-attribute-domain", type=domain, default="gpu.nvidia.com", metavar="DOMAIN",
                    help="the domain of that driver's `type` attribute, which must be `gpu` (default gpu.nvidia.com; "
                         "'' to select every device of the driver)")
-    g.add_argument("--nic-driver", type=_subdomain, default="dra.net", metavar="NAME",
+    g.add_argument("--nic-driver", type=driver, default="dra.net", metavar="NAME",
                    help="the DRA driver whose RDMA NICs the GPU+NIC claims select (default dra.net)")
-    g.add_argument("--bus-id-attribute", type=_qualified, default="resource.kubernetes.io/pciBusID", metavar="ATTR",
+    g.add_argument("--bus-id-attribute", type=attribute, default="resource.kubernetes.io/pciBusID", metavar="ATTR",
                    help="the attribute both drivers publish PCI bus ids in (default resource.kubernetes.io/pciBusID)")
-    g.add_argument("--namespace", type=_namespace, default="default", help="the templates' namespace (default default)")
+    g.add_argument("--namespace", type=namespace, default="default", help="the templates' namespace (default default)")
 
 
 def claim_config(args: argparse.Namespace, prefix: str = "gpu.topology") -> ClaimConfig:

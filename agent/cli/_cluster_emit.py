@@ -4,21 +4,18 @@ labels (live, or ``--from`` a saved list), printed for ``kubectl apply -f -`` or
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
-_LABEL = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-                    r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")  # a node-label key, as Kueue's schema checks it
-
-
-def label_key(text: str) -> str:
-    """A ``--level`` value: a node-label key the nodes carry already (cloud, Topograph or the operator's own)."""
-    if len(text) > 316 or not _LABEL.match(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a node-label key")
-    return text
+# a node-label key, as Kueue's schema checks it
+_LABEL = (r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+          r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
 
 def add_emit_args(p: argparse.ArgumentParser) -> None:
+    from exporter._core._settings import Pattern
+
+    # A --level value: a node-label key the nodes carry already (cloud, Topograph or the operator's own).
+    label_key = Pattern("a node-label key", _LABEL, 316, bad=("Rack/x", "a/b/c", "-spine", "x/"))
     p.add_argument("--emit", choices=("kueue", "volcano", "slurm"),
                    help="print what a scheduler reads instead of the report: kueue (a Topology and ResourceFlavor "
                         "per GPU product), volcano (HyperNodes), slurm (a topology.yaml block section)")

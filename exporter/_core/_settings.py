@@ -178,6 +178,28 @@ class GpuList(Text):
         return ("gpu0", "0,x", "-1", "0000:18:00", "0000:zz:00.0")
 
 
+class Pattern(Text):
+    """A name with a grammar (a DNS subdomain, an attribute name): the whole text matches ``pattern`` and is at
+    most ``longest`` characters (``empty``: '' is taken too, meaning none)."""
+
+    def __init__(self, what: str, pattern: str, longest: int, *, empty: bool = False,
+                 bad: tuple[str, ...] = ()) -> None:
+        super().__init__(empty=empty)
+        self.what, self.pattern, self.longest, self.bad = what, pattern, longest, bad
+
+    def parse(self, text: str) -> Any:
+        import re  # loaded with argparse already: only a given value is checked
+
+        if text == "" and self.empty:
+            return text
+        if len(text) > self.longest or not re.fullmatch(self.pattern, text):
+            raise SettingError(f"not {self.what}")
+        return text
+
+    def bad_examples(self) -> tuple[str, ...]:
+        return (*super().bad_examples(), "x" * (self.longest + 1), *self.bad)
+
+
 def _bus_id(item: str) -> bool:
     hexdigits = set("0123456789abcdefABCDEF")
     parts = item.split(":")
