@@ -155,7 +155,10 @@ class SliceWatch:
         at_once = at_once and kind not in self._once
         self._once.add(kind)
         wait = self.backoff.failed(exc, getattr(exc, "retry_after", None), floor=floor, at_once=at_once)
-        log.info("resource-slices: watch ended (%s); again in %.0f s", exc, wait)
+        if reason == "error":  # the server or the way to it failed: an operator's concern
+            log.warning("resource-slices: watch failed (%s); again in %.0f s", exc, wait)
+        else:
+            log.info("resource-slices: watch %s (%s); again in %.0f s", reason, exc, wait)
         return wait
 
     def _sent(self) -> None:
