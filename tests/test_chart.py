@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apiserver import ApiServer
+from tests.apiserver import SKIP, ApiServer, assets, running
 from tests.chart_support import CHART, chart_files, key, kustomize
 
 helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it "
@@ -43,9 +43,19 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+@pytest.fixture(scope="module")
+def chart_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """An API server of this module's own: a release installs only where no other test left objects of the
+    same names (Helm refuses to adopt what it did not install, as it would in a cluster)."""
+    found = assets()
+    if found is None:
+        pytest.skip(SKIP)
+    yield from running(found, tmp_path_factory.mktemp("chart-apiserver"))
+
+
 @pytest.fixture
-def helm_config(kube_apiserver: ApiServer, tmp_path: Path) -> Iterator[Any]:
-    with helm.Configuration(namespace=NAMESPACE, kubeconfig=str(kube_apiserver.kubeconfig())) as config:
+def helm_config(chart_apiserver: ApiServer, tmp_path: Path) -> Iterator[Any]:
+    with helm.Configuration(namespace=NAMESPACE, kubeconfig=str(chart_apiserver.kubeconfig())) as config:
         yield config
         with contextlib.suppress(helm.HelmError):  # what a failed test left
             _run(helm.Uninstall(config).run(RELEASE, wait=False))
@@ -72,8 +82,8 @@ def test_helm_installs_what_kustomize_builds(choice: str, helm_config: Any) -> N
         assert installed[k] == obj, k
 
 
-def test_upgrade_rollback_and_uninstall(helm_config: Any, kube_apiserver: ApiServer) -> None:
-    api = kube_apiserver.admin()
+def test_upgrade_rollback_and_uninstall(helm_config: Any, chart_apiserver: ApiServer) -> None:
+    api = chart_apiserver.admin()
     daemonset = f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/topolink"
 
     def image() -> str:

@@ -13,6 +13,9 @@ from ._names import label_value
 Values = dict[str, str | None]
 
 
+MAX_TRAY = 255
+
+
 def rack_labels(snap: Snapshot, cfg: object, prev: Mapping[str, str]) -> Values:
     del cfg, prev
     live = [g for g in snap.gpus if not g.lost]
@@ -24,6 +27,6 @@ def rack_labels(snap: Snapshot, cfg: object, prev: Mapping[str, str]) -> Values:
     if len(serials) != 1:
         return {}
     out: Values = {"rack": label_value(next(iter(serials)))}
-    if len(trays) == 1:
-        out["tray"] = str(next(iter(trays)))
+    if len(trays) == 1 and 0 <= (tray := next(iter(trays))) <= MAX_TRAY:  # NVML's tray index is a byte
+        out["tray"] = str(tray)
     return out
