@@ -16,7 +16,8 @@ from typing import Any, Protocol
 from exporter import Sink, WatchingSink
 from topology import Snapshot
 
-from ._agent import Agent, ServeConfig, next_probe_at
+from ._agent import Agent, next_probe_at
+from ._config import ServeConfig
 from ._log import event, setup
 from ._probe import Busy, kill_children
 
