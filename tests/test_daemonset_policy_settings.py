@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from exporter.kube import POLICY_SETTINGS
-from exporter.kube._desired._labels import COMPAT
+from exporter.kube._desired._compat import COMPAT
 from tests.test_daemonset_policy import (
     BASE,
     DEFAULTS,

@@ -14,7 +14,7 @@ import pytest
 
 from agent.cli import _common
 from agent.cli import serve as cli_serve
-from agent.serve._agent import Agent, ServeConfig
+from agent.serve import Agent, ServeConfig
 from tests.kube_support import PROFILES, discover_profile, validate
 
 NODES = ("", "v1", "nodes")

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from exporter import Sink
 
 _EPILOG = ("Probes measure this machine only: with a --sysfs-root that is a gathered tree (not this kernel's "
@@ -28,7 +30,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
     from exporter._core._http_flags import add_http_args
-    from exporter._core._settings import NAMES, PATH, PORT, TEXT, Choice, Number, env_value, seconds
+    from exporter._core._settings import PATH, PORT, TEXT, Choice, env_value, seconds
     from exporter.kube import add_kube_args
 
     s = sub.add_parser("serve", help="run the node agent: discovery, probes, metrics and the HTTP API",
@@ -40,8 +42,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     def default(name: str, rule: Any, value: object) -> Any:
         return env_value(environ, f"TOPOLINK_{name}", rule, value)
 
-    profiles, backends, log_formats = Choice("quick", "full", "selftest"), Choice("auto", "cuda", "cpu"), \
-        Choice("text", "json")
+    log_formats = Choice("text", "json")
     s.add_argument("--host", type=TEXT, default=default("HOST", TEXT, "0.0.0.0"),
                    help="address to listen on ($TOPOLINK_HOST, default 0.0.0.0)")
     s.add_argument("--port", type=PORT, default=default("PORT", PORT, 9402),
@@ -50,6 +51,32 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     s.add_argument("--discovery-interval", type=interval, metavar="SECONDS",
                    default=default("DISCOVERY_INTERVAL", interval, 60.0),
                    help="seconds between discovery passes ($TOPOLINK_DISCOVERY_INTERVAL, default 60)")
+    _add_probe_args(s, default)
+    s.add_argument("--state-dir", type=PATH, default=default("STATE_DIR", PATH, PATH.parse("/var/lib/topolink")),
+                   help="where the last complete snapshot and probe report are kept ($TOPOLINK_STATE_DIR, "
+                        "default /var/lib/topolink)")
+    s.add_argument("--log-format", choices=log_formats.choices,
+                   default=default("LOG_FORMAT", log_formats, "text"),
+                   help="one line per event ($TOPOLINK_LOG_FORMAT, default text)")
+    s.add_argument("--http-probe-token-file", type=PATH, metavar="FILE",
+                   default=default("HTTP_PROBE_TOKEN_FILE", PATH, None),
+                   help="turns POST /v1/probe on, with the bearer token in FILE ($TOPOLINK_HTTP_PROBE_TOKEN_FILE; "
+                        "default off)")
+    dot = seconds(high=3600)
+    s.add_argument("--dot-timeout", type=dot, metavar="SECONDS", default=default("DOT_TIMEOUT", dot, 10.0),
+                   help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
+    add_http_args(s, environ)
+    s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
+    add_discovery_args(s)
+    add_kube_args(s, node_name=False, environ=environ)  # discovery's --node-name ($NODE_NAME) names our node
+    s.set_defaults(handler=_cmd_serve, node_name=env_value(environ, "NODE_NAME", TEXT, None))
+
+
+def _add_probe_args(s: argparse.ArgumentParser, default: Callable[[str, Any, object], Any]) -> None:
+    """The probe schedule and what each pass runs."""
+    from exporter._core._settings import NAMES, TEXT, Choice, Number, seconds
+
+    profiles, backends = Choice("quick", "full", "selftest"), Choice("auto", "cuda", "cpu")
     probe_interval = seconds(low_open=False)
     s.add_argument("--probe-interval", type=probe_interval, metavar="SECONDS",
                    default=default("PROBE_INTERVAL", probe_interval, 86400.0),
@@ -70,24 +97,6 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     s.add_argument("--probe-item-timeout", type=item, metavar="SECONDS",
                    default=default("PROBE_ITEM_TIMEOUT", item, None),
                    help="cap on each probe item's wall-time budget ($TOPOLINK_PROBE_ITEM_TIMEOUT; default the plan's)")
-    s.add_argument("--state-dir", type=PATH, default=default("STATE_DIR", PATH, PATH.parse("/var/lib/topolink")),
-                   help="where the last complete snapshot and probe report are kept ($TOPOLINK_STATE_DIR, "
-                        "default /var/lib/topolink)")
-    s.add_argument("--log-format", choices=log_formats.choices,
-                   default=default("LOG_FORMAT", log_formats, "text"),
-                   help="one line per event ($TOPOLINK_LOG_FORMAT, default text)")
-    s.add_argument("--http-probe-token-file", type=PATH, metavar="FILE",
-                   default=default("HTTP_PROBE_TOKEN_FILE", PATH, None),
-                   help="turns POST /v1/probe on, with the bearer token in FILE ($TOPOLINK_HTTP_PROBE_TOKEN_FILE; "
-                        "default off)")
-    dot = seconds(high=3600)
-    s.add_argument("--dot-timeout", type=dot, metavar="SECONDS", default=default("DOT_TIMEOUT", dot, 10.0),
-                   help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
-    add_http_args(s, environ)
-    s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
-    add_discovery_args(s)
-    add_kube_args(s, node_name=False, environ=environ)  # discovery's --node-name ($NODE_NAME) names our node
-    s.set_defaults(handler=_cmd_serve, node_name=env_value(environ, "NODE_NAME", TEXT, None))
 
 
 def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> list[Sink]:
@@ -109,25 +118,29 @@ def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
     return sinks_from_config(cfg)
 
 
+def _probe_token(path: Path | None) -> str | None:
+    """The bearer token in ``--http-probe-token-file``; ValueError, saying why, when unreadable or empty."""
+    if path is None:
+        return None
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"--http-probe-token-file: {exc}") from None
+    if not token:
+        raise ValueError("--http-probe-token-file is empty")
+    return token
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     from exporter import metrics_markdown
 
     if args.print_metrics:
         sys.stdout.write(metrics_markdown())
         return 0
-    token = None
-    if args.http_probe_token_file is not None:
-        try:
-            token = args.http_probe_token_file.read_text().strip()
-        except OSError as exc:
-            print(f"topolink serve: --http-probe-token-file: {exc}", file=sys.stderr)
-            return 2
-        if not token:
-            print("topolink serve: --http-probe-token-file is empty", file=sys.stderr)
-            return 2
     from exporter import limits_from_args
 
     try:
+        token = _probe_token(args.http_probe_token_file)
         http = limits_from_args(args)
     except ValueError as exc:
         print(f"topolink serve: {exc}", file=sys.stderr)

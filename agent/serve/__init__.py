@@ -2,6 +2,7 @@
 
   ``_run``    threads and signals: the discovery loop, the probe loop, a sink's watch, uvicorn, SIGHUP/SIGTERM
   ``_agent``  one agent's state and passes: the served snapshot, what each pass changed, the probe schedule
+  ``_config`` the agent's settings (``ServeConfig``), as the command line reads them
   ``_probe``  probe passes in child processes, only on idle GPUs; killing them at shutdown
   ``_state``  the state directory: last complete snapshot and probe report, written atomically
   ``_log``    one line per event, text or JSON
@@ -10,7 +11,8 @@ Imports ``agent.discovery`` (NVML access for idleness), ``probes``, ``exporter``
 imported by the command line (``agent.cli.serve``).
 """
 
-from ._agent import Agent, ServeConfig, next_probe_at
+from ._agent import Agent, next_probe_at
+from ._config import ServeConfig
 from ._probe import nvml_busy
 from ._run import run
 

@@ -7,44 +7,23 @@ share one :class:`Agent`, which swaps an immutable :class:`exporter.View` under 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import probes
-from exporter import HttpLimits, ProbeStats, PublishResult, Sink, View, sink_stats
+from exporter import ProbeStats, PublishResult, Sink, View, sink_stats
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
+from ._config import ServeConfig
 from ._log import event
 from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ServeConfig:
-    host: str = "0.0.0.0"
-    port: int = 9402
-    discovery_interval_s: float = 60.0
-    probe_interval_s: float = 86400.0
-    duty_cycle: float = 0.01
-    probe_profile: str = "quick"
-    probe_backend: str = "auto"
-    probe_tests: tuple[str, ...] | None = None
-    probe_item_timeout_s: float | None = None
-    state_dir: Path = Path("/var/lib/topolink")
-    log_format: str = "text"
-    probe_token: str | None = None
-    probes_off: str | None = None  # why no probe may run here (discovery reads a tree from elsewhere)
-    dot_timeout_s: float = 10.0
-    version: str = "0+unknown"
-    http: HttpLimits = dataclasses.field(default_factory=HttpLimits)
 
 
 def next_probe_at(started: float, ended: float, interval_s: float, duty_cycle: float) -> float:
@@ -242,33 +221,46 @@ class Agent:
         event(self.log, "probe pass started", why=why, profile=self.config.probe_profile)
         t0 = time.monotonic()
         skipped: list[tuple[str, str, str]] = []
-
-        def on_item(item: Item) -> None:
-            if self.stopping.is_set() and item.status == "failed":  # its child was killed by our shutdown
-                event(self.log, "probe stopped", test=item.test, subjects=",".join(item.subjects),
-                      reason="the agent is stopping")
-                return
-            with self._lock:
-                self._runs[item.test, item.status] += 1
-            if item.status != "ok":
-                skipped.append((item.test, ",".join(item.subjects), item.reason))
-            if item.status in (BUSY, BUSY_UNKNOWN, "failed"):
-                level = logging.INFO if item.status == BUSY else logging.WARNING
-                event(self.log, f"probe {item.status.replace('_', ' ')}", level,
-                      test=item.test, subjects=",".join(item.subjects), reason=item.reason)
-
-        try:
-            report = run_pass(snap, profile=self.config.probe_profile, backend=self.config.probe_backend,
-                              tests=self.config.probe_tests, busy=self._busy, stop=self.stopping,
-                              item_timeout_s=self.config.probe_item_timeout_s, on_item=on_item)
-        except Exception as exc:  # a planning error (unknown test) or a runner bug: report, keep serving
-            report = None
-            event(self.log, "probe pass failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+        report = self._run_probes(snap, lambda item: self._on_item(item, skipped))
         elapsed = time.monotonic() - t0
+        served = self._probes_done(report, queued, tuple(skipped), elapsed)
+        ran = sum(o.status is probes.Status.OK for o in report.outcomes) if report else 0
+        event(self.log, "probe pass ended", why=why, seconds=round(elapsed, 3), ran=ran, not_run=len(skipped))
+        if report is not None and report.ran and served is not None and not self.stopping.is_set():
+            self._keep(report, snap, served)
+        return True
+
+    def _run_probes(self, snap: Snapshot, on_item: Callable[[Item], None]) -> probes.ProbeReport | None:
+        try:
+            return run_pass(snap, profile=self.config.probe_profile, backend=self.config.probe_backend,
+                            tests=self.config.probe_tests, busy=self._busy, stop=self.stopping,
+                            item_timeout_s=self.config.probe_item_timeout_s, on_item=on_item)
+        except Exception as exc:  # a planning error (unknown test) or a runner bug: report, keep serving
+            event(self.log, "probe pass failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    def _on_item(self, item: Item, skipped: list[tuple[str, str, str]]) -> None:
+        """Counts each item's end, keeps why it did not run, and logs a busy GPU or a failure."""
+        if self.stopping.is_set() and item.status == "failed":  # its child was killed by our shutdown
+            event(self.log, "probe stopped", test=item.test, subjects=",".join(item.subjects),
+                  reason="the agent is stopping")
+            return
+        with self._lock:
+            self._runs[item.test, item.status] += 1
+        if item.status != "ok":
+            skipped.append((item.test, ",".join(item.subjects), item.reason))
+        if item.status in (BUSY, BUSY_UNKNOWN, "failed"):
+            level = logging.INFO if item.status == BUSY else logging.WARNING
+            event(self.log, f"probe {item.status.replace('_', ' ')}", level,
+                  test=item.test, subjects=",".join(item.subjects), reason=item.reason)
+
+    def _probes_done(self, report: probes.ProbeReport | None, queued: list[dict[str, Any]],
+                     skipped: tuple[tuple[str, str, str], ...], elapsed: float) -> Snapshot | None:
+        """The pass's measurements into the served snapshot, its requests done; the snapshot now served."""
         with self._lock:
             self._busy_s += elapsed
             self._probe_running = False
-            self._reasons = tuple(skipped)
+            self._reasons = skipped
             if report is not None and report.measurements:
                 self._measurements = with_measurements(Snapshot(node=""), self._measurements + report.measurements
                                                        ).measurements
@@ -277,18 +269,17 @@ class Agent:
             for r in queued:
                 r.update(status="done", ended=self._clock(), ran=bool(report and report.ran))
             self._rebuild()
-            served = self._served
-        ran = sum(o.status is probes.Status.OK for o in report.outcomes) if report else 0
-        event(self.log, "probe pass ended", why=why, seconds=round(elapsed, 3), ran=ran, not_run=len(skipped))
-        if report is not None and report.ran and served is not None and not self.stopping.is_set():
-            try:
-                self._state.save_report(probes.report_json(report, snap) + "\n")
-            except OSError as exc:
-                self._state_result(f"{REPORT_FILE}: {exc}")
-            if served.complete:
-                self._save_snapshot(served)
-            self._publish(served)
-        return True
+            return self._served
+
+    def _keep(self, report: probes.ProbeReport, snap: Snapshot, served: Snapshot) -> None:
+        """The report and the snapshot with its measurements into the state directory, and to every sink."""
+        try:
+            self._state.save_report(probes.report_json(report, snap) + "\n")
+        except OSError as exc:
+            self._state_result(f"{REPORT_FILE}: {exc}")
+        if served.complete:
+            self._save_snapshot(served)
+        self._publish(served)
 
     def gpus_idle(self) -> bool:
         with self._lock:

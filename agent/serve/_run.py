@@ -6,16 +6,18 @@ import dataclasses
 import functools
 import logging
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from exporter import Sink, WatchingSink
 from topology import Snapshot
 
-from ._agent import Agent, ServeConfig, next_probe_at
+from ._agent import Agent, next_probe_at
+from ._config import ServeConfig
 from ._log import event, setup
 from ._probe import Busy, kill_children
 
@@ -133,38 +135,42 @@ def _return_free_memory() -> None:
         libc.malloc_trim(0)
 
 
-def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks: Sequence[Sink],
-        measured_matrix: Callable[[Snapshot], str]) -> int:
-    from exporter import HttpConfig, HttpStats, MetricsCache, connection_cap, create_app, http_server, listen
+class _Exiting(Protocol):
+    should_exit: bool  # uvicorn's server: set, it closes its connections and returns from run()
 
-    _few_malloc_arenas()
-    log = setup(config.log_format)
-    address = f"{config.host}:{config.port}"
+
+def _bind(config: ServeConfig, log: logging.Logger) -> tuple[socket.socket, str] | None:
+    """The listening socket and its address as logged, or None after one line (a port in use)."""
+    from exporter import listen
+
     try:  # bound here, before any thread starts: a port in use is one clear line and exit 1
         sock = listen(config.host, config.port)
     except OSError as exc:
-        event(log, "http server could not start", logging.ERROR, address=address, error=str(exc))
-        return 1
+        event(log, "http server could not start", logging.ERROR, address=f"{config.host}:{config.port}",
+              error=str(exc))
+        return None
     host, port = sock.getsockname()[:2]
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return sock, f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _connection_cap(config: ServeConfig, log: logging.Logger) -> int:
+    from exporter import connection_cap
+
     cap = connection_cap(config.http.max_connections)
     if cap < config.http.max_connections:
         event(log, "connection cap lowered", logging.WARNING, wanted=config.http.max_connections, cap=cap,
               reason="the open-file limit")
-    stats = HttpStats()
+    return cap
+
+
+def _log_sinks_like(log: logging.Logger) -> None:
     sinks_log = logging.getLogger("exporter")  # the sinks' own lines (a watch restarted) in the same format
     sinks_log.handlers[:], sinks_log.propagate = list(log.handlers), False
     sinks_log.setLevel(logging.INFO)
-    agent = Agent(config, discover, busy, sinks, log=log)
-    cache = MetricsCache(lambda: agent.view, stats)
-    agent.on_view = cache.prime
-    app = create_app(lambda: agent.view, cache,
-                     HttpConfig(probe_token=config.probe_token, dot_timeout_s=config.dot_timeout_s,
-                                measured_matrix=measured_matrix),
-                     probes=_HttpProbes(agent) if config.probe_token is not None else None)
-    server = http_server(app, dataclasses.replace(config.http, max_connections=cap), stats)
-    stop = threading.Event()
-    wake = Wake()
+
+
+def _on_signals(stop: threading.Event, wake: Wake) -> list[str]:
+    """SIGTERM and SIGINT set ``stop``, SIGHUP wakes discovery; the names of the stopping signals, as they come."""
     stopped_by: list[str] = []
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
@@ -177,26 +183,29 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
     signal.signal(signal.SIGHUP, on_hup)
-    threads = [threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True),
+    return stopped_by
+
+
+def _start_threads(agent: Agent, serve_http: Callable[..., Any], sock: socket.socket, sinks: Sequence[Sink],
+                   wake: Wake) -> tuple[threading.Thread, threading.Thread]:
+    """The http, discovery, probe and watch threads, started; the http and probe threads, to join."""
+    threads = [threading.Thread(target=serve_http, kwargs={"sockets": [sock]}, name="http", daemon=True),
                threading.Thread(target=discovery_loop, args=(agent, wake), name="discovery", daemon=True),
                threading.Thread(target=probe_loop, args=(agent,), name="probes", daemon=True)]
     # Blocked in a read of the API server's stream most of the time: daemon threads, never joined.
     watchers = [threading.Thread(target=watch_loop, args=(agent, s, wake), name=f"watch-{s.name}", daemon=True)
                 for s in sinks if isinstance(s, WatchingSink)]
-    event(log, "agent starting", version=config.version, address=address, max_connections=cap,
-          discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
-          state_dir=str(config.state_dir))
-    if config.probes_off is not None:
-        event(log, "probes off", reason=config.probes_off)
     for t in threads + watchers:
         t.start()
-    code = 0
-    while not stop.wait(0.25):
-        if not threads[0].is_alive():
-            event(log, "http server stopped", logging.ERROR, address=address)
-            code = 1
-            break
+    return threads[0], threads[2]
+
+
+def _shut_down(agent: Agent, wake: Wake, server: _Exiting, threads: tuple[threading.Thread, threading.Thread],
+               stopped_by: list[str]) -> None:
+    """Within ``_STOP_GRACE_S``: the loops told to stop, probe children killed, the http and probe threads joined."""
+    http, probes = threads
     deadline = time.monotonic() + _STOP_GRACE_S
+    log = agent.log
     if stopped_by:
         event(log, "agent stopping", signal=stopped_by[0])
     else:
@@ -205,8 +214,47 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     wake("stop")
     server.should_exit = True
     killed = kill_children()
-    threads[2].join(max(0.0, deadline - time.monotonic() - 1.0))
+    probes.join(max(0.0, deadline - time.monotonic() - 1.0))
     killed += kill_children()  # a child started between the first sweep and the stop flag
-    threads[0].join(max(0.0, deadline - time.monotonic()))
+    http.join(max(0.0, deadline - time.monotonic()))
     event(log, "agent stopped", probe_processes_killed=killed)
+
+
+def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks: Sequence[Sink],
+        measured_matrix: Callable[[Snapshot], str]) -> int:
+    from exporter import HttpConfig, HttpStats, MetricsCache, create_app, http_server
+
+    _few_malloc_arenas()
+    log = setup(config.log_format)
+    bound = _bind(config, log)
+    if bound is None:
+        return 1
+    sock, address = bound
+    cap = _connection_cap(config, log)
+    stats = HttpStats()
+    _log_sinks_like(log)
+    agent = Agent(config, discover, busy, sinks, log=log)
+    cache = MetricsCache(lambda: agent.view, stats)
+    agent.on_view = cache.prime
+    app = create_app(lambda: agent.view, cache,
+                     HttpConfig(probe_token=config.probe_token, dot_timeout_s=config.dot_timeout_s,
+                                measured_matrix=measured_matrix),
+                     probes=_HttpProbes(agent) if config.probe_token is not None else None)
+    server = http_server(app, dataclasses.replace(config.http, max_connections=cap), stats)
+    stop = threading.Event()
+    wake = Wake()
+    stopped_by = _on_signals(stop, wake)
+    event(log, "agent starting", version=config.version, address=address, max_connections=cap,
+          discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,
+          state_dir=str(config.state_dir))
+    if config.probes_off is not None:
+        event(log, "probes off", reason=config.probes_off)
+    http, probes = _start_threads(agent, server.run, sock, sinks, wake)
+    code = 0
+    while not stop.wait(0.25):
+        if not http.is_alive():
+            event(log, "http server stopped", logging.ERROR, address=address)
+            code = 1
+            break
+    _shut_down(agent, wake, server, (http, probes), stopped_by)
     return code

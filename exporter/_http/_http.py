@@ -129,68 +129,75 @@ def readiness(view: View | None) -> tuple[int, str]:
     return 200, "\n".join(["ready" + (" (degraded)" if lines else ""), *lines]) + "\n"
 
 
-def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
-               probes: ProbeControl | None = None) -> Starlette:
-    renders = _Renders(config)
-    placements = PlacementCache()
+class _SnapshotApi:
+    """The snapshot's renderings and the page: 503 until the first snapshot, each rendering built once per
+    view generation in the thread pool (``dot`` and its ``svg`` may run for seconds)."""
 
-    def view_or_503() -> View | Response:
-        view = current()
+    def __init__(self, current: Callable[[], View | None], renders: _Renders, placements: PlacementCache) -> None:
+        self._current = current
+        self._renders = renders
+        self._placements = placements
+
+    def view_or_503(self) -> View | Response:
+        view = self._current()
         if view is None:
             return PlainTextResponse("no snapshot yet: the first discovery pass is running\n", status_code=503)
         return view
 
-    async def healthz(request: Request) -> Response:
-        return PlainTextResponse("ok\n")
-
-    async def readyz(request: Request) -> Response:
-        status, text = readiness(current())
-        return PlainTextResponse(text, status_code=status)
-
-    async def topology_json(request: Request) -> Response:
-        got = view_or_503()
+    async def topology_json(self, request: Request) -> Response:
+        got = self.view_or_503()
         if isinstance(got, Response):
             return got
-        body, etag = await run_in_threadpool(renders.get, got, "json")
+        body, etag = await run_in_threadpool(self._renders.get, got, "json")
         if etag_matches(request.headers.get("if-none-match"), etag):
             return Response(status_code=304, headers={"ETag": etag})
         return Response(body, media_type="application/json", headers={"ETag": etag})
 
-    async def topology_matrix(request: Request) -> Response:
-        got = view_or_503()
+    async def topology_matrix(self, request: Request) -> Response:
+        got = self.view_or_503()
         if isinstance(got, Response):
             return got
-        return PlainTextResponse(await run_in_threadpool(renders.get, got, "matrix"))
+        return PlainTextResponse(await run_in_threadpool(self._renders.get, got, "matrix"))
 
-    async def topology_dot(request: Request) -> Response:
-        got = view_or_503()
+    async def topology_dot(self, request: Request) -> Response:
+        got = self.view_or_503()
         if isinstance(got, Response):
             return got
-        text = await run_in_threadpool(renders.get, got, "dot")
+        text = await run_in_threadpool(self._renders.get, got, "dot")
         return Response(text, media_type="text/vnd.graphviz; charset=utf-8")
 
-    async def topology_svg(request: Request) -> Response:
-        got = view_or_503()
+    async def topology_svg(self, request: Request) -> Response:
+        got = self.view_or_503()
         if isinstance(got, Response):
             return got
-        svg: Svg = await run_in_threadpool(renders.get, got, "svg")
+        svg: Svg = await run_in_threadpool(self._renders.get, got, "svg")
         if svg.svg is None:
             return PlainTextResponse(f"no picture: {svg.reason}\n", status_code=503)
         return Response(svg.svg, media_type="image/svg+xml")
 
-    async def index(request: Request) -> Response:
-        got = view_or_503()
+    async def index(self, request: Request) -> Response:
+        got = self.view_or_503()
         if isinstance(got, Response):
             return got
-        view = got
+        return HTMLResponse(await run_in_threadpool(self._page, got))
 
-        def build() -> str:
-            big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
-            svg: Svg = Svg(None, "linked") if big else renders.get(view, "svg")
-            return page(view, now=time.time(), svg=svg.svg, svg_reason=svg.reason,
-                        measured_matrix=renders.get(view, "measured"), placements=placements.page_groups(view))
+    def _page(self, view: View) -> str:
+        big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
+        svg: Svg = Svg(None, "linked") if big else self._renders.get(view, "svg")
+        return page(view, now=time.time(), svg=svg.svg, svg_reason=svg.reason,
+                    measured_matrix=self._renders.get(view, "measured"),
+                    placements=self._placements.page_groups(view))
 
-        return HTMLResponse(await run_in_threadpool(build))
+    def routes(self) -> list[Route]:
+        return [Route("/v1/topology", self.topology_json), Route("/v1/topology/matrix", self.topology_matrix),
+                Route("/v1/topology.dot", self.topology_dot), Route("/v1/topology.svg", self.topology_svg),
+                Route("/v1/placement", placement_endpoint(self.view_or_503, self._placements)),
+                Route("/", self.index)]
+
+
+def _probe_routes(probes: ProbeControl | None, config: HttpConfig) -> list[Route]:
+    """``POST /v1/probe`` (behind the bearer token) and its status. Plain functions: they run in the thread
+    pool, as they take the agent's lock."""
 
     def start_probe(request: Request) -> Response:
         if probes is None or config.probe_token is None:
@@ -213,15 +220,25 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
             return JSONResponse({"detail": f"no probe run {run_id!r}"}, 404)
         return JSONResponse(found)
 
+    return [Route("/v1/probe", start_probe, methods=["POST"]), Route("/v1/probe/{run_id}", probe_status)]
+
+
+async def _healthz(request: Request) -> Response:
+    return PlainTextResponse("ok\n")
+
+
+def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
+               probes: ProbeControl | None = None) -> Starlette:
+    async def readyz(request: Request) -> Response:
+        status, text = readiness(current())
+        return PlainTextResponse(text, status_code=status)
+
     # Plain functions run in the thread pool (they take the agent's lock), coroutines on the loop; every GET
     # route answers HEAD too.
     routes = [Route("/metrics", MetricsEndpoint(cache), methods=["GET"]),
-              Route("/healthz", healthz), Route("/readyz", readyz),
-              Route("/v1/topology", topology_json), Route("/v1/topology/matrix", topology_matrix),
-              Route("/v1/topology.dot", topology_dot), Route("/v1/topology.svg", topology_svg),
-              Route("/v1/placement", placement_endpoint(view_or_503, placements)),
-              Route("/", index), Route("/v1/probe", start_probe, methods=["POST"]),
-              Route("/v1/probe/{run_id}", probe_status)]
+              Route("/healthz", _healthz), Route("/readyz", readyz),
+              *_SnapshotApi(current, _Renders(config), PlacementCache()).routes(),
+              *_probe_routes(probes, config)]
     app = Starlette(routes=routes)
     app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
     return app

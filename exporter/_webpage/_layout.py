@@ -9,6 +9,7 @@ than a thicket of edges. NICs and PCI-visible NVSwitches sit in the group of the
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from html import escape
 
 from topology import CostModel, Gpu, Snapshot, nvlink_islands, ordered_gpus, pcie_switch, shown
@@ -68,6 +69,10 @@ def _gpu_tile(g: Gpu, island: int | None, nvlinks: int, bad: str) -> str:
             f"{escape(shown(g.id))}<br>{link} &middot; {nv}" + (f"<br>{state}" if state else "") + "</div>")
 
 
+# socket -> PCIe switch (or root complex) -> the tiles below it, in the order they are drawn
+_Groups = dict[int, dict[str, list[str]]]
+
+
 def node_picture(snap: Snapshot) -> str:
     """The HTML fragment (with its own ``<style>``)."""
     gpus = ordered_gpus(snap)
@@ -75,17 +80,36 @@ def node_picture(snap: Snapshot) -> str:
         return "<p>No GPU on this node.</p>"
     model = CostModel(snap)
     island, legend = _islands(snap)
+    groups, socket_of = _gpu_groups(snap, gpus, model, island)
+    _add_nics_and_switches(snap, gpus, model, groups, socket_of)
+    numa: dict[int, set[int]] = defaultdict(set)
+    for g in gpus:
+        if g.numa_node is not None:
+            numa[model.locality_key(g.id)[0]].add(g.numa_node)
+    return _html(groups, numa, legend)
+
+
+def _gpu_groups(snap: Snapshot, gpus: Sequence[Gpu], model: CostModel,
+                island: dict[str, int]) -> tuple[_Groups, dict[str, int]]:
+    """The GPU tiles by socket and PCIe switch, and the socket of each root complex that holds a GPU."""
     links = nvlinks_per_gpu(snap)
     bad: dict[str, str] = defaultdict(str)
     for subject, kind, _ in degraded(snap):
         bad[subject] = f"{bad[subject]} {kind}".strip()
     socket_of: dict[str, int] = {}
-    groups: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    groups: _Groups = defaultdict(lambda: defaultdict(list))
     for g in gpus:
         socket, root, _, _ = model.locality_key(g.id)
         socket_of[root] = socket
         groups[socket][pcie_switch(snap, g.id) or root or "unknown"].append(_gpu_tile(g, island.get(g.id),
                                                                                      links[g.id], bad[g.id]))
+    return groups, socket_of
+
+
+def _add_nics_and_switches(snap: Snapshot, gpus: Sequence[Gpu], model: CostModel, groups: _Groups,
+                           socket_of: dict[str, int]) -> None:
+    """RDMA NICs and NVSwitches beside the GPUs of their PCIe switch; one under a switch without GPUs goes
+    to the socket of its root complex, or of its host bridge's NUMA node."""
     root_of = {f.id: f.parent for f in snap.pci}
     others = [(n.pci_bus_id,
                f'<div class="nic" title="{escape(shown(n.id))}">{escape(shown(n.name))}<br>NIC</div>')
@@ -103,10 +127,9 @@ def node_picture(snap: Snapshot) -> str:
             home = socket_of.get(root, numa_socket.get(near) if near is not None else None)
         if home is not None and switch is not None:
             groups[home][switch].append(tile)
-    numa = defaultdict(set)
-    for g in gpus:
-        if g.numa_node is not None:
-            numa[model.locality_key(g.id)[0]].add(g.numa_node)
+
+
+def _html(groups: _Groups, numa: dict[int, set[int]], legend: list[str]) -> str:
     parts = [f"<style>{CSS}</style>"]
     if legend:
         parts.append('<div class="legend">' + "<br>".join(legend) + "</div>")

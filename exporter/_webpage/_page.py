@@ -17,7 +17,7 @@ from topology import TEXT_LIMIT, Snapshot, matrix, shown, shown_text
 
 from .._core._claim_groups import claim_groups, places_of
 from .._core._derive import degraded
-from .._core._view import View
+from .._core._view import ProbeStats, View
 from .._placement._placement_text import best_groups_table
 from ._heatmap import pair_heatmap
 from ._layout import node_picture
@@ -82,27 +82,48 @@ def _claims(snap: Snapshot) -> str:
 def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured_matrix: str,
          placements: Sequence[Mapping[str, Any]] = ()) -> str:
     snap = view.snapshot
+    return "\n".join([
+        *_summary(view, now),
+        "<h2>GPUs by socket, PCIe switch and NVLink island</h2>", node_picture(snap),
+        "<h2>Pair bandwidth, measured against theoretical</h2>", pair_heatmap(snap),
+        "<h2>Best GPU groups (estimates)</h2>", best_groups_table(placements),
+        "<h2>Claim groups (ResourceClaimTemplates)</h2>", _claims(snap),
+        "<details><summary>PCIe tree (Graphviz)</summary>", _tree(snap, svg, svg_reason), "</details>",
+        "<h2>GPU and NIC matrix (nvidia-smi topo -m)</h2>",
+        f"<pre>{escape(matrix(snap) or 'No GPU or RDMA NIC on this node.')}</pre>",
+        *_measurements(view, now, measured_matrix),
+        *_health(view, now),
+        *_probes(view.probes, now),
+        "</body></html>",
+    ])
+
+
+def _summary(view: View, now: float) -> list[str]:
+    snap = view.snapshot
     status = '<span class="ok">complete</span>' if snap.complete else \
         '<span class="bad">incomplete: some facts are served from earlier passes</span>'
-    parts = [
+    return [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
         f"<title>topolink: {escape(shown(snap.node))}</title><style>{_CSS}</style></head><body>",
         f"<h1>topolink: node {escape(shown(snap.node))}</h1>",
         f"<p>Snapshot {status}; discovered {_when(snap.taken_at, now)}; structure hash "
         f"<code>{escape(view.structure_hash[:16])}</code>; {len(snap.gpus)} GPUs, {len(snap.nics)} NICs, "
         f"{len(snap.numa_nodes)} NUMA nodes; topolink {escape(view.version)}.</p>",
-        "<h2>GPUs by socket, PCIe switch and NVLink island</h2>", node_picture(snap),
-        "<h2>Pair bandwidth, measured against theoretical</h2>", pair_heatmap(snap),
-        "<h2>Best GPU groups (estimates)</h2>", best_groups_table(placements),
-        "<h2>Claim groups (ResourceClaimTemplates)</h2>", _claims(snap),
-        "<details><summary>PCIe tree (Graphviz)</summary>",
-        f'<p><a href="/v1/topology.svg">/v1/topology.svg</a> (not inlined above {INLINE_TREE_GPUS} GPUs)</p>'
-        if len(snap.gpus) > INLINE_TREE_GPUS else f'<div class="picture">{_inline(svg)}</div>' if svg is not None
-        else f'<p class="bad">No picture: {escape(shown_text(svg_reason))}</p>', "</details>",
-        "<h2>GPU and NIC matrix (nvidia-smi topo -m)</h2>",
-        f"<pre>{escape(matrix(snap) or 'No GPU or RDMA NIC on this node.')}</pre>",
-        "<h2>Measured bandwidth beside theoretical</h2>",
     ]
+
+
+def _tree(snap: Snapshot, svg: bytes | None, svg_reason: str) -> str:
+    """The PCIe tree: inlined, linked on a big node, or why there is no picture."""
+    if len(snap.gpus) > INLINE_TREE_GPUS:
+        return f'<p><a href="/v1/topology.svg">/v1/topology.svg</a> (not inlined above {INLINE_TREE_GPUS} GPUs)</p>'
+    if svg is not None:
+        return f'<div class="picture">{_inline(svg)}</div>'
+    return f'<p class="bad">No picture: {escape(shown_text(svg_reason))}</p>'
+
+
+def _measurements(view: View, now: float, measured_matrix: str) -> list[str]:
+    """Each bandwidth beside its theoretical peak, the latencies, and the measured matrices."""
+    snap = view.snapshot
     rows = []
     for m, peak in zip(snap.measurements, view.theoretical, strict=False):
         if m.unit != "bytes_per_second":
@@ -111,34 +132,43 @@ def page(view: View, *, now: float, svg: bytes | None, svg_reason: str, measured
         rows.append((m.test, who, m.direction, m.method, m.source.value, f"{m.value / 1e9:.2f}",
                      f"{peak / 1e9:.2f}" if peak else "N/A", f"{m.value / peak:.2f}" if peak else "N/A",
                      _when(m.taken_at, now)))
-    parts.append(_table(("test", "between", "direction", "method", "source", "GB/s", "theoretical GB/s",
-                         "ratio", "taken"), rows))
+    parts = ["<h2>Measured bandwidth beside theoretical</h2>",
+             _table(("test", "between", "direction", "method", "source", "GB/s", "theoretical GB/s",
+                     "ratio", "taken"), rows)]
     latencies = [(m.test, " ".join(_label(snap, s) for s in m.subjects), m.direction, f"{m.value * 1e9:.1f}",
                   _when(m.taken_at, now)) for m in snap.measurements if m.unit == "seconds"]
     if latencies:
         parts.append(_table(("test", "between", "direction", "latency ns", "taken"), latencies))
     parts.append(f"<h2>Measured matrices</h2><pre>{escape(measured_matrix)}</pre>")
-    parts.append("<h2>Degraded hardware</h2>")
-    parts.append(_table(("subject", "kind", "reason"), degraded(snap)))
-    parts.append("<h2>Sources</h2>")
-    parts.append(_table(("source", "status", "seconds", "detail"),
-                        ((o.name, o.status.value, f"{o.duration_seconds:.3f}", o.detail) for o in snap.sources)))
-    parts.append("<h2>Problems</h2>")
-    parts.append(_table(("source", "subject", "message", "leaves unknown"),
-                        ((p.source, p.subject, p.message, ", ".join(str(f) for f in p.unknown))
-                         for p in snap.problems)))
-    parts.append("<h2>Age of facts</h2>")
-    parts.append(f"<p>Every fact not listed here was read by the pass {_when(snap.taken_at, now)}. "
-                 "These could not be read; the last known value is served, stale since:</p>")
-    parts.append(_table(("fact", "subject", "stale since"),
-                        ((f.aspect.value, f.subject, _when(since, now)) for f, since in view.stale_since)))
-    p = view.probes
-    parts.append("<h2>Probes</h2>")
-    parts.append(f"<p>{'running now; ' if p.running else ''}duty cycle {p.duty_cycle:.4%} "
-                 f"({p.busy_seconds:.1f} s of probe wall time).</p>")
-    parts.append(_table(("test", "status", "runs"), p.runs))
-    parts.append(_table(("test", "last success"), ((t, _when(w, now)) for t, w in p.last_success)))
+    return parts
+
+
+def _health(view: View, now: float) -> list[str]:
+    """What is degraded, how each source did, its problems, and the facts served stale."""
+    snap = view.snapshot
+    return [
+        "<h2>Degraded hardware</h2>",
+        _table(("subject", "kind", "reason"), degraded(snap)),
+        "<h2>Sources</h2>",
+        _table(("source", "status", "seconds", "detail"),
+               ((o.name, o.status.value, f"{o.duration_seconds:.3f}", o.detail) for o in snap.sources)),
+        "<h2>Problems</h2>",
+        _table(("source", "subject", "message", "leaves unknown"),
+               ((p.source, p.subject, p.message, ", ".join(str(f) for f in p.unknown)) for p in snap.problems)),
+        "<h2>Age of facts</h2>",
+        f"<p>Every fact not listed here was read by the pass {_when(snap.taken_at, now)}. "
+        "These could not be read; the last known value is served, stale since:</p>",
+        _table(("fact", "subject", "stale since"),
+               ((f.aspect.value, f.subject, _when(since, now)) for f, since in view.stale_since)),
+    ]
+
+
+def _probes(p: ProbeStats, now: float) -> list[str]:
+    parts = ["<h2>Probes</h2>",
+             f"<p>{'running now; ' if p.running else ''}duty cycle {p.duty_cycle:.4%} "
+             f"({p.busy_seconds:.1f} s of probe wall time).</p>",
+             _table(("test", "status", "runs"), p.runs),
+             _table(("test", "last success"), ((t, _when(w, now)) for t, w in p.last_success))]
     if p.last_reasons:
         parts.append(_table(("test", "between", "why not measured"), p.last_reasons))
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts

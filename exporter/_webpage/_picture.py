@@ -12,7 +12,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from topology import LinkKind, Snapshot, Source, gpu_labels, ordered_gpus, pcie_bytes_per_second, shown
+from topology import LinkKind, PciFunction, Snapshot, Source, gpu_labels, ordered_gpus, pcie_bytes_per_second, shown
 
 from .._core._derive import degraded
 
@@ -69,55 +69,82 @@ def _distances_drawn(snap: Snapshot) -> tuple[set[str], str]:
 def picture_dot(snap: Snapshot) -> str:
     gpus = ordered_gpus(snap)
     gpu_names = {g.id: label for g, label in zip(gpus, gpu_labels(gpus), strict=True)}
-    nic_by_pci = {n.pci_bus_id: n for n in snap.nics if n.pci_bus_id}
+    nic_by_pci = {n.pci_bus_id: n.name for n in snap.nics if n.pci_bus_id}
     switches = {s.id for s in snap.nvswitches}
     pci = {f.id: f for f in snap.pci}
     bad = {subject: shown(f"{kind}: {why}", None) for subject, kind, why in degraded(snap)}
-    measured = _measured(snap)
-    keep: set[str] = set()
-    for bdf in set(gpu_names) | set(nic_by_pci) | switches:
-        node = pci.get(bdf)
-        while node is not None and node.id not in keep:
-            keep.add(node.id)
-            node = pci.get(node.parent)
+    keep = _kept(pci, set(gpu_names) | set(nic_by_pci) | switches)
     drawn, note = _distances_drawn(snap)
     out = [f"graph {_q(shown(snap.node))} {{", "  graph [rankdir=TB, fontname=Helvetica, bgcolor=white];",
            "  node [fontname=Helvetica, shape=box, style=filled, fillcolor=white];",
            "  edge [fontname=Helvetica, fontsize=10];"]
+    out += _numa_and_host_bridges(snap, {pci[b].parent for b in keep if b in pci and pci[b].parent.startswith("pci")})
+    for bdf in sorted(keep):
+        if bdf in gpu_names:
+            label, fill = f"{shown(gpu_names[bdf])}\n{shown(bdf)}", "palegreen"
+        elif bdf in nic_by_pci:
+            label, fill = f"{shown(nic_by_pci[bdf])}\n{shown(bdf)}", "lightblue"
+        elif bdf in switches:
+            label, fill = f"NVSwitch\n{shown(bdf)}", "khaki"
+        else:
+            label, fill = f"PCIe bridge\n{shown(bdf)}", "gray95"
+        out += _pci_function(pci[bdf], label, fill, bad.get(bdf))
+    for sw in snap.nvswitches:
+        if sw.id not in pci:
+            out.append(f"  {_id(sw.id)} [label={_q('NVSwitch fabric')}, fillcolor=khaki];")
+    out += _links(snap, bad, drawn)
+    if note:
+        out.append(f"  graph [labelloc=b, label={_q(note)}];")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _kept(pci: dict[str, PciFunction], endpoints: set[str]) -> set[str]:
+    """The PCIe functions drawn: the endpoints and every bridge above them, up to the host bridge."""
+    keep: set[str] = set()
+    for bdf in endpoints:
+        node = pci.get(bdf)
+        while node is not None and node.id not in keep:
+            keep.add(node.id)
+            node = pci.get(node.parent)
+    return keep
+
+
+def _numa_and_host_bridges(snap: Snapshot, roots: set[str]) -> list[str]:
+    out = []
     for numa in snap.numa_nodes:
         out.append(f"  {_id(numa.id)} [shape=ellipse, fillcolor=lightyellow, "
                    f"label={_q(f'NUMA {numa.os_index}' + chr(10) + f'{len(numa.cpus)} CPUs')}];")
-    roots = {pci[b].parent for b in keep if b in pci and pci[b].parent.startswith("pci")}
     for hb in snap.host_bridges:
         if hb.id in roots:
             out.append(f"  {_id(hb.id)} [style=\"rounded,filled\", fillcolor=gray90, "
                        f"label={_q('HostBridge ' + shown(hb.id))}];")
             if hb.numa_node is not None:
                 out.append(f"  {_id(f'numa{hb.numa_node}')} -- {_id(hb.id)} [penwidth=2];")
-    for bdf in sorted(keep):
-        f = pci[bdf]
-        if bdf in gpu_names:
-            label, fill = f"{shown(gpu_names[bdf])}\n{shown(bdf)}", "palegreen"
-        elif bdf in nic_by_pci:
-            label, fill = f"{shown(nic_by_pci[bdf].name)}\n{shown(bdf)}", "lightblue"
-        elif bdf in switches:
-            label, fill = f"NVSwitch\n{shown(bdf)}", "khaki"
-        else:
-            label, fill = f"PCIe bridge\n{shown(bdf)}", "gray95"
-        color = ", color=red, penwidth=3" if bdf in bad else ""
-        out.append(f"  {_id(bdf)} [label={_q(label + (chr(10) + bad[bdf] if bdf in bad else ''))}, "
-                   f"fillcolor={fill}{color}];")
-        s = f.link
-        attrs = []
-        if s and s.current_gen and s.current_width:
-            attrs.append(f"label={_q(f'Gen{s.current_gen} x{s.current_width}')}")
-            attrs.append(f"penwidth={_pen(pcie_bytes_per_second(s.current_gen, s.current_width))}")
-        if s and s.max_width and s.current_width and s.current_width < s.max_width:
-            attrs.append("color=red, style=bold")
-        out.append(f"  {_id(f.parent)} -- {_id(bdf)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
-    for sw in snap.nvswitches:
-        if sw.id not in pci:
-            out.append(f"  {_id(sw.id)} [label={_q('NVSwitch fabric')}, fillcolor=khaki];")
+    return out
+
+
+def _pci_function(f: PciFunction, label: str, fill: str, bad: str | None) -> list[str]:
+    """The function's node, red with its reason when degraded, and its edge up the tree; a link trained
+    narrower than it can is drawn red."""
+    color = ", color=red, penwidth=3" if bad is not None else ""
+    node = (f"  {_id(f.id)} [label={_q(label + (chr(10) + bad if bad is not None else ''))}, "
+            f"fillcolor={fill}{color}];")
+    s = f.link
+    attrs = []
+    if s and s.current_gen and s.current_width:
+        attrs.append(f"label={_q(f'Gen{s.current_gen} x{s.current_width}')}")
+        attrs.append(f"penwidth={_pen(pcie_bytes_per_second(s.current_gen, s.current_width))}")
+    if s and s.max_width and s.current_width and s.current_width < s.max_width:
+        attrs.append("color=red, style=bold")
+    return [node, f"  {_id(f.parent)} -- {_id(f.id)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";"]
+
+
+def _links(snap: Snapshot, bad: dict[str, str], drawn: set[str]) -> list[str]:
+    """NVLink edges as wide as their bandwidth (measured where there is a measurement), and the NUMA
+    distances drawn."""
+    measured = _measured(snap)
+    out = []
     for link in snap.links:
         if link.kind is LinkKind.NVLINK:
             rate = measured.get(frozenset((link.a, link.b)), link.bytes_per_second)
@@ -126,10 +153,7 @@ def picture_dot(snap: Snapshot) -> str:
                        f"penwidth={_pen(rate)}{red}];")
         elif link.kind is LinkKind.NUMA and link.a < link.b and link.a in drawn and link.b in drawn:
             out.append(f"  {_id(link.a)} -- {_id(link.b)} [style=dashed, label={_q(str(link.numa_distance))}];")
-    if note:
-        out.append(f"  graph [labelloc=b, label={_q(note)}];")
-    out.append("}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 @dataclass(frozen=True, slots=True)

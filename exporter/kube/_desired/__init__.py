@@ -2,6 +2,7 @@
 and attributes, DeviceTaintRules, and the API's naming rules they obey.
 
   ``_labels``       node labels: small labelers merged strictly, keys kept when their facts are unknown
+  ``_compat``       the opt-in nvidia.com/ keys GPU Feature Discovery also writes
   ``_busbw``        the estimated all-reduce bus bandwidth classes of the best groups of 2, 4 and 8 GPUs
   ``_slices``       DRA ResourceSlices for one node: devices, attributes, the pool plan
   ``_slice_facts``  what each slice attribute derives from, and whether a snapshot knows all of it

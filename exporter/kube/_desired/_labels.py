@@ -29,6 +29,7 @@ from ..._core._claim_groups import claim_groups, places_of
 from ..._core._health import BwKind, classify, degradation, node_ratio, ratios
 from .._api._errors import InvalidObject
 from ._busbw import SIZES, busbw_labels
+from ._compat import compat_labels
 from ._names import check_labels, check_prefix, label_value, sanitise_value
 from ._rack import rack_labels
 
@@ -40,7 +41,6 @@ _GPU_ASPECTS = frozenset({Aspect.IDENTITY, Aspect.PCIE_PATH, Aspect.PCIE_LINK, A
 # A NIC's identity (name, RDMA) follows the NIC inventory, which labelers about NICs need anyway: an
 # IDENTITY need is the GPUs' (gpu.count must not wait for a NIC's name).
 _NIC_ASPECTS = frozenset({Aspect.PCIE_PATH, Aspect.NUMA, Aspect.PORTS})
-COMPAT = ("nvidia.com/nvswitch.present", "nvidia.com/nvlink.version", "nvidia.com/gpu.clique")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,19 +196,6 @@ def _claims(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values
     return {"claim-class": claim_groups(places_of(snap)).class_id} if snap.gpus else {}
 
 
-def _compat(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
-    if not snap.gpus:
-        return {}
-    gens = [v for lk in snap.links if lk.kind.value == "nvlink" and (v := lk.nvlink_version or 0) > 0]
-    cliques = {g.fabric.clique if g.fabric else None for g in snap.gpus if not g.lost}
-    out: Values = {"nvidia.com/nvswitch.present": "true" if snap.nvswitches else "false"}
-    if gens:
-        out["nvidia.com/nvlink.version"] = str(min(gens))
-    if len(cliques) == 1 and (clique := next(iter(cliques))):
-        out["nvidia.com/gpu.clique"] = label_value(clique)
-    return out
-
-
 A = Aspect
 LABELERS: tuple[Labeler, ...] = (
     Labeler(name="counts", fn=_counts, needs=(A.GPUS, A.IDENTITY), keys=(
@@ -258,7 +245,7 @@ LABELERS: tuple[Labeler, ...] = (
         ("claim-class", "first 12 hex digits of a hash over the node's GPU groups by bus id (NVLink islands, "
                         "GPUs under one PCIe switch, GPU and nearest RDMA NIC): nodes with the same value take the "
                         "same ResourceClaimTemplates (docs/claims.md)"),)),
-    Labeler(name="compat", fn=_compat, needs=(A.GPUS, A.NVLINKS, A.FABRIC), compat=True, keys=(
+    Labeler(name="compat", fn=compat_labels, needs=(A.GPUS, A.NVLINKS, A.FABRIC), compat=True, keys=(
         ("nvidia.com/nvswitch.present", "opt-in: `true` when the node has NVSwitches"),
         ("nvidia.com/nvlink.version", "opt-in: lowest NVLink generation"),
         ("nvidia.com/gpu.clique", "opt-in: GFD's clique value; never written when another component owns it"))),

@@ -18,7 +18,8 @@ from ..._core._files import UnsafeFile, read_regular, write_file
 from ..._core._sink import PublishResult
 from .._api._api import MANAGED_BY, NODE_FEATURE, KubeApi, NodeView, Obj
 from .._api._errors import InvalidObject, PublishError
-from .._desired._labels import COMPAT, LabelConfig, catalogue, desired_labels
+from .._desired._compat import COMPAT
+from .._desired._labels import LabelConfig, catalogue, desired_labels
 from .._desired._names import check_labels, is_label_value, object_name
 from ._adopt import Adopter
 
