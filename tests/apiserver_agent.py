@@ -75,12 +75,20 @@ def agent_token(http: httpx.Client, node: str, namespace: str = "topolink", acco
         "spec": {"nodeName": node, "serviceAccountName": account, "automountServiceAccountToken": False,
                  "containers": [{"name": "agent", "image": "topolink"}]}})
     pod = http.get(f"/api/v1/namespaces/{namespace}/pods/{pod_name}").json()
-    resp = http.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", json={
+    return Identity(pod_token(http, pod), pod_name, str(pod["metadata"]["uid"]))
+
+
+def pod_token(http: httpx.Client, pod: dict[str, Any], expiration_s: int = 3600) -> str:
+    """A token of the pod's ServiceAccount bound to the pod (its name and uid), as the kubelet requests one:
+    the server adds the pod's node to its claims."""
+    meta = pod["metadata"]
+    account = pod["spec"].get("serviceAccountName", "default")
+    resp = http.post(f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token", json={
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-        "spec": {"expirationSeconds": 3600, "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod_name,
-                                                               "uid": pod["metadata"]["uid"]}}})
+        "spec": {"expirationSeconds": expiration_s, "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
+                                                                       "name": meta["name"], "uid": meta["uid"]}}})
     assert resp.status_code == 201, resp.text
-    return Identity(str(resp.json()["status"]["token"]), pod_name, str(pod["metadata"]["uid"]))
+    return str(resp.json()["status"]["token"])
 
 
 def collect_garbage(http: httpx.Client) -> int:

@@ -1,20 +1,26 @@
-"""The kubelet's part for the ``image`` tier: the image built as scripts/image.sh builds it, and one pod template
-of a rendered manifest run with podman, every field of it applied, or refused when this module does not know it
-(so that a field added to the manifests is either run here or fails the tier, never silently skipped).
+"""The kubelet's part for the ``image`` tier: the image built as scripts/image.sh builds it, and one pod run with
+podman, every field of its spec applied, named with why it needs nothing from a kubelet, or refused when this
+module does not know it (so that a field added to the manifests, or one the API server or a controller adds, is
+either run here or fails the tier, never silently skipped). The pod is the one the DaemonSet controller made
+(with what the API server's defaults and admission added), or a pod template of a rendered manifest.
 
 What stands in for the node:
 - hostPath ``/sys`` and ``/proc`` are this machine's own; every other hostPath lives below ``Node.root``, made
   as the kubelet makes it (``DirectoryOrCreate``: root-owned, 0755).
-- the ServiceAccount token is a TokenRequest bound to the pod (with the node-name claim), mounted read-only at
-  ``/var/run/secrets/kubernetes.io/serviceaccount`` beside the server's CA and the namespace, with
-  ``KUBERNETES_SERVICE_HOST`` and ``_PORT`` naming the API server, as the kubelet mounts and sets them.
+- the ServiceAccount token is a TokenRequest bound to the pod (with the node-name claim). A ``projected``
+  volume (the ``kube-api-access-*`` one the ServiceAccount admission adds) is written as the kubelet writes it:
+  the token, the ConfigMaps' items (read from the API server), the downward API's fields, with its
+  ``defaultMode``, mounted where the pod says. A template the server never admitted has no such volume: it gets
+  the same three files (token, the server's CA, the namespace) at ``/var/run/secrets/kubernetes.io/serviceaccount``.
+  ``KUBERNETES_SERVICE_HOST`` and ``_PORT`` name the API server, as the kubelet sets them.
 - the pod's network namespace is the host's: the API server of the tier listens on loopback only, and its
   certificate names 127.0.0.1; the container's port is then reached on 127.0.0.1.
 - ``runtimeClassName: nvidia``: what the NVIDIA container runtime (or a CDI spec) adds to the container, which
   is the driver's ``libnvidia-ml.so.1`` bind-mounted read-only into the image's library directory. Here the
   library is the test NVML (tests/fakenvml), with its profile mounted beside it.
-- scheduling (affinity, tolerations, priority) and resource requests are the scheduler's; the memory limit
-  is applied.
+- ``nodeName`` must be this node. Scheduling (affinity, tolerations, priority) and resource requests are the
+  scheduler's; the memory limit is applied. ``NEEDS_NOTHING`` and ``CONTAINER_NEEDS_NOTHING`` name
+  every other field with why.
 """
 
 from __future__ import annotations
@@ -36,12 +42,32 @@ PROFILE_IN_CONTAINER = "/etc/topolink-test-nvml/profile.txt"
 SKIP = ("image tier skipped: it needs podman, runc and mmdebstrap as root (apt-get install podman runc "
         "mmdebstrap; .ci/run installs them)")
 
-# The fields this kubelet applies; any other fails the tier. The scheduler's fields are read by no kubelet.
+# The fields this kubelet applies; any other, but those the two NEEDS_NOTHING tables name, fails the tier.
 POD_FIELDS = {"serviceAccountName", "securityContext", "initContainers", "containers", "volumes",
-              "terminationGracePeriodSeconds", "enableServiceLinks", "restartPolicy", "runtimeClassName"}
-SCHEDULER_FIELDS = {"affinity", "tolerations", "priorityClassName", "nodeSelector"}
+              "terminationGracePeriodSeconds", "enableServiceLinks", "runtimeClassName", "nodeName",
+              "automountServiceAccountToken"}
 CONTAINER_FIELDS = {"name", "image", "command", "args", "env", "ports", "startupProbe", "livenessProbe",
                     "readinessProbe", "lifecycle", "resources", "securityContext", "volumeMounts"}
+_STATUS_ONLY = "where the kubelet reads a message for the pod's status after an exit: no status is reported here"
+# The fields of a pod and of a container (the server's defaults, the controllers' and the admission's additions
+# among them) that ask nothing of this kubelet, and why.
+NEEDS_NOTHING = {
+    "affinity": "the scheduler's (the DaemonSet controller pins its pod to one node with matchFields)",
+    "nodeSelector": "the scheduler's",
+    "tolerations": "the scheduler's and the taint manager's (the DaemonSet controller adds the node conditions')",
+    "priorityClassName": "the priority admission resolves it into priority",
+    "priority": "the scheduler's and the eviction order's",
+    "preemptionPolicy": "the scheduler's",
+    "schedulerName": "names the scheduler that binds the pod",
+    "serviceAccount": "the deprecated copy of serviceAccountName the server keeps",
+    "restartPolicy": "a kubelet restarts a container that exits; here an exit fails the tier instead",
+    "dnsPolicy": "there is no cluster DNS here; the agent reaches the API server by its address",
+}
+CONTAINER_NEEDS_NOTHING = {
+    "terminationMessagePath": _STATUS_ONLY,
+    "terminationMessagePolicy": _STATUS_ONLY,
+    "imagePullPolicy": "the image is the one built here, in podman's storage: nothing is pulled",
+}
 SECURITY_FIELDS = {"runAsNonRoot", "runAsUser", "runAsGroup", "seccompProfile", "allowPrivilegeEscalation",
                    "readOnlyRootFilesystem", "capabilities"}
 
@@ -110,9 +136,14 @@ def _memory(quantity: str) -> str:
     return next((quantity[:-2] + u for s, u in units.items() if quantity.endswith(s)), quantity)
 
 
+def _fields(node: Node, pod: Pod) -> dict[str, str]:
+    """The downward API's fields this kubelet hands a pod."""
+    return {"spec.nodeName": node.name, "metadata.name": pod.name, "metadata.uid": pod.uid,
+            "metadata.namespace": pod.namespace}
+
+
 def _env(container: dict[str, Any], node: Node, pod: Pod) -> list[str]:
-    fields = {"spec.nodeName": node.name, "metadata.name": pod.name, "metadata.uid": pod.uid,
-              "metadata.namespace": pod.namespace}
+    fields = _fields(node, pod)
     host, _, port = node.server.removeprefix("https://").rpartition(":")
     args = ["-e", f"KUBERNETES_SERVICE_HOST={host}", "-e", f"KUBERNETES_SERVICE_PORT={port}"]
     for var in container.get("env", []):
@@ -130,7 +161,7 @@ def _env(container: dict[str, Any], node: Node, pod: Pod) -> list[str]:
     return args
 
 
-def _volumes(pod_spec: dict[str, Any], container: dict[str, Any], node: Node) -> list[str]:
+def _volumes(pod_spec: dict[str, Any], container: dict[str, Any], node: Node, pod: Pod) -> list[str]:
     volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
     args: list[str] = []
     for mount in container.get("volumeMounts", []):
@@ -151,9 +182,37 @@ def _volumes(pod_spec: dict[str, Any], container: dict[str, Any], node: Node) ->
             assert vol["emptyDir"].get("medium") == "Memory", "only memory-backed emptyDirs are run here"
             args += ["--mount", f"type=tmpfs,destination={mount['mountPath']},tmpfs-size={_memory(size)},"
                                 f"tmpfs-mode=1777"]
+        elif "projected" in vol:
+            args += ["-v", f"{_projected(vol, node, pod)}:{mount['mountPath']}:{'ro' if ro else 'rw'}"]
         else:
             raise AssertionError(f"volume kind this kubelet does not mount: {sorted(vol)}")
     return args
+
+
+def _projected(vol: dict[str, Any], node: Node, pod: Pod) -> Path:
+    """A projected volume's files, each source's, with its mode, as the kubelet writes them."""
+    files: dict[str, str] = {}
+    for source in vol["projected"]["sources"]:
+        ((kind, src),) = source.items()
+        if kind == "serviceAccountToken":
+            assert not src.get("audience"), f"a token for audience {src['audience']}: this kubelet has the API server's"
+            files[src["path"]] = pod.token
+        elif kind == "configMap":
+            data = node.config_maps.get(src["name"])
+            assert data is not None or src.get("optional"), f"ConfigMap {src['name']} of {vol['name']} is not there"
+            items = src.get("items") or [{"key": k, "path": k} for k in data or {}]
+            assert all(set(i) <= {"key", "path"} for i in items), f"item fields this kubelet does not apply: {items}"
+            files |= {i["path"]: (data or {})[i["key"]] for i in items}
+        elif kind == "downwardAPI":
+            files |= {i["path"]: _fields(node, pod)[i["fieldRef"]["fieldPath"]] for i in src["items"]}
+        else:
+            raise AssertionError(f"projected source this kubelet does not write: {kind}")
+    where = node.root / "pods" / pod.uid / "volumes" / vol["name"]
+    where.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (where / name).write_text(text)
+        (where / name).chmod(vol["projected"].get("defaultMode", 0o644))
+    return where
 
 
 def _token_dir(node: Node, pod: Pod) -> Path:
@@ -167,8 +226,10 @@ def _token_dir(node: Node, pod: Pod) -> Path:
 
 def run_args(pod_spec: dict[str, Any], container: dict[str, Any], node: Node, pod: Pod, name: str) -> list[str]:
     """``podman run`` arguments that apply every field of ``container`` of ``pod_spec``."""
-    unknown = (set(pod_spec) - POD_FIELDS - SCHEDULER_FIELDS) | (set(container) - CONTAINER_FIELDS)
-    assert not unknown, f"pod template fields this kubelet does not apply: {sorted(unknown)}"
+    unknown = ((set(pod_spec) - POD_FIELDS - set(NEEDS_NOTHING))
+               | (set(container) - CONTAINER_FIELDS - set(CONTAINER_NEEDS_NOTHING)))
+    assert not unknown, f"pod fields this kubelet does not apply: {sorted(unknown)}"
+    assert pod_spec.get("nodeName", node.name) == node.name, f"a pod of node {pod_spec['nodeName']}, not {node.name}"
     ctx = _merged(pod_spec, container)
     user, group = ctx.get("runAsUser", 0), ctx.get("runAsGroup", 0)
     if ctx.get("runAsNonRoot"):
@@ -184,8 +245,9 @@ def run_args(pod_spec: dict[str, Any], container: dict[str, Any], node: Node, po
     limit = container.get("resources", {}).get("limits", {}).get("memory")
     if limit:
         args += ["--memory", _memory(limit)]
-    args += _env(container, node, pod) + _volumes(pod_spec, container, node)
-    if pod_spec.get("automountServiceAccountToken", True):
+    args += _env(container, node, pod) + _volumes(pod_spec, container, node, pod)
+    admitted = any(m["mountPath"] == SA_DIR for m in container.get("volumeMounts", []))  # a projected volume
+    if pod_spec.get("automountServiceAccountToken", True) and not admitted:
         args += ["-v", f"{_token_dir(node, pod)}:{SA_DIR}:ro"]
     if pod_spec.get("runtimeClassName"):
         args += node.runtime

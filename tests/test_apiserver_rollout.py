@@ -51,40 +51,61 @@ def installed(request: pytest.FixtureRequest, http: httpx.Client,
     """The default overlay applied by kubectl, or the chart installed by Helm (helm-sdkpy), on three nodes
     without a GPU label and two with one."""
     nodes = ReadyNodes(http)
-    # The runtime class the DaemonSet names: the GPU Operator (or the NVIDIA container toolkit) makes it.
-    runtime = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
-               "handler": "nvidia"}
-    assert http.post("/apis/node.k8s.io/v1/runtimeclasses", json=runtime).status_code in (201, 409)
+    add_runtime_class(http)
     for name, labels in {**GPU_NODES, **OTHER_NODES}.items():
         nodes.add(name, labels)
-    kubectl = [str(KUBECTL), "--kubeconfig", str(kube_control_plane.kubeconfig())]
-    overlay = str(REPO / "daemonset/overlays/default")
     if request.param == "helm":
         helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it")
         config = helm.Configuration(namespace=NS, kubeconfig=str(kube_control_plane.kubeconfig()))
         asyncio.run(helm.Install(config).run("topolink", str(REPO / "daemonset/chart"), create_namespace=True,
                                              wait=False))
     else:
-        subprocess.run([*kubectl, "apply", "-k", overlay], check=True, capture_output=True, timeout=120)
+        overlay(kube_control_plane, "apply", "default")
     yield nodes
-    http.delete(DAEMONSET, params={"propagationPolicy": "Background"})
-    for pod in _pods(http):  # no kubelet confirms a graceful deletion: gone at once, so the namespace can go
-        http.delete(f"{PODS}/{pod['metadata']['name']}", params={"gracePeriodSeconds": "0"})
+    remove_agents(http)
     if request.param == "helm":
         asyncio.run(helm.Uninstall(config).run("topolink", wait=True))
-    subprocess.run([*kubectl, "delete", "-k", overlay, "--ignore-not-found", "--timeout=90s"], capture_output=True,
-                   timeout=120, check=False)
-    for name in {**GPU_NODES, **OTHER_NODES}:
+    overlay(kube_control_plane, "delete", "default")
+    remove_nodes(http, nodes, [*GPU_NODES, *OTHER_NODES])
+
+
+def overlay(server: ApiServer, verb: str, name: str) -> None:
+    """``kubectl apply -k`` or ``delete -k`` of one overlay of daemonset/ (a delete waits until its objects are
+    gone, the namespace too)."""
+    more = ["--ignore-not-found", "--timeout=90s"] if verb == "delete" else []
+    out = subprocess.run([str(KUBECTL), "--kubeconfig", str(server.kubeconfig()), verb, "-k",
+                          str(REPO / "daemonset/overlays" / name), *more], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert verb == "delete" or out.returncode == 0, out.stderr
+
+
+def remove_nodes(http: httpx.Client, nodes: ReadyNodes, names: list[str]) -> None:
+    """Stop holding the nodes' Leases, delete them, stop renewing."""
+    for name in names:
         nodes.forget(name)
         http.delete(f"/api/v1/nodes/{name}")
     nodes.close()
 
 
-def _pods(http: httpx.Client) -> list[dict[str, Any]]:
+def add_runtime_class(http: httpx.Client) -> None:
+    """The runtime class the DaemonSet names: the GPU Operator (or the NVIDIA container toolkit) makes it."""
+    runtime = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
+               "handler": "nvidia"}
+    assert http.post("/apis/node.k8s.io/v1/runtimeclasses", json=runtime).status_code in (201, 409)
+
+
+def remove_agents(http: httpx.Client) -> None:
+    """The DaemonSet, then every pod of its namespace at once: no kubelet confirms a graceful deletion, so
+    they are deleted with no grace period, or the namespace could not go."""
+    http.delete(DAEMONSET, params={"propagationPolicy": "Background"})
+    http.delete(PODS, params={"gracePeriodSeconds": "0"})
+
+
+def agent_pods(http: httpx.Client) -> list[dict[str, Any]]:
     return list(http.get(PODS, params={"labelSelector": SELECTOR}).raise_for_status().json()["items"])
 
 
-def _node_of(pod: dict[str, Any]) -> str:
+def node_of(pod: dict[str, Any]) -> str:
     """The node the DaemonSet controller made the pod for (its affinity's matchFields, bound or not)."""
     terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     (field,) = [f for term in terms["nodeSelectorTerms"] for f in term.get("matchFields", [])]
@@ -100,19 +121,20 @@ def _report_ready(http: httpx.Client, pod: dict[str, Any]) -> None:
 
 
 def test_the_controller_makes_pods_on_the_gpu_nodes_alone(http: httpx.Client, installed: ReadyNodes) -> None:
-    pods = wait_until("a pod per GPU node", lambda: (p := _pods(http)) and len(p) >= len(GPU_NODES) and p,
+    pods = wait_until("a pod per GPU node", lambda: (p := agent_pods(http)) and len(p) >= len(GPU_NODES) and p,
                       timeout=90)
-    assert sorted(_node_of(p) for p in pods) == sorted(GPU_NODES)
+    assert sorted(node_of(p) for p in pods) == sorted(GPU_NODES)
     status = wait_until("the DaemonSet's status", lambda: http.get(DAEMONSET).json().get("status", {})
                         .get("desiredNumberScheduled"), timeout=60)
     assert status == len(GPU_NODES)
-    bound = wait_until("the pods bound", lambda: all(p["spec"].get("nodeName") for p in _pods(http)) and
-                       sorted(p["spec"]["nodeName"] for p in _pods(http)), timeout=90)
+    bound = wait_until("the pods bound", lambda: all(p["spec"].get("nodeName") for p in agent_pods(http)) and
+                       sorted(p["spec"]["nodeName"] for p in agent_pods(http)), timeout=90)
     assert bound == sorted(GPU_NODES)
 
 
 def test_a_rolling_update_replaces_one_pod_at_a_time(http: httpx.Client, installed: ReadyNodes) -> None:
-    old = wait_until("a pod per GPU node", lambda: (p := _pods(http)) and len(p) == len(GPU_NODES) and p, timeout=90)
+    old = wait_until("a pod per GPU node", lambda: (p := agent_pods(http)) and len(p) == len(GPU_NODES) and p,
+                     timeout=90)
     for pod in old:
         _report_ready(http, pod)
     wait_until("both available", lambda: http.get(DAEMONSET).json().get("status", {}).get("numberAvailable") == 2,
@@ -126,7 +148,7 @@ def test_a_rolling_update_replaces_one_pod_at_a_time(http: httpx.Client, install
 
     def new_pods() -> list[dict[str, Any]]:
         """The new pods; and, as a kubelet would, the old pods the controller deleted are confirmed gone."""
-        pods = _pods(http)
+        pods = agent_pods(http)
         for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
                 deleted.add(pod["metadata"]["name"])
@@ -139,25 +161,26 @@ def test_a_rolling_update_replaces_one_pod_at_a_time(http: httpx.Client, install
     status = wait_until("the controller's count", lambda: (s := http.get(DAEMONSET).json()["status"])
                         .get("updatedNumberScheduled") == 1 and s, timeout=60)
     assert status["numberUnavailable"] == 1
-    staying = [p for p in _pods(http)
+    staying = [p for p in agent_pods(http)
                if p["metadata"]["name"] in old_names and not p["metadata"].get("deletionTimestamp")]
-    assert [_node_of(p) for p in staying] == sorted(set(GPU_NODES) - {_node_of(first)})
+    assert [node_of(p) for p in staying] == sorted(set(GPU_NODES) - {node_of(first)})
     assert len(new_pods()) == 1 and len(deleted) == 1
     _report_ready(http, first)
     second = wait_until("the second new pod", lambda: (p := new_pods()) and len(p) == 2 and p, timeout=90)
-    assert sorted(_node_of(p) for p in second) == sorted(GPU_NODES)
+    assert sorted(node_of(p) for p in second) == sorted(GPU_NODES)
 
 
 def test_the_garbage_collector_removes_the_pods_of_a_deleted_daemonset(http: httpx.Client,
                                                                        installed: ReadyNodes) -> None:
     """The uninstall's first step (``kubectl delete daemonset``): the pods go by their owner references."""
-    pods = wait_until("a pod per GPU node", lambda: (p := _pods(http)) and len(p) == len(GPU_NODES) and p, timeout=90)
+    pods = wait_until("a pod per GPU node", lambda: (p := agent_pods(http)) and len(p) == len(GPU_NODES) and p,
+                      timeout=90)
     assert all(ref["kind"] == "DaemonSet" and ref["name"] == "topolink" and ref.get("controller")
                for p in pods for ref in p["metadata"]["ownerReferences"])
     http.delete(DAEMONSET, params={"propagationPolicy": "Background"}).raise_for_status()
 
     def gone() -> bool:
-        left = _pods(http)
+        left = agent_pods(http)
         for pod in left:  # the kubelet's part: a deleted pod confirmed gone
             if pod["metadata"].get("deletionTimestamp"):
                 http.delete(f"{PODS}/{pod['metadata']['name']}", params={"gracePeriodSeconds": "0"})

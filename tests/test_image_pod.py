@@ -1,5 +1,5 @@
-"""The image tier's kubelet (tests/image_pod.py) without podman: what it makes of the rendered pod templates,
-and that it refuses a field it does not apply rather than run the pod without it."""
+"""The image tier's kubelet (tests/image_pod.py) without podman: what it makes of the rendered pod templates and of
+a pod as the server holds it, and that it refuses a field it does not apply rather than run the pod without it."""
 
 from __future__ import annotations
 
@@ -81,3 +81,48 @@ def test_the_prune_jobs_args_come_from_the_manifest(tmp_path: Path) -> None:
     (prune,) = spec["containers"]
     args = run_args(spec, prune, _node(tmp_path, {}), POD, "p")  # its ConfigMap keys are optional
     assert args[args.index(IMAGE) + 1:] == prune["args"]
+
+
+# What the server's defaults, the DaemonSet controller and the ServiceAccount admission add to the template
+# (as a v1.36 kube-controller-manager's pod has them; tests/test_image.py runs the real one).
+ACCESS = {"name": "kube-api-access-x1", "projected": {"defaultMode": 0o640, "sources": [
+    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    {"configMap": {"name": "absent", "optional": True}},
+    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1",
+                                                                  "fieldPath": "metadata.namespace"}}]}}]}}
+
+
+def _as_the_server_holds_it() -> dict[str, Any]:
+    spec = _template("default", "DaemonSet")
+    spec.update(restartPolicy="Always", dnsPolicy="ClusterFirst", schedulerName="default-scheduler", nodeName="n1",
+                serviceAccount="topolink", priority=1000000, preemptionPolicy="PreemptLowerPriority")
+    spec["volumes"].append(ACCESS)
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        container.update(terminationMessagePath="/dev/termination-log", terminationMessagePolicy="File",
+                         imagePullPolicy="IfNotPresent")
+        container["volumeMounts"].append({"name": ACCESS["name"], "readOnly": True, "mountPath": SA_DIR})
+    return spec
+
+
+def test_the_controllers_pod_gets_its_projected_token_volume(tmp_path: Path) -> None:
+    spec = _as_the_server_holds_it()
+    (agent,) = spec["containers"]
+    config = {"topolink-agent": next(d["data"] for d in _rendered("default") if d["kind"] == "ConfigMap"),
+              "kube-root-ca.crt": {"ca.crt": "ROOT CA"}}
+    args = run_args(spec, agent, _node(tmp_path, config), POD, "c")
+    (mounted,) = [v for v in _pairs(args, "-v") if v.endswith(f":{SA_DIR}:ro")]  # the volume's, no other
+    where = Path(mounted.split(":")[0])
+    assert {p.name: p.read_text() for p in where.iterdir()} == {"token": "TOKEN", "ca.crt": "ROOT CA",
+                                                               "namespace": "topolink"}
+    assert {p.stat().st_mode & 0o777 for p in where.iterdir()} == {0o640}
+
+
+def test_a_pod_of_another_node_or_without_its_config_map_is_refused(tmp_path: Path) -> None:
+    spec = _as_the_server_holds_it()
+    (init,) = spec["initContainers"]
+    with pytest.raises(AssertionError, match="ConfigMap kube-root-ca"):
+        run_args(spec, init, _node(tmp_path, {}), POD, "i")
+    spec["nodeName"] = "n2"
+    with pytest.raises(AssertionError, match="n2"):
+        run_args(spec, init, _node(tmp_path, {"kube-root-ca.crt": {"ca.crt": "CA"}}), POD, "i")
