@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from exporter.kube._fleet._levels import HOSTNAME, MAX_LEVELS, fleet_levels, own_levels
 from exporter.kube._fleet._schedulers import dns_name, kueue_objects, slurm_blocks, volcano_hypernodes
 from tests.apiserver import ApiServer
+from tests.apiserver_agent import wait_until
 from tests.scheduler_fleet import LEAF, SAVED, SPINE, scheduler_fleet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,13 +145,13 @@ def _install(http: Any, path: Path) -> str:
     got = http.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
     assert got.status_code in (201, 409), got.text
     name = crd["metadata"]["name"]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         status = http.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}").json().get("status", {})
-        if any(c["type"] == "Established" and c["status"] == "True" for c in status.get("conditions") or []):
-            return name
-        time.sleep(0.2)
-    raise AssertionError(f"{name} not established in 30 s")
+        return any(c["type"] == "Established" and c["status"] == "True" for c in status.get("conditions") or [])
+
+    wait_until(f"{name} established", established, timeout=30, every=0.2)
+    return str(name)
 
 
 def _create(http: Any, obj: dict[str, Any]) -> Any:
