@@ -65,7 +65,8 @@ def one_agent(server: ApiServer, tmp: Path) -> None:
             publish(agent)
             sent = run_fault(agent, proxy, fault)
             note = (f"<= {request_bound(fault)}: the steady rate" if "410" not in fault else
-                    f"<= {request_bound(fault)}: the steady rate, and a list and a watch each back-off step")
+                    f"<= {request_bound(fault)}: a pass lists too (no watch to trust), and a list and a watch each "
+                    "back-off step")
             print(f"{fault:<12} {sent:>15} {10:>18}  {note}")
     finally:
         proxy.close()

@@ -35,11 +35,15 @@ PASSES = 10  # ten minutes of one-minute passes: the steady state sends one requ
 
 def request_bound(fault: str, seconds: float = 600.0) -> int:
     """The most requests ``seconds`` of ``fault`` may cost one agent passing once a minute: the steady rate (a
-    request a pass, and the watch opened again at the server's timeout, every 5 to 10 minutes). With a 410 on
-    every watch (after a bookmark or not) no watch can be had. The fault starts with the watch about to open, so
-    the first pass lists for itself (the watch has no state yet) and the watch's first state comes from a watch
-    list the server breaks, then a list and a watch; the first 410 relists at once (a list and a watch); then a
-    list and a watch each back-off step, counted here at the lowest draws of its jitter (the most that fit)."""
+    request a pass, and the watch opened again at the server's timeout, every 5 to 10 minutes). A failing server
+    gets no more: while the client backs off, neither a pass nor the watch sends anything before its next try.
+
+    With a 410 on every watch (after a bookmark or not) no watch can be had while every list is answered: the
+    store the watch keeps cannot be trusted, so each pass lists for itself (two requests a pass, not one), and
+    the watch tries again on its back-off. The fault starts with the watch about to open: its first state is a
+    list, then a 410; it relists at once (a watch list the server breaks or ignores, then a list and a watch);
+    then a list and a watch each back-off step, counted here at the lowest draws of its jitter (the most that
+    fit)."""
     passes = math.ceil(seconds / 60.0)
     if fault not in ("410", "bookmark-410"):
         return passes + math.ceil(seconds / 300.0)
@@ -47,7 +51,7 @@ def request_bound(fault: str, seconds: float = 600.0) -> int:
     steps, at, n = 0, 0.0, 2
     while at + (wait := lowest.delay(n, None, floor=ERROR_WINDOW_S)) < seconds:
         at, steps, n = at + wait, steps + 1, n + 1
-    return passes + 1 + 5 + 2 * steps
+    return 2 * passes + 5 + 2 * steps
 
 
 class _Lowest(random.Random):

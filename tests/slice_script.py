@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.kube._api._api import INITIAL_EVENTS_END, Kind, NodeView, Obj
+from exporter.kube._api._api import INITIAL_EVENTS_END, SILENT_S, Kind, NodeView, Obj
 from exporter.kube._api._errors import BackingOff, Conflict, Expired, NotFound, Silent, Unavailable
 
 TIMEOUT_S = 300.0  # the server ends each stream after this (the least the client asks for)
@@ -143,7 +143,8 @@ class ScriptedServer:
             yield from self._state(fault)
             since = self.rv
         if fault == "silent":
-            raise Silent("watch resourceslices: nothing for 75 s")
+            self.now += SILENT_S  # the client's read timed out: nothing came for this long
+            raise Silent(f"watch resourceslices: nothing for {SILENT_S:.0f} s")
         yield from self._events(since)
         self.now += TIMEOUT_S
 

@@ -165,6 +165,50 @@ def test_a_write_the_watch_never_confirms_stands_for_its_ttl_then_the_store_coun
     assert agent.view() == [NAME] and agent.woken == []
 
 
+# -- the server's view: while the watch is down, a pass lists -------------------------------------------------
+@pytest.mark.parametrize("fault", ["500", "410", "bookmark-410", "backing-off"])
+def test_a_slice_deleted_while_the_watch_backs_off_is_created_again_by_the_next_pass(fault: str) -> None:
+    """The watch fails and backs off (a server error, a 410 after its relist at once, nothing sent); kubelet wipes
+    the slice meanwhile, which no watch sees: the next pass does not trust the store, lists, and creates it again,
+    without waiting for the watch to come back. The watch, back, finds the pool whole and wakes nothing."""
+    agent = published()
+    server = agent.server
+    server.faults = [fault] * 3
+    waits = [agent.step() for _ in range(3)]
+    assert waits[-1] > 0 and agent.sink.cache.view() is None
+    server.delete_as_kubelet(NAME)
+    mark = len(server.requests)
+    assert agent.publish() and agent.since(mark) == ["LIST", f"CREATE {NAME}"]
+    assert agent.sink.cache.stored() == [NAME]  # the pass wrote nothing to the store: still the watch's old one
+    server.now += waits[-1]
+    agent.step()
+    assert agent.view() == [NAME] and agent.woken == []
+
+
+def test_a_silent_stream_leaves_the_store_untrusted_until_the_watch_shows_life() -> None:
+    """A stream silent for longer than the bookmark interval hides kubelet's delete; however soon the watch is
+    tried again, the pass after the silence lists (nothing came to say the store is current) and creates the slice
+    again, which is a restore within one pass of the watch giving the stream up."""
+    agent = published()
+    server = agent.server
+    server.delete_as_kubelet(NAME)
+    server.faults = ["silent", "silent"]
+    assert agent.step() == 0.0  # given up, watched again at once
+    mark = len(server.requests)
+    assert agent.publish() and agent.since(mark) == ["LIST", f"CREATE {NAME}"]
+
+
+def test_the_store_is_trusted_while_bookmarks_come_and_not_after() -> None:
+    agent = published()
+    cache, server = agent.sink.cache, agent.server
+    server.now += 59.0
+    assert cache.view() == [agent.server.objects[NAME]]  # within the bookmark interval
+    server.now += 2.0
+    assert cache.view() is None
+    cache.alive()  # a bookmark
+    assert cache.view() is not None
+
+
 # -- 410, watch lists, silence ---------------------------------------------------------------------------------
 def test_after_a_healthy_while_the_first_410_gets_a_watch_list_at_once_and_passes_list_nothing() -> None:
     agent = published()
@@ -194,7 +238,8 @@ def test_a_watch_list_broken_part_way_commits_nothing_and_the_state_comes_from_a
     server.faults = ["410", "break-list"]
     mark = len(server.requests)
     assert agent.step() == 0.0
-    assert agent.step() > 0 and agent.view() == [NAME]  # broken: the store is as it was
+    assert agent.step() > 0 and agent.sink.cache.stored() == [NAME]  # broken: the store is as it was
+    assert agent.sink.cache.view() is None  # and, the watch backing off, passes list for themselves
     agent.step()
     assert agent.since(mark) == ["WATCH 101", "WATCHLIST", "LIST", f"WATCH {server.rv}"]
     assert agent.woken == [f"resourceslice {NAME} missing"] and agent.view() == ["n1-other"]

@@ -106,6 +106,13 @@ class KubeApi(Protocol):
         ...
 
 
+# kube-apiserver sends a watch that asked for bookmarks one as it opens, one every minute (its watch cache's
+# ``bookmarkFrequency``) and one just before the timeout the client asked for (v1.36.2: at 0.01 s, then 60.1 s
+# apart, and 1.5 s before a 150 s timeout). A store kept by a watch with nothing for longer than the interval may be
+# out of date: passes list; a stream with nothing for the interval plus a margin is dead (a half-open connection, a
+# proxy that stopped forwarding): it ends, and the watch resumes from where it stopped.
+BOOKMARK_INTERVAL_S = 60.0
+SILENT_S = BOOKMARK_INTERVAL_S + 15.0
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"  # the annotation of the bookmark that ends a watch list's state
 
 

@@ -14,15 +14,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .._api._api import Kind, Obj
+from .._api._api import SILENT_S, Kind, Obj
 from .._api._errors import Conflict, Expired, Forbidden, InvalidObject, NotFound, PublishError, Silent, Unavailable
 from .._api._retry import RETRYABLE, retry_after
-
-# kube-apiserver sends a watch that asked for bookmarks one about every minute (its watch cache's
-# ``bookmarkFrequency``), so a stream with nothing for longer than that plus a margin is dead (a half-open
-# connection, a proxy that stopped forwarding): it ends, and the watch resumes from where it stopped.
-BOOKMARK_INTERVAL_S = 60.0
-SILENT_S = BOOKMARK_INTERVAL_S + 15.0
 
 
 def error_for(what: str, code: int, message: str = "", retry_after: float | None = None) -> PublishError:

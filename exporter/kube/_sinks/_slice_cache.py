@@ -13,11 +13,17 @@ mutation_cache.go``, the way the resourceslice controller of ``k8s.io/dynamic-re
   than a delete the watch saw never brings the slice back. After the TTL only the store counts, and the next
   pass checks the pool against it again.
 
-A pass plans against :meth:`SliceCache.view` (the newer of both per slice) once the watch has synced; before
-that, or with no watch at all, it gets None and lists for itself without writing here. The watch's events wake
-the agent when someone else deletes or changes a slice we published (kubelet wiping the pool at its start, the
-garbage collector, an edit): the sink's own writes are known by the resourceVersion of their reply, or, while the
-reply is on its way, by the name being written.
+A pass plans against :meth:`SliceCache.view` (the newer of both per slice) while the store is the server's view:
+the watch has a state and is alive, having shown life (a state committed, an event, a bookmark, a stream the
+server ended at its timeout) within the server's bookmark interval (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a
+live stream gets a bookmark that often, kube-apiserver v1.36.2 measured 60.1 s apart) and not backing off since.
+Otherwise (before the first state, while the watch backs off from a failure, a stream gone silent, no watch at
+all) it gets None and lists for itself without writing here: what happened on the
+server meanwhile (kubelet wiping the pool during a fault) is seen by the next pass, not when the watch is back.
+The watch's events wake the agent when someone else deletes or changes a slice we published (kubelet wiping the
+pool at its start, the garbage collector, an edit): the sink's own writes are known by the resourceVersion of
+their reply, or, while the reply is on its way, by the name being written; a delete older than a write of ours
+(a pass that listed while the watch was down and created the slice again) wakes nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .._api._api import Obj, resource_version
+from .._api._api import BOOKMARK_INTERVAL_S, Obj, resource_version
 
 # How long a write of the sink's own stands over the store without the watch confirming it: the resourceslice
 # controller's default (``DefaultMutationCacheTTL``), one default discovery interval.
@@ -60,10 +66,13 @@ class _Mutation:
 
 
 class SliceCache:
-    def __init__(self, ttl_s: float = MUTATION_TTL_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_s: float = MUTATION_TTL_S, clock: Callable[[], float] = time.monotonic,
+                 fresh_s: float = BOOKMARK_INTERVAL_S) -> None:
         self._lock = threading.Lock()
         self._store: dict[str, Obj] = {}
         self._synced = False  # the watch committed a whole state (a list, or a watch list at its end)
+        self._alive_until = float("-inf")  # the store is the server's view until then (``clock``)
+        self._fresh_s = fresh_s
         self._mutations: dict[str, _Mutation] = {}
         self._writing: set[str] = set()  # created or updated by the sink, reply not back yet
         self._deleting: set[str] = set()
@@ -78,12 +87,13 @@ class SliceCache:
         listed = {_name(o): o for o in items}
         at = int(rv) if rv is not None and rv.isdigit() else None
         with self._lock:
+            why = [f"resourceslice {n} changed" for n, o in sorted(listed.items())
+                   if n in self._store and o != self._store[n] and self._others(n, o)]
             self._mutations = {n: m for n, m in self._mutations.items() if _newer(m.rv, at)}
             known = (set(self._store) | self._published) - self._writing - self._deleting - set(self._mutations)
-            why = [f"resourceslice {n} missing" for n in sorted(known - set(listed))]
-            why += [f"resourceslice {n} changed" for n, o in sorted(listed.items())
-                    if n in self._store and o != self._store[n] and self._others(n, o)]
+            why[:0] = [f"resourceslice {n} missing" for n in sorted(known - set(listed))]
             self._store, self._synced = listed, True
+            self._alive_until = self.clock() + self._fresh_s
             for name, obj in listed.items():
                 self._confirmed(name, _rv(obj))
         return why
@@ -92,19 +102,31 @@ class SliceCache:
         """One watch event after the state; why to publish now, if someone else deleted or changed a slice."""
         name, rv = _name(obj), _rv(obj)
         with self._lock:
+            self._alive_until = self.clock() + self._fresh_s
             have = self._store.get(name)
             if have is not None and rv is not None and not _newer(rv, _rv(have)):
                 return None  # replayed, or older than what is held
             if typ == "DELETED":
                 self._store.pop(name, None)
                 known = have is not None or name in self._published
-                ours = name in self._deleting or self._tombstone(name)
+                ours = name in self._deleting or self._tombstone(name) or self._rewritten(name, rv)
                 self._buried(name, rv, seen=name in self._writing)
                 return f"resourceslice {name} deleted" if known and not ours else None
             self._store[name] = obj
             others = have is not None and obj != have and self._others(name, obj)
             self._confirmed(name, rv)
             return f"resourceslice {name} changed" if others else None
+
+    def alive(self) -> None:
+        """The watch showed life (an event, a bookmark, a stream the server ended at its timeout): the store is the
+        server's view for one bookmark interval more."""
+        with self._lock:
+            self._alive_until = self.clock() + self._fresh_s
+
+    def down(self) -> None:
+        """The watch backs off from a failure: passes list for themselves until it shows life again."""
+        with self._lock:
+            self._alive_until = float("-inf")
 
     def abandoned(self) -> None:
         """No watch will keep the store (none permitted, or it ended on a bug): passes list for themselves."""
@@ -115,6 +137,12 @@ class SliceCache:
         """Not the event of a write of the sink's own (in flight, or whose reply carried this resourceVersion)."""
         m = self._mutations.get(name)
         return name not in self._writing and not (m is not None and m.obj is not None and m.rv == _rv(obj))
+
+    def _rewritten(self, name: str, rv: int | None) -> bool:
+        """A write of the sink's own is newer than ``rv``: a pass that listed while the watch was down already
+        created the slice again."""
+        m = self._mutations.get(name)
+        return m is not None and m.obj is not None and _newer(m.rv, rv)
 
     def _tombstone(self, name: str) -> bool:
         m = self._mutations.get(name)
@@ -143,12 +171,12 @@ class SliceCache:
 
     # -- the sink's side ------------------------------------------------------------------------------
     def view(self) -> list[Obj] | None:
-        """The slices (the newer of the store and the sink's writes, per name) once the watch has synced; None
-        before, or with no watch: the pass lists for itself."""
+        """The slices (the newer of the store and the sink's writes, per name) while the store is the server's view;
+        None while it may not be (no state yet, the watch backing off or silent, no watch): the pass lists."""
         with self._lock:
-            if not self._synced:
-                return None
             now = self.clock()
+            if not self._synced or now >= self._alive_until:
+                return None
             self._mutations = {n: m for n, m in self._mutations.items() if m.expires > now}
             merged = dict(self._store)
             for name, m in self._mutations.items():

@@ -3,9 +3,9 @@
 Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps the store of this
 node's slices and wakes the agent when someone else deletes or changes one, so a wiped slice is created again at
 once (on the next pass when the watch is not permitted). A pass plans against the cache's view (the watch's
-store with the sink's own writes over it) once the watch has its first state, and before that (or with no
-watch) lists this node's slices for itself, writing nothing to the cache. Obsolete slices go only on complete
-knowledge.
+store with the sink's own writes over it) while the watch is alive, and otherwise (before its first state, while
+it backs off or is silent, with no watch) lists this node's slices for itself, writing nothing to the cache.
+Obsolete slices go only on complete knowledge.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class ResourceSliceSink:
         return self._d.version, SliceConfig(driver=self._cfg.driver, taints=self._d.taints)
 
     def _observed(self, kind: Kind) -> list[Obj]:
-        """This node's slices of our driver: the cache's view once the watch has a state, else one list of the
+        """This node's slices of our driver: the cache's view while the watch is alive, else one list of the
         pass's own (field selectors, not our label: one that lost it is still ours), not written to the cache."""
         cached = self._cache.view()
         if cached is not None:

@@ -31,8 +31,14 @@ lists when the store needs a state, then watches once. The rules, each with the 
   While the client backs off from a failing server nothing is sent, nothing is counted, and the watch waits
   exactly until the client's next try is due (``isWatchErrorRetriable``: 429 and refused connections wait).
 * **A silent stream is dead**: nothing (no event, no bookmark) for longer than the server's bookmark interval
-  plus a margin (:data:`~.._client._watch_stream.SILENT_S`) ends it; it is watched again from where it stopped,
-  at once the first time.
+  plus a margin (:data:`~.._api._api.SILENT_S`) ends it; it is watched again from where it stopped, at once the
+  first time.
+* **The store is the server's view only while the watch is alive** (what an informer's ``HasSynced`` cannot say
+  of a watch that is down): each event, bookmark, committed state and stream ended at the server's timeout
+  keeps it so for the server's bookmark interval (:data:`~.._api._api.BOOKMARK_INTERVAL_S`; the stream itself is
+  given up only after the margin more); a step that backs off ends it (:meth:`SliceCache.down`). Until
+  the watch shows life again each pass lists for itself, writing nothing to the store, so what the watch missed
+  (kubelet wiping the pool during a fault) is set right by the first pass the server answers.
 * **404 or NotFound** for the API version picks the version again (``pick``) and starts over; 403 (no
   ``watch`` in RBAC) gives up, and each pass then lists for itself.
 
@@ -107,6 +113,12 @@ class SliceWatch:
             raise
 
     def step(self) -> float:
+        wait = self._step()
+        if wait > 0:
+            self._cache.down()  # backing off: until the watch shows life again, passes list for themselves
+        return wait
+
+    def _step(self) -> float:
         watch_list = self._rv is None and self._watch_list_next  # this step's state comes from a watch list
         try:
             self._list_then_watch()
@@ -187,6 +199,7 @@ class SliceWatch:
             raise _Ended("watch list ended before the end of its state")
         if self._clock() - opened < self._early:
             raise _Ended("watch closed early")
+        self._cache.alive()  # live to the server's timeout (a real server sends a bookmark just before it)
         self._again = "closed"  # the server's timeout: on from where it stopped, at once
 
     def _list(self, kind: Kind) -> None:
@@ -211,7 +224,9 @@ class SliceWatch:
 
     def _changed(self, typ: str, obj: Obj) -> None:
         self._rv = resource_version(obj) or self._rv
-        if typ in ("ADDED", "MODIFIED", "DELETED") and (why := self._cache.event(typ, obj)) is not None:
+        if typ not in ("ADDED", "MODIFIED", "DELETED"):
+            self._cache.alive()  # a bookmark: nothing changed, and the stream is live
+        elif (why := self._cache.event(typ, obj)) is not None:
             self._wake(why)
 
     def _no_watch_lists(self, exc: Exception) -> None:
