@@ -85,6 +85,10 @@ class Fleet:
         for t in self.threads:
             t.join(timeout=5)
 
+    def watching(self) -> bool:
+        """Every agent's slice watch is alive (its passes plan against its store): the steady state."""
+        return all(a.slices.cache.view() is not None for a in self.agents)
+
     def sent(self) -> int:
         return sum(a.transport.sent for a in self.agents)
 
@@ -154,7 +158,11 @@ def run_fault(f: Fleet, fault: str, *, before: float, during: float, settle_max:
               window: float, damage: bool = True) -> Iterator[Phase | tuple[str, Any]]:
     """Yields the phases (before, during, and after: until recovered, ``before`` seconds at least) and then
     ``("recovered_s", seconds or None)``. ``damage``: every node's slices and a label removed as the fault
-    starts (their repair is part of the load during it); without, the load is the fault's alone."""
+    starts (their repair is part of the load during it); without, the load is the fault's alone. The steady
+    phase starts once every agent's watch is back from the last fault (``settle_max`` at most)."""
+    settled = time.monotonic() + settle_max
+    while not f.watching() and time.monotonic() < settled:
+        time.sleep(1.0)
     t0, s0 = time.monotonic(), f.sent()
     time.sleep(before)
     t1, s1 = time.monotonic(), f.sent()

@@ -16,7 +16,9 @@ its own node and client, a pass every ``--interval`` seconds. For each fault: re
 before, during and after it (mean, and the peak: the highest mean over any window of one interval), and the seconds
 until every node's labels and slices are right again. Each fault runs twice: with every node's slices and a label
 removed behind the proxy as it starts (the repair's writes add to the load; the recovery time is from this run),
-then alone (its peak is the one held to the target). Targets: peak during a fault at most 2x the steady rate;
+then alone (its peak is the one held to the target). Each steady phase starts once every agent's watch is back
+from the last fault (until then its passes list: the last fault's tail, at most one back-off maximum); the steady
+rate is the one before the first fault. Targets: peak during a fault at most 2x the steady rate;
 every node right again within :data:`RECOVERY_S` after the fault ends. ``--full``: ten minutes of each fault,
 one-minute passes (about an hour).
 """
@@ -83,6 +85,7 @@ def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
     print(f"{'fault':<12} {'damage':<6} {'before/s':>9} {'during/s':>9} {'peak/s':>7} {'peak/steady':>11} "
           f"{'after/s':>8} {'tried during':>12} {'recovered s':>11}  target: peak <= 2x steady (fault alone), "
           f"recovery <= {RECOVERY_S:g} s")
+    steady: float | None = None
     try:
         f.start(args.seed)
         time.sleep(2 * args.interval)  # every agent's first pass and watch: not the steady state
@@ -97,7 +100,8 @@ def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
                     else:
                         recovered = item[1]
                 b, d, a = phases["before"], phases["during"], phases["after"]
-                ratio = d.peak / b.rate if b.rate else float("nan")
+                steady = steady or b.rate
+                ratio = d.peak / steady if steady else float("nan")
                 rec = f"{recovered:.0f}" if recovered is not None else f"> {MAX_DELAY_S:g}"
                 print(f"{fault:<12} {'yes' if damage else 'no':<6} {b.rate:>9.1f} {d.rate:>9.1f} {d.peak:>7.1f} "
                       f"{ratio:>11.2f} {a.rate:>8.1f} {d.sent:>12} {rec:>11}", flush=True)

@@ -119,7 +119,7 @@ def sim_agent(snap: t.Snapshot, *, server: str | None = None, config: str | None
 
     api = LightkubeApi.connect(server=server, kubeconfig=config, backoff=backoff(0), transport=transport)
     labels = NodeLabelSink(api, snap.node, LabelConfig())
-    slices = ResourceSliceSink(api, snap.node, SliceConfig(), taints=False)
+    slices = ResourceSliceSink(api, snap.node, SliceConfig(), taints=False, clock=clock.now)
     agent = SimAgent(snap, api, transport, clock, (labels, slices), watch=None)  # type: ignore[arg-type]
     agent.watch = slices.watcher(threading.Event(), agent.woken.append, backoff(1))
     return agent
@@ -130,15 +130,20 @@ def publish(agent: SimAgent) -> list[bool]:
 
 
 def run_fault(agent: SimAgent, proxy: FaultProxy, fault: str, seconds: float = 600.0,
-              interval: float = 60.0) -> int:
-    """Passes and watch steps for ``seconds`` of simulated time under ``fault``; the requests the agent tried."""
+              interval: float = 60.0, *, midway: Callable[[], None] | None = None) -> int:
+    """Passes and watch steps for ``seconds`` of simulated time under ``fault``; the requests the agent tried.
+    ``midway`` runs once, halfway through (behind the proxy: kubelet wiping the node's slices)."""
     proxy.mode = fault
     clock, start = agent.clock, agent.transport.sent
     end = clock.now_s + seconds
     next_pass = next_watch = clock.now_s
+    half = clock.now_s + seconds / 2
     try:
         while min(next_pass, next_watch) < end:
             clock.now_s = max(clock.now_s, min(next_pass, next_watch))
+            if midway is not None and clock.now_s >= half:
+                midway, hook = None, midway
+                hook()
             if next_pass <= next_watch:
                 publish(agent)
                 next_pass += interval

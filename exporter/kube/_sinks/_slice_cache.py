@@ -14,12 +14,12 @@ mutation_cache.go``, the way the resourceslice controller of ``k8s.io/dynamic-re
   pass checks the pool against it again.
 
 A pass plans against :meth:`SliceCache.view` (the newer of both per slice) while the store is the server's view:
-the watch has a state and is alive, having shown life (a state committed, an event, a bookmark, a stream the
-server ended at its timeout) within the server's bookmark interval (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a
-live stream gets a bookmark that often, kube-apiserver v1.36.2 measured 60.1 s apart) and not backing off since.
-Otherwise (before the first state, while the watch backs off from a failure, a stream gone silent, no watch at
-all) it gets None and lists for itself without writing here: what happened on the
-server meanwhile (kubelet wiping the pool during a fault) is seen by the next pass, not when the watch is back.
+the watch has a state and showed life (a state committed, an event, a bookmark, a stream the server ended at its
+timeout) within the server's bookmark interval (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a live stream gets a
+bookmark that often, kube-apiserver v1.36.2 measured 60.1 s apart). Otherwise (before the first state, a watch
+down or silent for longer, no watch at all) it gets None and lists for itself without writing here: what happened
+on the server meanwhile (kubelet wiping the pool during a fault) is seen within a bookmark interval and a pass,
+not only when the watch is back.
 The watch's events wake the agent when someone else deletes or changes a slice we published (kubelet wiping the
 pool at its start, the garbage collector, an edit): the sink's own writes are known by the resourceVersion of
 their reply, or, while the reply is on its way, by the name being written; a delete older than a write of ours
@@ -123,11 +123,6 @@ class SliceCache:
         with self._lock:
             self._alive_until = self.clock() + self._fresh_s
 
-    def down(self) -> None:
-        """The watch backs off from a failure: passes list for themselves until it shows life again."""
-        with self._lock:
-            self._alive_until = float("-inf")
-
     def abandoned(self) -> None:
         """No watch will keep the store (none permitted, or it ended on a bug): passes list for themselves."""
         with self._lock:
@@ -172,7 +167,7 @@ class SliceCache:
     # -- the sink's side ------------------------------------------------------------------------------
     def view(self) -> list[Obj] | None:
         """The slices (the newer of the store and the sink's writes, per name) while the store is the server's view;
-        None while it may not be (no state yet, the watch backing off or silent, no watch): the pass lists."""
+        None while it may not be (no state yet, the watch down or silent too long, no watch): the pass lists."""
         with self._lock:
             now = self.clock()
             if not self._synced or now >= self._alive_until:

@@ -3,8 +3,9 @@
 Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps the store of this
 node's slices and wakes the agent when someone else deletes or changes one, so a wiped slice is created again at
 once (on the next pass when the watch is not permitted). A pass plans against the cache's view (the watch's
-store with the sink's own writes over it) while the watch is alive, and otherwise (before its first state, while
-it backs off or is silent, with no watch) lists this node's slices for itself, writing nothing to the cache.
+store with the sink's own writes over it) while the watch is alive, and otherwise (before its first state, after
+a bookmark interval of a watch down or silent, with no watch) lists this node's slices for itself, writing nothing
+to the cache.
 Obsolete slices go only on complete knowledge.
 """
 

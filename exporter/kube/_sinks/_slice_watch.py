@@ -33,12 +33,13 @@ lists when the store needs a state, then watches once. The rules, each with the 
 * **A silent stream is dead**: nothing (no event, no bookmark) for longer than the server's bookmark interval
   plus a margin (:data:`~.._api._api.SILENT_S`) ends it; it is watched again from where it stopped, at once the
   first time.
-* **The store is the server's view only while the watch is alive** (what an informer's ``HasSynced`` cannot say
-  of a watch that is down): each event, bookmark, committed state and stream ended at the server's timeout
-  keeps it so for the server's bookmark interval (:data:`~.._api._api.BOOKMARK_INTERVAL_S`; the stream itself is
-  given up only after the margin more); a step that backs off ends it (:meth:`SliceCache.down`). Until
-  the watch shows life again each pass lists for itself, writing nothing to the store, so what the watch missed
-  (kubelet wiping the pool during a fault) is set right by the first pass the server answers.
+* **The store is the server's view for one bookmark interval after the watch last showed life** (what an
+  informer's ``HasSynced`` cannot say of a watch that is down): a committed state, an event, a bookmark, a
+  stream the server ended at its timeout (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a live stream gets a
+  bookmark that often, so only a watch that is down or silent lets it lapse; the stream itself is given up
+  after the margin more). After that, until the watch shows life again, each pass lists for itself, writing
+  nothing to the store: what the watch missed (kubelet wiping the pool during a fault) is set right within a
+  bookmark interval and a pass, whether the watch is backing off, silent or cannot be had at all.
 * **404 or NotFound** for the API version picks the version again (``pick``) and starts over; 403 (no
   ``watch`` in RBAC) gives up, and each pass then lists for itself.
 
@@ -113,12 +114,6 @@ class SliceWatch:
             raise
 
     def step(self) -> float:
-        wait = self._step()
-        if wait > 0:
-            self._cache.down()  # backing off: until the watch shows life again, passes list for themselves
-        return wait
-
-    def _step(self) -> float:
         watch_list = self._rv is None and self._watch_list_next  # this step's state comes from a watch list
         try:
             self._list_then_watch()
