@@ -40,10 +40,10 @@ def request_bound(fault: str, seconds: float = 600.0) -> int:
 
     With a 410 on every watch (after a bookmark or not) no watch can be had while every list is answered: a
     bookmark interval after the watch's last list its store is not trusted, so each pass lists for itself (two
-    requests a pass, not one), and the watch tries again on its back-off. The fault starts with the watch about to open: its first state is a
-    list, then a 410; it relists at once (a watch list the server breaks or ignores, then a list and a watch);
-    then a list and a watch each back-off step, counted here at the lowest draws of its jitter (the most that
-    fit)."""
+    requests a pass, not one), and the watch tries again on its back-off. The fault starts with the watch about
+    to open: its first state is a list, then a 410; it relists at once (a watch list the server breaks or
+    ignores, then a list and a watch); then a list and a watch each back-off step, counted here at the lowest
+    draws of its jitter (the most that fit)."""
     passes = math.ceil(seconds / 60.0)
     if fault not in ("410", "bookmark-410"):
         return passes + math.ceil(seconds / 300.0)

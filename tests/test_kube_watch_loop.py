@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -210,6 +210,24 @@ def test_the_store_is_trusted_while_bookmarks_come_and_not_after() -> None:
     assert cache.view() is None
     cache.alive()  # a bookmark
     assert cache.view() is not None
+
+
+@pytest.mark.parametrize(("timeout", "lived", "at_once"),
+                         [(600, 560.0, False), (600, 580.0, True), (None, 250.0, True)])
+def test_a_stream_ended_before_the_timeout_asked_for_waits_as_a_broken_one(timeout: int | None, lived: float,
+                                                                            at_once: bool) -> None:
+    """A proxy that drops every connection ends old streams cleanly too: one ended before the timeout the client
+    asked for (most of it) is spread over the error window like a broken one, not watched again at once as at the
+    server's timeout; an API that does not say its timeout is held to the least the client asks for."""
+    agent = published()
+    server = agent.server
+
+    def dropped(*_a: object, **_k: object) -> Iterator[tuple[str, dict[str, object]]]:
+        yield "OPEN", {} if timeout is None else {"timeoutSeconds": timeout}
+        server.now += lived
+    server.watch = dropped  # type: ignore[method-assign,assignment]
+    wait = agent.step()
+    assert (wait == 0.0) is at_once and (at_once or wait >= ERROR_WINDOW_S / 2)
 
 
 # -- 410, watch lists, silence ---------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ class KubeApi(Protocol):
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
-        """First ``("OPEN", {})`` once the server accepted the watch, then ``(type, object)`` for every change after
+        """First ``("OPEN", {"timeoutSeconds": n})`` once the server accepted the watch (``n``: when the client asked
+        the server to end it, if it did), then ``(type, object)`` for every change after
         ``resource_version`` (``ADDED``, ``MODIFIED``, ``DELETED``) and ``BOOKMARK`` events (asked for: their object
         carries only the resourceVersion reached, which keeps a quiet watch's resourceVersion recent). Ends when the
         server ends the stream (its timeout): the caller opens it again from the last resourceVersion. 410 Gone, as

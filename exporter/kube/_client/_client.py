@@ -244,7 +244,8 @@ class LightkubeApi:
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
-        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(_watch_timeout_s())}
+        timeout = _watch_timeout_s()
+        params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
         if initial:
             params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
         if labels:
@@ -262,7 +263,9 @@ class LightkubeApi:
                 if typ == OPEN:
                     opened = True
                     b.succeeded()  # the server answered; whether the watch works is the watch's own streak
-                yield typ, obj
+                    yield typ, {"timeoutSeconds": timeout}
+                else:
+                    yield typ, obj
         except Unavailable as exc:
             if not opened:  # not answered: a server failure; a stream broken later is the watch's own
                 b.failed(exc, exc.retry_after)
