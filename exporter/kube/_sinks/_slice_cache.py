@@ -87,22 +87,23 @@ class SliceCache:
         listed = {_name(o): o for o in items}
         at = int(rv) if rv is not None and rv.isdigit() else None
         with self._lock:
-            why = [f"resourceslice {n} changed" for n, o in sorted(listed.items())
-                   if n in self._store and o != self._store[n] and self._others(n, o)]
+            # changed by someone else: judged before the mutations this state confirms are dropped below
+            changed = [f"resourceslice {n} changed" for n, o in sorted(listed.items())
+                       if n in self._store and o != self._store[n] and self._others(n, o)]
             self._mutations = {n: m for n, m in self._mutations.items() if _newer(m.rv, at)}
             known = (set(self._store) | self._published) - self._writing - self._deleting - set(self._mutations)
-            why[:0] = [f"resourceslice {n} missing" for n in sorted(known - set(listed))]
+            missing = [f"resourceslice {n} missing" for n in sorted(known - set(listed))]
             self._store, self._synced = listed, True
-            self._alive_until = self.clock() + self._fresh_s
+            self._lived()
             for name, obj in listed.items():
                 self._confirmed(name, _rv(obj))
-        return why
+        return missing + changed
 
     def event(self, typ: str, obj: Obj) -> str | None:
         """One watch event after the state; why to publish now, if someone else deleted or changed a slice."""
         name, rv = _name(obj), _rv(obj)
         with self._lock:
-            self._alive_until = self.clock() + self._fresh_s
+            self._lived()
             have = self._store.get(name)
             if have is not None and rv is not None and not _newer(rv, _rv(have)):
                 return None  # replayed, or older than what is held
@@ -121,7 +122,10 @@ class SliceCache:
         """The watch showed life (an event, a bookmark, a stream the server ended at its timeout): the store is the
         server's view for one bookmark interval more."""
         with self._lock:
-            self._alive_until = self.clock() + self._fresh_s
+            self._lived()
+
+    def _lived(self) -> None:
+        self._alive_until = self.clock() + self._fresh_s
 
     def abandoned(self) -> None:
         """No watch will keep the store (none permitted, or it ended on a bug): passes list for themselves."""
