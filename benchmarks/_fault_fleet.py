@@ -81,6 +81,7 @@ class Fleet:
         self.stop.set()
         for a in self.agents:
             a.wake.set()
+            a.slices.wake_watch()
         self.proxy.close()  # ends the watches' streams
         for t in self.threads:
             t.join(timeout=5)

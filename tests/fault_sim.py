@@ -4,7 +4,8 @@ long as the requests do. Every request the agent's client tries is counted at it
 connection included).
 
 The loop is the agent's: a pass every ``interval`` seconds of the simulated clock; the watch steps whenever
-it said it would (:meth:`SliceWatch.step`); the client's back-off sleeps on the same clock. The watch is
+it said it would (:meth:`SliceWatch.step`), or at once when a request is answered after the client failed (the
+poke of :meth:`SliceWatch.poke`, as in its thread); the client's back-off sleeps on the same clock. The watch is
 never stepped while the proxy forwards watches (it would block on a healthy stream): the fault starts with
 the watch about to open, as after the agent starts or the server restarts.
 """
@@ -34,9 +35,9 @@ PASSES = 10  # ten minutes of one-minute passes: the steady state sends one requ
 
 
 def request_bound(fault: str, seconds: float = 600.0) -> int:
-    """The most requests ``seconds`` of ``fault`` may cost one agent passing once a minute: the steady rate (a
-    request a pass, and the watch opened again at the server's timeout, every 5 to 10 minutes). A failing server
-    gets no more: while the client backs off, neither a pass nor the watch sends anything before its next try.
+    """The most requests ``seconds`` of ``fault`` may cost one agent passing once a minute. A failing server gets the
+    passes' requests and no more: a request a pass at most (the first pass's call tries twice), none before the
+    client's next try is due, and none from the watch, which waits for the server to answer a pass.
 
     With a 410 on every watch (after a bookmark or not) no watch can be had while every list is answered: a
     bookmark interval after the watch's last list its store is not trusted, so each pass lists for itself (two
@@ -46,7 +47,7 @@ def request_bound(fault: str, seconds: float = 600.0) -> int:
     draws of its jitter (the most that fit)."""
     passes = math.ceil(seconds / 60.0)
     if fault not in ("410", "bookmark-410"):
-        return passes + math.ceil(seconds / 300.0)
+        return passes + 1
     lowest = Backoff(rng=_Lowest())
     steps, at, n = 0, 0.0, 2
     while at + (wait := lowest.delay(n, None, floor=ERROR_WINDOW_S)) < seconds:
@@ -95,6 +96,7 @@ class SimAgent:
     sinks: tuple[NodeLabelSink, ResourceSliceSink]
     watch: SliceWatch
     woken: list[str] = field(default_factory=list)
+    poked: bool = False  # the client's streak ended since the watch last stepped
 
 
 def kubeconfig(where: Path, server: str, token: str, ca: Path) -> str:
@@ -122,6 +124,10 @@ def sim_agent(snap: t.Snapshot, *, server: str | None = None, config: str | None
     slices = ResourceSliceSink(api, snap.node, SliceConfig(), taints=False, clock=clock.now)
     agent = SimAgent(snap, api, transport, clock, (labels, slices), watch=None)  # type: ignore[arg-type]
     agent.watch = slices.watcher(threading.Event(), agent.woken.append, backoff(1))
+
+    def poked() -> None:
+        agent.poked = True
+    api.on_answer(poked)
     return agent
 
 
@@ -148,8 +154,11 @@ def run_fault(agent: SimAgent, proxy: FaultProxy, fault: str, seconds: float = 6
                 publish(agent)
                 next_pass += interval
             else:
+                agent.poked = False
                 wait = agent.watch.step()
                 next_watch = float("inf") if wait == GIVE_UP else clock.now_s + wait
+            if agent.poked and next_watch != float("inf"):
+                next_watch = min(next_watch, clock.now_s)
     finally:
         proxy.mode = "none"
     return agent.transport.sent - start

@@ -37,6 +37,7 @@ class ScriptedServer:
     versions: list[str] = field(default_factory=lambda: ["v1"])
     requests: list[str] = field(default_factory=list)
     during_write: Callable[[], None] | None = None
+    answered: list[Callable[[], None]] = field(default_factory=list)  # the client's streak ended: ``answer()``
 
     def clock(self) -> float:
         return self.now
@@ -59,6 +60,11 @@ class ScriptedServer:
     def compact(self) -> None:
         """The server keeps no event before now (as after a restart of its watch cache): old watches get 410."""
         self.oldest = self.rv
+
+    def answer(self) -> None:
+        """The server answers a pass's request after failing: the client calls back whoever asked."""
+        for callback in self.answered:
+            callback()
 
     def _in_flight(self) -> None:
         hook, self.during_write = self.during_write, None
@@ -122,6 +128,9 @@ class ScriptedServer:
             raise NotFound(f"404 {name}")
         self._change("DELETED", self.objects[name])
         self._in_flight()
+
+    def on_answer(self, callback: Callable[[], None]) -> None:
+        self.answered.append(callback)
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:

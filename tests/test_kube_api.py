@@ -113,6 +113,19 @@ async def test_backoff_then_success(kmock: Any, api: LightkubeApi, sleeps: list[
     assert len(sleeps) == 1 and all(2.9 <= s <= 8.0 for s in sleeps)
 
 
+async def test_the_client_calls_back_when_the_server_answers_after_failing(kmock: Any, api: LightkubeApi,
+                                                                           sleeps: list[float]) -> None:
+    """What ends the slice watch's wait while the client backs off: one call back when a streak of failures ends
+    (here within one call: a 500, then the answer to its try again), none for answers without failures before."""
+    answered: list[int] = []
+    api.on_answer(lambda: answered.append(len(kmock["get", NODES])))
+    kmock["get", NODES][:1] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
+    sink = NodeLabelSink(api, NODE, LabelConfig())
+    assert (await run(sink.publish, _snap())).ok
+    assert answered == [2] and len(sleeps) == 1  # once, after the try again that was answered
+    assert (await run(sink.publish, _snap())).ok and len(kmock["get", NODES]) == 3 and answered == [2]
+
+
 async def test_failure_is_reported_and_nothing_deleted(kmock: Any, api: LightkubeApi, sleeps: list[float]) -> None:
     sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
     await run(sink.publish, _snap())

@@ -75,17 +75,22 @@ class Watch:
     def __init__(self, kmock: Any) -> None:
         self._kmock, self.woken, self.stop = kmock, Woken(), threading.Event()
         self._task: asyncio.Task[None] | None = None
+        self._sink: ResourceSliceSink | None = None
 
     async def start(self, sink: ResourceSliceSink, backoff: Backoff | None = None) -> Woken:
+        self._sink = sink
         self._task = asyncio.create_task(asyncio.to_thread(sink.watch, self.stop, self.woken, backoff))
         await until(sink.cache.synced)  # listed; the watch opens from there
         return self.woken
 
     async def close(self) -> None:
-        """The thread reads a stream that never ends by itself: stop it, then send it one event to read."""
+        """The thread reads a stream that never ends by itself, or waits to try again: stop it, end its wait, and
+        send it one event to read."""
         self.stop.set()
         if self._task is None or self._task.done():
             return
+        if self._sink is not None:
+            self._sink.wake_watch()
         await poke_watchers(self._kmock)
         await asyncio.wait_for(self._task, timeout=10)
 

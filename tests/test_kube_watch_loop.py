@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 
@@ -16,6 +17,7 @@ import pytest
 from exporter.kube import Backoff, Expired, ResourceSliceSink, SliceConfig, Unavailable
 from exporter.kube._api._api import BOOKMARK_INTERVAL_S, slice_kind
 from exporter.kube._api._errors import Forbidden
+from exporter.kube._api._retry import MAX_DELAY_S
 from exporter.kube._client._watch_stream import decode_event
 from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, GIVE_UP, RESTART_REASONS, SliceWatch, slice_fields
 from tests.kmock_support import a100_node
@@ -304,15 +306,53 @@ def test_a_silent_stream_is_watched_again_at_once_from_where_it_stopped() -> Non
     assert agent.step() == 0.0 and agent.step() >= ERROR_WINDOW_S / 2  # silent again: backed off
 
 
-def test_nothing_sent_counts_no_restart_and_waits_for_the_clients_next_try() -> None:
+def test_nothing_sent_counts_no_restart_and_leaves_the_probing_to_the_passes() -> None:
+    """While the client backs off, the watch sends nothing and waits as long as the client's longest wait: the
+    passes probe the failing server, and their first answer ends the wait (below)."""
     agent = published()
     agent.server.faults = ["500", "backing-off", "backing-off"]
     assert agent.step() >= ERROR_WINDOW_S / 2  # sent, and counted for why the last stream ended (its timeout)
     before = agent.sink.watch_restarts()
-    assert agent.step() == 30.0 and agent.step() == 30.0  # not sent: exactly until the client's next try
+    assert agent.step() == MAX_DELAY_S and agent.step() == MAX_DELAY_S  # not sent: the client's next try is 30 s off
     assert agent.sink.watch_restarts() == before
     agent.step()
     assert agent.sink.watch_restarts()["error"] == before["error"] + 1  # sent: one restart
+
+
+def test_the_servers_answer_to_a_pass_ends_the_watchs_wait_and_stop_ends_it_too() -> None:
+    """The watch waiting on the client's back-off steps again as soon as the server answers after failing (the
+    client calls back the sink), not when its wait runs out; set ``stop`` and woken, it returns. Run in a thread:
+    the wait is the thread's own (five minutes of real time, were it not ended)."""
+    agent = published()
+    server = agent.server
+    server.faults = ["backing-off"]
+    stop = threading.Event()
+    watch = agent.sink.watcher(stop, agent.woken.append, Backoff(clock=server.clock, rng=Low()))
+    watching = threading.Thread(target=watch.run, daemon=True)
+    mark = len(server.requests)
+    watching.start()
+    assert until(lambda: not server.faults)  # a new watch's state listed, its watch refused: waiting
+    assert agent.since(mark) == ["LIST"]
+    server.answer()  # a pass's request answered: the client's streak ended
+    assert until(lambda: len(agent.since(mark)) > 1), "the watch did not step again on the answer"
+    assert agent.since(mark)[1] == f"WATCH {server.rv}"
+    server.faults = ["backing-off"]  # its streams end at once (the script's timeout), then one is refused: waiting
+    assert until(lambda: not server.faults)
+    stop.set()
+    agent.sink.wake_watch()
+    watching.join(timeout=10)
+    assert not watching.is_alive()
+
+
+def until(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """``check()`` came true within ``timeout`` seconds of real time (the watch's own thread moves it)."""
+    done = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        done.wait(0.01)
+    return True
 
 
 def test_a_404_for_the_api_version_picks_the_version_again() -> None:

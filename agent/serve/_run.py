@@ -201,7 +201,7 @@ def _start_threads(agent: Agent, serve_http: Callable[..., Any], sock: socket.so
 
 
 def _shut_down(agent: Agent, wake: Wake, server: _Exiting, threads: tuple[threading.Thread, threading.Thread],
-               stopped_by: list[str]) -> None:
+               stopped_by: list[str], *, sinks: Sequence[Sink]) -> None:
     """Within ``_STOP_GRACE_S``: the loops told to stop, probe children killed, the http and probe threads joined."""
     http, probes = threads
     deadline = time.monotonic() + _STOP_GRACE_S
@@ -212,6 +212,9 @@ def _shut_down(agent: Agent, wake: Wake, server: _Exiting, threads: tuple[thread
         event(log, "agent stopping", logging.ERROR, reason="the http server stopped")
     agent.stopping.set()
     wake("stop")
+    for sink in sinks:  # a watch waiting to try again returns now; one reading a stream, at its next event
+        if isinstance(sink, WatchingSink):
+            sink.wake_watch()
     server.should_exit = True
     killed = kill_children()
     probes.join(max(0.0, deadline - time.monotonic() - 1.0))
@@ -256,5 +259,5 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
             event(log, "http server stopped", logging.ERROR, address=address)
             code = 1
             break
-    _shut_down(agent, wake, server, (http, probes), stopped_by)
+    _shut_down(agent, wake, server, (http, probes), stopped_by, sinks=sinks)
     return code

@@ -40,14 +40,17 @@ class Sink(Protocol):
 @runtime_checkable
 class WatchingSink(Protocol):
     """A sink that also learns of changes made by others to what it wrote (kubelet wiping ResourceSlices):
-    ``watch`` blocks, in a thread of its own, until ``stop`` is set, and calls ``wake`` with a reason when the
-    agent should publish again now rather than at the next interval. ``watch_restarts`` counts the times its
-    watch was opened again, by reason, every reason present from the start."""
+    ``watch`` blocks, in a thread of its own, until ``stop`` is set and ``wake_watch`` called (or its stream's next
+    event comes), and calls ``wake`` with a reason when the agent should publish again now rather than at the next
+    interval. ``watch_restarts`` counts the times its watch was opened again, by reason, every reason present from
+    the start."""
 
     name: str
 
     def publish(self, snapshot: Snapshot) -> PublishResult: ...
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None]) -> None: ...
+
+    def wake_watch(self) -> None: ...
 
     def watch_restarts(self) -> Mapping[str, int]: ...

@@ -7,7 +7,7 @@ Pure code and its tests need no server: a fake implements :class:`KubeApi`. The 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,6 +90,11 @@ class KubeApi(Protocol):
         ...
 
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
+
+    def on_answer(self, callback: Callable[[], None]) -> None:
+        """``callback()`` each time the server answers a request after failing (the client's back-off streak ends),
+        in the thread that made the request."""
+        ...
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:

@@ -10,7 +10,8 @@
   next try is not due is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and the pass
   moves on); a call that starts the streak waits for a sooner one, ``attempts`` tries at most; a call made
   while it is on tries once, if due. An answer that is not a failure (any 2xx, a 4xx other than 429) ends the
-  client's streak.
+  client's streak, and calls back whoever asked to hear of it (:meth:`Backoff.on_answer`: the slice watch, which
+  waits for the server to answer a pass rather than probing a failing server itself).
 * **Reset after a healthy period**: a streak with no failure for :data:`HEALTHY_S` (client-go's
   ``defaultBackoffReset``, 2 minutes) after its last wait ended starts over. The watch's streak (a
   :class:`Backoff` of its own) ends only so, never because an event or a bookmark came: a server that sends a
@@ -59,6 +60,7 @@ class Backoff:
     healthy_s: float = HEALTHY_S
     last_error: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _answered: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def delay(self, failures: int, retry_after: float | None, floor: float = 0.0) -> float:
         """The wait after ``failures`` failures in a row: jittered over the upper half of the window, at least
@@ -99,7 +101,16 @@ class Backoff:
 
     def succeeded(self) -> None:
         with self._lock:
+            ended = self.failures > 0
             self.failures, self.not_before = 0, 0.0
+        if ended:  # outside the lock: a callback may read this back-off
+            for callback in list(self._answered):
+                callback()
+
+    def on_answer(self, callback: Callable[[], None]) -> None:
+        """``callback()`` each time the server answers after failing (a streak ends), in the thread of the answer."""
+        with self._lock:
+            self._answered.append(callback)
 
     def run(self, call: Callable[[], T], refuse: Callable[[float], Exception]) -> T:
         """``call`` raises :class:`Retryable` for a server failure; the last one is re-raised. A try further off

@@ -242,6 +242,9 @@ class LightkubeApi:
         return dict(self._call(f"apply {kind.kind} {meta['name']}", lambda: self._client.patch(
             res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True, **kw)).to_dict())
 
+    def on_answer(self, callback: Callable[[], None]) -> None:
+        self._backoff.on_answer(callback)
+
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
         timeout = _watch_timeout_s()

@@ -104,6 +104,7 @@ class ResourceSliceSink:
         self._restarts: Counter[str] = Counter(dict.fromkeys(RESTART_REASONS, 0))
         self._adopter = Adopter(self.name)
         self._wake: Callable[[str], None] = lambda _why: None  # the watch's, once it runs
+        self._watch: SliceWatch | None = None
 
     def _ours(self, have: Obj) -> bool:
         """Ours by every mark but the label: our driver, our node, our pool."""
@@ -182,15 +183,23 @@ class ResourceSliceSink:
             self._d.version = None
 
         self._wake = changed
-        return SliceWatch(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields, cache=self._cache,
-                          wake=changed, restarts=self._restarts, backoff=backoff, stop=stop, early=EARLY_CLOSE_S,
-                          pick=pick)
+        if self._watch is None:
+            self._api.on_answer(self.wake_watch)  # the server answers after failing: the watch tries at once
+        self._watch = SliceWatch(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields,
+                                 cache=self._cache, wake=changed, restarts=self._restarts, backoff=backoff, stop=stop,
+                                 early=EARLY_CLOSE_S, pick=pick)
+        return self._watch
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
         """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
         changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
         slices whose owner is gone)."""
         self.watcher(stop, wake, backoff).run()
+
+    def wake_watch(self) -> None:
+        """Ends the watch's wait now: the server answered after failing, or ``stop`` was set (the watch returns)."""
+        if (watch := self._watch) is not None:
+            watch.poke()
 
     @property
     def cache(self) -> SliceCache:

@@ -29,8 +29,12 @@ lists when the store needs a state, then watches once. The rules, each with the 
   all of a window of one default pass (:data:`ERROR_WINDOW_S`), so a fleet whose connections all drop comes
   back spread over a pass; the failures after it take the client's own steps. A repeated 410 (or silence)
   doubles from that window: a watch that cannot be had costs a list and a watch each time.
-  While the client backs off from a failing server nothing is sent, nothing is counted, and the watch waits
-  exactly until the client's next try is due (``isWatchErrorRetriable``: 429 and refused connections wait).
+  While the client backs off from a failing server nothing is sent and nothing is counted, and the watch leaves
+  the probing to the passes, which go on every interval: it waits until the server answers one of their requests
+  (the client ends its streak and pokes the watch, :meth:`SliceWatch.poke`), or the client's longest wait
+  (:data:`~.._api._retry.MAX_DELAY_S`) should no pass come (``isWatchErrorRetriable``: 429 and refused
+  connections wait). So a failing server gets the passes' requests and hardly more, and the watch is back as soon
+  as the server answers: the passes after an outage plan against its store instead of each listing.
 * **A silent stream is dead**: nothing (no event, no bookmark) for longer than the server's bookmark interval
   plus a margin (:data:`~.._api._api.SILENT_S`) ends it; it is watched again from where it stopped, at once the
   first time.
@@ -58,7 +62,7 @@ from collections.abc import Callable, Mapping
 
 from .._api._api import Kind, KubeApi, Obj, initial_events_end, resource_version
 from .._api._errors import BackingOff, Expired, Forbidden, InvalidObject, NotFound, PublishError, Silent
-from .._api._retry import Backoff
+from .._api._retry import MAX_DELAY_S, Backoff
 from ._slice_cache import SliceCache
 
 log = logging.getLogger(__name__)
@@ -103,26 +107,33 @@ class SliceWatch:
         self._again: str | None = None  # why the next request is a restart (counted when it is sent)
         self._state: list[Obj] = []  # a watch list's state, until the bookmark that ends it
         self._once: set[str] = set()  # failures tried again at once in this streak (a 410, a silence)
+        self._poked = threading.Event()
 
     def run(self) -> None:
-        """Blocks until ``stop`` is set or the watch cannot be had. A bug leaves the passes listing for themselves."""
+        """Blocks until ``stop`` is set (and the watch is woken: at its stream's next event, or :meth:`poke`) or the
+        watch cannot be had. A bug leaves the passes listing for themselves."""
         try:
             while not self._stop.is_set():
                 wait = self.step()
                 if wait == GIVE_UP:
                     return
                 if wait > 0:
-                    self._stop.wait(wait)
+                    self._poked.wait(wait)
         except BaseException:
             self._cache.abandoned()
             raise
 
+    def poke(self) -> None:
+        """Ends the wait before the next step now: the server answered after failing, or ``stop`` was set."""
+        self._poked.set()
+
     def step(self) -> float:
+        self._poked.clear()  # this step talks to the server; a poke while it does ends the wait after it
         watch_list = self._rv is None and self._watch_list_next  # this step's state comes from a watch list
         try:
             self._list_then_watch()
         except BackingOff as exc:
-            return exc.retry_in  # nothing sent: wait for the client's next try to be due
+            return max(exc.retry_in, MAX_DELAY_S)  # nothing sent: the passes probe, and an answer pokes the watch
         except (_Ended, PublishError) as exc:
             if watch_list and self._rv is None and isinstance(exc, InvalidObject | _Ended):
                 self._no_watch_lists(exc)  # refused or ignored: a list at once, and lists from now on
