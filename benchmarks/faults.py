@@ -66,7 +66,7 @@ def one_agent(server: ApiServer, tmp: Path) -> None:
                               ca=server.ca)
             publish(agent)
             sent = run_fault(agent, proxy, fault)
-            note = (f"<= {request_bound(fault)}: the steady rate" if "410" not in fault else
+            note = (f"<= {request_bound(fault)}: the passes' requests, one a pass at most" if "410" not in fault else
                     f"<= {request_bound(fault)}: a pass lists too (no watch to trust), and a list and a watch each "
                     "back-off step")
             print(f"{fault:<12} {sent:>15} {10:>18}  {note}")

@@ -36,8 +36,9 @@ PASSES = 10  # ten minutes of one-minute passes: the steady state sends one requ
 
 def request_bound(fault: str, seconds: float = 600.0) -> int:
     """The most requests ``seconds`` of ``fault`` may cost one agent passing once a minute. A failing server gets the
-    passes' requests and no more: a request a pass at most (the first pass's call tries twice), none before the
-    client's next try is due, and none from the watch, which waits for the server to answer a pass.
+    passes' requests and no more: a request a pass at most (a call tries again only when the server said when, and
+    the 429 here asks for 30 s, longer than a call waits), none before the client's next try is due, and none from
+    the watch, which waits for the server to answer a pass.
 
     With a 410 on every watch (after a bookmark or not) no watch can be had while every list is answered: a
     bookmark interval after the watch's last list its store is not trusted, so each pass lists for itself (two
@@ -47,7 +48,7 @@ def request_bound(fault: str, seconds: float = 600.0) -> int:
     draws of its jitter (the most that fit)."""
     passes = math.ceil(seconds / 60.0)
     if fault not in ("410", "bookmark-410"):
-        return passes + 1
+        return passes
     lowest = Backoff(rng=_Lowest())
     steps, at, n = 0, 0.0, 2
     while at + (wait := lowest.delay(n, None, floor=ERROR_WINDOW_S)) < seconds:

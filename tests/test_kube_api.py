@@ -21,6 +21,7 @@ from exporter.kube import (
     NodeLabelSink,
     ResourceSliceSink,
     SliceConfig,
+    Unavailable,
     prune,
     sinks_from_config,
 )
@@ -116,10 +117,12 @@ async def test_backoff_then_success(kmock: Any, api: LightkubeApi, sleeps: list[
 async def test_the_client_calls_back_when_the_server_answers_after_failing(kmock: Any, api: LightkubeApi,
                                                                            sleeps: list[float]) -> None:
     """What ends the slice watch's wait while the client backs off: one call back when a streak of failures ends
-    (here within one call: a 500, then the answer to its try again), none for answers without failures before."""
+    (here within one call: a 503 with Retry-After, then the answer to its try again), none for answers without
+    failures before."""
     answered: list[int] = []
     api.on_answer(lambda: answered.append(len(kmock["get", NODES])))
-    kmock["get", NODES][:1] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
+    kmock["get", NODES][:1] << 503 << kmock_lib.headers({"Retry-After": "1"}) << {
+        "kind": "Status", "apiVersion": "v1", "code": 503, "message": "busy"}
     sink = NodeLabelSink(api, NODE, LabelConfig())
     assert (await run(sink.publish, _snap())).ok
     assert answered == [2] and len(sleeps) == 1  # once, after the try again that was answered
@@ -145,7 +148,68 @@ async def test_refused_connection_is_a_reported_failure(sleeps: list[float]) -> 
         port = s.getsockname()[1]
     api = LightkubeApi.connect(server=f"http://127.0.0.1:{port}", backoff=Backoff(sleep=sleeps.append))
     result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
-    assert result.failed == 1 and "Connection refused" in result.detail and len(sleeps) <= 1
+    assert result.failed == 1 and "Connection refused" in result.detail and sleeps == []  # not tried again
+
+
+async def test_a_bare_5xx_is_left_to_a_later_call(kmock: Any, api: LightkubeApi, sleeps: list[float]) -> None:
+    """As client-go's request: a 429 or 5xx is tried again within the call only when the server said when
+    (Retry-After); without, one try, and the next is a later call's (a fleet meeting a failing server sends it its
+    steady rate, not twice it)."""
+    kmock["get", NODES][:2] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
+    result = await run(NodeLabelSink(api, NODE, LabelConfig()).publish, _snap())
+    assert result.failed == 1 and len(kmock["get", NODES]) == 1 and sleeps == []
+
+
+class _Dropping:
+    """A loopback HTTP server that closes the connections numbered in ``drop`` (from 0) on their first request
+    without a word, as a server closing a kept-alive connection does, and answers the others with ``node``."""
+
+    def __init__(self, drop: set[int], node: dict[str, Any]) -> None:
+        import json
+        import socket
+        import threading
+
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self.requests: list[str] = []
+        body = json.dumps(node).encode()
+        self._answer = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self._drop = drop
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        n = 0
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with conn:
+                head = conn.recv(65536).split(b"\r\n", 1)[0].decode()
+                self.requests.append(head.split(" ", 1)[0])
+                if n not in self._drop:
+                    conn.sendall(self._answer)
+            n += 1
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+async def test_a_read_whose_connection_closed_under_it_is_tried_again_and_a_write_is_not(
+        sleeps: list[float]) -> None:
+    """client-go tries a GET again when its connection was reset or closed (``IsProbableEOF``), never a write."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE, "uid": "u1", "labels": {}}}
+    server = _Dropping({0, 2}, node)
+    try:
+        api = LightkubeApi.connect(server=server.url, backoff=Backoff(sleep=sleeps.append, rng=random.Random(1)))
+        assert (await run(api.get_node, NODE)).uid == "u1"  # closed, then answered
+        assert server.requests == ["GET", "GET"] and len(sleeps) == 1
+        with pytest.raises(Unavailable):
+            await run(api.apply_node_labels, NODE, {"a": "b"})  # closed: not tried again
+        assert server.requests == ["GET", "GET", "PATCH"] and len(sleeps) == 1
+    finally:
+        server.close()
 
 
 async def test_taint_rule_for_a_degraded_gpu_removed_on_recovery(kmock: Any, api: LightkubeApi) -> None:

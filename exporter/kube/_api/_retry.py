@@ -8,10 +8,14 @@
 * **Retry-After as a floor**: the wait is at least what the server asked for (capped at the maximum).
 * **Carried across passes**: a :class:`Backoff` is a streak. While the server keeps failing, a request whose
   next try is not due is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and the pass
-  moves on); a call that starts the streak waits for a sooner one, ``attempts`` tries at most; a call made
-  while it is on tries once, if due. An answer that is not a failure (any 2xx, a 4xx other than 429) ends the
-  client's streak, and calls back whoever asked to hear of it (:meth:`Backoff.on_answer`: the slice watch, which
-  waits for the server to answer a pass rather than probing a failing server itself).
+  moves on); a call that starts the streak tries again (``attempts`` tries at most, the wait within
+  ``in_call``) only where client-go's request would (``IsNextRetry``): the server said when (``Retry-After`` on a
+  429 or 5xx, ``checkWait``), or a read's connection was reset or closed under it (a GET: ``IsConnectionReset``,
+  ``IsProbableEOF``); a bare 5xx, a refused connection or a timeout is left to a later call, so a fleet meeting a
+  failing server sends it no more than its steady rate. A call made while the streak is on tries once, if due.
+  An answer that is not a failure (any 2xx, a 4xx other than 429) ends the client's streak, and calls back
+  whoever asked to hear of it (:meth:`Backoff.on_answer`: the slice watch, which waits for the server to answer a
+  pass rather than probing a failing server itself).
 * **Reset after a healthy period**: a streak with no failure for :data:`HEALTHY_S` (client-go's
   ``defaultBackoffReset``, 2 minutes) after its last wait ended starts over. The watch's streak (a
   :class:`Backoff` of its own) ends only so, never because an event or a bookmark came: a server that sends a
@@ -39,15 +43,17 @@ HEALTHY_S = 120.0  # a streak with no failure this long starts over (client-go's
 
 
 class Retryable(Exception):  # a signal between the client and Backoff.run
-    def __init__(self, error: Exception, retry_after: float | None = None) -> None:
+    """A server failure; ``again``: worth a second try within the call (by default: the server said when)."""
+
+    def __init__(self, error: Exception, retry_after: float | None = None, *, again: bool | None = None) -> None:
         super().__init__(str(error))
         self.error, self.retry_after = error, retry_after
+        self.again = retry_after is not None if again is None else again
 
 
 @dataclass(slots=True, kw_only=True)
 class Backoff:
-    attempts: int = 2  # tries in one call, while the wait stays within ``in_call``: two at most, so that
-    # a fleet meeting a fault sends no more than twice its steady rate
+    attempts: int = 2  # tries in one call, where a second is worth it and its wait stays within ``in_call``
     base: float = 1.0
     cap: float = MAX_DELAY_S
     in_call: float = 8.0  # a call waits this long at most; longer waits are left to later calls
@@ -128,7 +134,7 @@ class Backoff:
                 result = call()
             except Retryable as exc:
                 self.failed(exc.error, exc.retry_after)
-                if attempt == tries - 1:
+                if attempt == tries - 1 or not exc.again:
                     raise exc.error from exc
                 continue
             except Exception:

@@ -50,7 +50,20 @@ def _mapped(what: str) -> Iterator[None]:
         raise err from exc
     except httpx2.TransportError as exc:
         err = Unavailable(f"{what}: {type(exc).__name__}: {exc}")
-        raise Retryable(err) from exc
+        raise Retryable(err, again=_reset_read(exc)) from exc
+
+
+def _reset_read(exc: Exception) -> bool:
+    """A GET whose connection was reset or closed under it (a kept-alive one the server had closed): client-go's
+    request tries it again at once (``IsConnectionReset``, ``IsProbableEOF``); a write it never does."""
+    import httpx2
+
+    if not isinstance(exc, httpx2.RemoteProtocolError | httpx2.ReadError):
+        return False
+    try:
+        return exc.request.method == "GET"
+    except RuntimeError:  # no request attached: not one of ours
+        return False
 
 
 @cache
