@@ -126,7 +126,8 @@ def main() -> None:
 
     b = Backoff()
     print(f"retry policy: jittered over the upper half of {b.base:g} s x 2^n, at most {MAX_DELAY_S:g} s; "
-          f"{b.attempts} tries a call while the wait is under {b.in_call:g} s (exporter/kube/_api/_retry.py)\n")
+          f"{b.attempts} tries a call, the second only after a Retry-After or a read's reset connection and while "
+          f"the wait is under {b.in_call:g} s (exporter/kube/_api/_retry.py)\n")
     found = assets()
     if found is None:
         print("not measured: needs KUBEBUILDER_ASSETS (envtest's kube-apiserver and etcd)")

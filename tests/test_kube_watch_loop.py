@@ -319,6 +319,19 @@ def test_nothing_sent_counts_no_restart_and_leaves_the_probing_to_the_passes() -
     assert agent.sink.watch_restarts()["error"] == before["error"] + 1  # sent: one restart
 
 
+def test_a_watch_broken_again_within_the_streak_waits_longer_not_shorter() -> None:
+    """A second outage within the reset period (a flapping server, a fault after a fault): the wait doubles from
+    the pass window the first one spread the fleet over, so every watch does not come back within seconds of the
+    second break (an answer to a pass still ends the wait at once, above)."""
+    agent = published()
+    server = agent.server
+    server.faults = ["500", "500"]
+    first = agent.step()
+    server.now += first
+    second = agent.step()
+    assert ERROR_WINDOW_S / 2 <= first < ERROR_WINDOW_S <= second  # the lowest draws: 30 s, then 60 s
+
+
 def test_the_servers_answer_to_a_pass_ends_the_watchs_wait_and_stop_ends_it_too() -> None:
     """The watch waiting on the client's back-off steps again as soon as the server answers after failing (the
     client calls back the sink), not when its wait runs out; set ``stop`` and woken, it returns. Run in a thread:

@@ -27,8 +27,10 @@ lists when the store needs a state, then watches once. The rules, each with the 
   (:data:`TIMEOUT_SHARE` of it, so a proxy dropping every connection is not taken for the server's timeout
   however old the stream; client-go's ``VeryShortWatchError`` for the same), starting a streak waits half to
   all of a window of one default pass (:data:`ERROR_WINDOW_S`), so a fleet whose connections all drop comes
-  back spread over a pass; the failures after it take the client's own steps. A repeated 410 (or silence)
-  doubles from that window: a watch that cannot be had costs a list and a watch each time.
+  back spread over a pass; each failure after it in the streak doubles that window, as a repeated 410 (or
+  silence) does: a wait never shortens within a streak (client-go's backoff manager grows until its reset), so a
+  second outage within the reset period does not bring every watch back within seconds, and a watch that cannot
+  be had costs a list and a watch each time.
   While the client backs off from a failing server nothing is sent and nothing is counted, and the watch leaves
   the probing to the passes, which go on every interval: it waits until the server answers one of their requests
   (the client ends its streak and pokes the watch, :meth:`SliceWatch.poke`), or the client's longest wait
@@ -159,20 +161,17 @@ class SliceWatch:
             self._cache.abandoned()
             log.warning("resource-slices: not watching (%s); each pass lists", exc)
             return GIVE_UP
-        return self._failed("error", exc, floor=ERROR_WINDOW_S, spread=True)
+        return self._failed("error", exc, floor=ERROR_WINDOW_S)
 
-    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0,
-                spread: bool = False) -> float:
+    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0) -> float:
         """Counts ``exc`` in the streak; the wait before the next try (``at_once``: none, the first time of its kind
-        in the streak; ``spread``: the ``floor`` for the first failure of a streak only)."""
+        in the streak; ``floor``: see :meth:`~.._api._retry.Backoff.delay`)."""
         self._sent()
         self._again = reason
         if reason == "expired":
             self._rv, self._watch_list_next = None, self._watch_lists
         if self.backoff.new_streak():
             self._once.clear()
-        elif spread:
-            floor = 0.0  # spread once, when a fleet's streams break together; then the client's own steps
         kind = type(exc).__name__
         at_once = at_once and kind not in self._once
         self._once.add(kind)
