@@ -160,6 +160,23 @@ async def test_a_bare_5xx_is_left_to_a_later_call(kmock: Any, api: LightkubeApi,
     assert result.failed == 1 and len(kmock["get", NODES]) == 1 and sleeps == []
 
 
+async def test_a_server_failure_does_not_read_the_node_again(kmock: Any) -> None:
+    """The slices' owner is the Node's uid, read again after a failed write that may say it changed (a 404, a
+    conflict); a server that failed says nothing of the Node, and the pass after it reads no Node."""
+    start_objects(kmock)
+    now = [0.0]
+    api = LightkubeApi.connect(server=str(kmock.url).rstrip("/"), backoff=Backoff(
+        clock=lambda: now[0], sleep=lambda s: None, rng=random.Random(1)))
+    sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
+    assert (await run(sink.publish, _snap())).ok
+    kmock["patch", SLICES][:1] << 500 << {"kind": "Status", "apiVersion": "v1", "code": 500, "message": "etcd"}
+    assert not (await run(sink.publish, _degraded(_snap()))).ok
+    gets = len(kmock["get", NODES])
+    now[0] += 10.0  # the client's next try is due
+    assert (await run(sink.publish, _degraded(_snap()))).ok
+    assert len(kmock["get", NODES]) == gets
+
+
 class _Dropping:
     """A loopback HTTP server that closes the connections numbered in ``drop`` (from 0) on their first request
     without a word, as a server closing a kept-alive connection does, and answers the others with ``node``."""

@@ -158,8 +158,10 @@ class ResourceSliceSink:
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")  # once: skipped from now on
         except PublishError as exc:
             # a 404 or a conflict may say the Node's uid is out of date (a Node deleted and created again has a
-            # new uid): read it afresh on the next pass (the slices are the watch's to set right)
-            self._d.uid = None
+            # new uid): read it afresh on the next pass (the slices are the watch's to set right); a server that
+            # failed or was not asked says nothing of the Node, and a request more after an outage would be waste
+            if not isinstance(exc, Unavailable):
+                self._d.uid = None
             log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
 
