@@ -224,12 +224,14 @@ class SliceWatch:
         self._rv, self._watch_list_next = rv, False
 
     def _initial(self, typ: str, obj: Obj) -> None:
-        """An event of a watch list's state: kept aside until the bookmark that ends it."""
+        """An event of a watch list's state: kept aside until the bookmark that ends it (a bookmark without the
+        annotation changes nothing: the state goes on, as in ``handleAnyWatch``)."""
         if typ == "ADDED":
             self._state.append(obj)
-        elif typ == "BOOKMARK" and initial_events_end(obj):
-            state, self._state = self._state, []
-            self._commit(state, resource_version(obj) or "")
+        elif typ == "BOOKMARK":
+            if initial_events_end(obj):
+                state, self._state = self._state, []
+                self._commit(state, resource_version(obj) or "")
         else:  # a change before the end of the state: a server that ignores the request
             raise _Ended(f"{typ} before the end of a watch list")
 
