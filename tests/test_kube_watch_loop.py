@@ -308,6 +308,24 @@ def test_a_server_that_sends_a_bookmark_then_a_410_on_every_watch_is_backed_off(
     assert len(agent.since(mark)) <= 12, agent.since(mark)
 
 
+def test_a_bookmark_that_a_410_follows_keeps_no_store_alive() -> None:
+    """A server that sends a bookmark and then a 410 on every watch says nothing true of the store (kubelet's wipe
+    meanwhile is never sent): its bookmarks do not keep the store trusted, and a pass lists within a bookmark
+    interval of the watch's last real sign of life, however often the watch tries again."""
+    agent = published()
+    server = agent.server
+    lived = server.now  # the stream ended at the server's timeout
+    server.delete_as_kubelet(NAME)
+    server.faults = ["bookmark-410"] * 10
+    server.now += 30.0  # watched again later (the stream broke): a bookmark, then a 410
+    assert agent.step() == 0.0  # the first 410: again at once (a watch list, a bookmark and a 410 too)
+    assert agent.step() > 0.0
+    server.now = lived + BOOKMARK_INTERVAL_S + 1.0
+    assert agent.sink.cache.view() is None
+    mark = len(server.requests)
+    assert agent.publish() and agent.since(mark) == ["LIST", f"CREATE {NAME}"]
+
+
 def test_a_410_once_relists_at_once_and_again_after_a_healthy_period() -> None:
     agent = published()
     server = agent.server

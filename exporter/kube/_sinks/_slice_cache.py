@@ -127,6 +127,15 @@ class SliceCache:
     def _lived(self) -> None:
         self._alive_until = self.clock() + self._fresh_s
 
+    def alive_until(self) -> float:
+        with self._lock:
+            return self._alive_until
+
+    def belied(self, until: float) -> None:
+        """What said the store was alive since it was so ``until`` proved false (a bookmark, then a 410): back to it."""
+        with self._lock:
+            self._alive_until = min(self._alive_until, until)
+
     def abandoned(self) -> None:
         """No watch will keep the store (none permitted, or it ended on a bug): passes list for themselves."""
         with self._lock:

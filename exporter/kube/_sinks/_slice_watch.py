@@ -41,8 +41,9 @@ lists when the store needs a state, then watches once. The rules, each with the 
   plus a margin (:data:`~.._api._api.SILENT_S`) ends it; it is watched again from where it stopped, at once the
   first time.
 * **The store is the server's view for one bookmark interval after the watch last showed life** (what an
-  informer's ``HasSynced`` cannot say of a watch that is down): a committed state, an event, a bookmark, a
-  stream the server ended at its timeout (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a live stream gets a
+  informer's ``HasSynced`` cannot say of a watch that is down): a committed state, an event, a bookmark (unless
+  a 410 ends its stream before an event: the server could not give what came after the store), a stream the
+  server ended at its timeout (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a live stream gets a
   bookmark that often, so only a watch that is down or silent lets it lapse; the stream itself is given up
   after the margin more). After that, until the watch shows life again, each pass lists for itself, writing
   nothing to the store: what the watch missed (kubelet wiping the pool during a fault) is set right within a
@@ -109,6 +110,8 @@ class SliceWatch:
         self._again: str | None = None  # why the next request is a restart (counted when it is sent)
         self._state: list[Obj] = []  # a watch list's state, until the bookmark that ends it
         self._once: set[str] = set()  # failures tried again at once in this streak (a 410, a silence)
+        # the store's trust before this stream's first bookmark since its last event: a 410 after takes it back
+        self._vouched: float | None = None
         self._poked = threading.Event()
 
     def run(self) -> None:
@@ -150,6 +153,8 @@ class SliceWatch:
     def _after(self, exc: Exception) -> float:
         """The wait after a watch ended on ``exc``."""
         if isinstance(exc, Expired):
+            if self._vouched is not None:  # the stream's bookmarks said the store was current; its 410 says not
+                self._cache.belied(self._vouched)
             return self._failed("expired", exc, at_once=True, floor=ERROR_WINDOW_S)
         if isinstance(exc, Silent):
             return self._failed("error", exc, at_once=True, floor=ERROR_WINDOW_S)
@@ -190,7 +195,7 @@ class SliceWatch:
 
     def _list_then_watch(self) -> None:
         kind = self._kind()
-        self._state = []
+        self._state, self._vouched = [], None
         if self._rv is None and not self._watch_list_next:
             self._list(kind)
         opened, early = self._clock(), self._early
@@ -237,9 +242,13 @@ class SliceWatch:
 
     def _changed(self, typ: str, obj: Obj) -> None:
         self._rv = resource_version(obj) or self._rv
-        if typ not in ("ADDED", "MODIFIED", "DELETED"):
-            self._cache.alive()  # a bookmark: nothing changed, and the stream is live
-        elif (why := self._cache.event(typ, obj)) is not None:
+        if typ not in ("ADDED", "MODIFIED", "DELETED"):  # a bookmark: nothing changed, and the stream is live
+            if self._vouched is None:
+                self._vouched = self._cache.alive_until()
+            self._cache.alive()
+            return
+        self._vouched = None
+        if (why := self._cache.event(typ, obj)) is not None:
             self._wake(why)
 
     def _no_watch_lists(self, exc: Exception) -> None:
