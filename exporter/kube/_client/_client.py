@@ -8,13 +8,13 @@ our objects are already validated JSON. Every lightkube/httpx error is mapped he
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
 
 from .._api._api import MANAGER, Kind, NodeView, Obj, Objs
 from .._api._errors import BackingOff, BadConfig, Forbidden, NotFound, Unavailable
 from .._api._retry import RETRYABLE, Backoff, Retryable, retry_after
+from ._mapped import mapped as _mapped
 from ._watch_stream import OPEN, error_for, path_of, selector, stream_events
 
 T = TypeVar("T")
@@ -32,38 +32,6 @@ def user_agent() -> str:
         return f"topolink/{metadata.version('topolink')}"
     except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
         return "topolink/0+unknown"
-
-
-@contextmanager
-def _mapped(what: str) -> Iterator[None]:
-    import httpx2
-    from lightkube import ApiError
-
-    try:
-        yield
-    except httpx2.HTTPStatusError as exc:  # lightkube's ApiError, or a body it could not read as a Status
-        code = exc.response.status_code
-        status = exc.status if isinstance(exc, ApiError) else None
-        err = error_for(what, code, (status.message or "") if status else "")
-        if code in RETRYABLE:
-            raise Retryable(err, retry_after(exc.response.headers.get("Retry-After"))) from exc
-        raise err from exc
-    except httpx2.TransportError as exc:
-        err = Unavailable(f"{what}: {type(exc).__name__}: {exc}")
-        raise Retryable(err, again=_reset_read(exc)) from exc
-
-
-def _reset_read(exc: Exception) -> bool:
-    """A GET whose connection was reset or closed under it (a kept-alive one the server had closed): client-go's
-    request tries it again at once (``IsConnectionReset``, ``IsProbableEOF``); a write it never does."""
-    import httpx2
-
-    if not isinstance(exc, httpx2.RemoteProtocolError | httpx2.ReadError):
-        return False
-    try:
-        return exc.request.method == "GET"
-    except RuntimeError:  # no request attached: not one of ours
-        return False
 
 
 @cache
