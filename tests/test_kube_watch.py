@@ -131,7 +131,7 @@ async def test_the_sinks_own_deletions_wake_nothing(kmock: Any, api: LightkubeAp
     woken = await watch.start(sink)
     result = await asyncio.to_thread(sink.publish, a100_node())  # complete knowledge: the stale slice goes
     assert result.ok and await asyncio.to_thread(our_slices, kmock) == [name]
-    await until(lambda: sink.cache.stored() == [name])  # its DELETED event has arrived
+    await until(lambda: [o["metadata"]["name"] for o in sink.cache.stored()] == [name])  # its DELETED event has arrived
     await watch.close()
     assert woken.reasons == []
 

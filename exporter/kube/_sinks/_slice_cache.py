@@ -10,8 +10,9 @@ mutation_cache.go``, the way the resourceslice controller of ``k8s.io/dynamic-re
   server gave it and a time to live (:data:`MUTATION_TTL_S`), so a pass sees its own write at once, before the
   watch delivers its event. The newer resourceVersion always wins (an integer comparison, as etcd's revisions
   are); an event as new as a mutation drops it; a delete leaves a tombstone, so a write's reply that is older
-  than a delete the watch saw never brings the slice back. After the TTL only the store counts, and the next
-  pass checks the pool against it again.
+  than a delete the watch saw never brings the slice back, nor one older than the state the store is at (a list
+  taken after the delete: no event will say so) that lacks the slice; either wakes the agent. After the TTL only
+  the store counts, and the next pass checks the pool against it again.
 
 A pass plans against :meth:`SliceCache.view` (the newer of both per slice) while the store is the server's view:
 the watch has a state and showed life (a state committed, an event, a bookmark, a stream the server ended at its
@@ -70,6 +71,7 @@ class SliceCache:
                  fresh_s: float = BOOKMARK_INTERVAL_S) -> None:
         self._lock = threading.Lock()
         self._store: dict[str, Obj] = {}
+        self._at: int | None = None  # the resourceVersion the store's state is at (its last list or event)
         self._synced = False  # the watch committed a whole state (a list, or a watch list at its end)
         self._alive_until = float("-inf")  # the store is the server's view until then (``clock``)
         self._fresh_s = fresh_s
@@ -93,7 +95,7 @@ class SliceCache:
             self._mutations = {n: m for n, m in self._mutations.items() if _newer(m.rv, at)}
             known = (set(self._store) | self._published) - self._writing - self._deleting - set(self._mutations)
             missing = [f"resourceslice {n} missing" for n in sorted(known - set(listed))]
-            self._store, self._synced = listed, True
+            self._store, self._synced, self._at = listed, True, at
             self._lived()
             for name, obj in listed.items():
                 self._confirmed(name, _rv(obj))
@@ -104,6 +106,8 @@ class SliceCache:
         name, rv = _name(obj), _rv(obj)
         with self._lock:
             self._lived()
+            if _newer(rv, self._at) or self._at is None:
+                self._at = rv
             have = self._store.get(name)
             if have is not None and rv is not None and not _newer(rv, _rv(have)):
                 return None  # replayed, or older than what is held
@@ -168,10 +172,10 @@ class SliceCache:
         if m is None or m.obj is None or not _newer(m.rv, rv):
             self._mutations[name] = _Mutation(obj=None, rv=rv, expires=self.clock() + self._ttl_s, seen=seen)
 
-    def stored(self) -> list[str]:
-        """The names in the watch's store (None of the sink's writes), once it has a state."""
+    def stored(self) -> list[Obj]:
+        """The watch's store alone (none of the sink's writes), in name order."""
         with self._lock:
-            return sorted(self._store)
+            return [self._store[n] for n in sorted(self._store)]
 
     def synced(self) -> bool:
         with self._lock:
@@ -216,6 +220,8 @@ class SliceCache:
                     why.append(f"resourceslice {name} deleted while written")  # the watch saw it go after
                 elif m is not None and m.obj is not None and _newer(m.rv, rv):
                     pass  # a newer write of ours stands
+                elif have is None and rv is not None and self._at is not None and self._at >= rv:
+                    why.append(f"resourceslice {name} deleted while written")  # the watch's list after it lacks it
                 elif have is None or not _newer(_rv(have), rv):
                     self._mutations[name] = _Mutation(obj=obj, rv=rv, expires=expires)
             self._mutations = {n: dataclasses.replace(m, seen=False) for n, m in self._mutations.items()}
