@@ -21,7 +21,8 @@ from exporter.kube._api._errors import BackingOff, Conflict, Expired, NotFound, 
 
 TIMEOUT_S = 300.0  # the server ends each stream after this (the least the client asks for)
 # The answer of the next watch: a 410 at once; a bookmark then a 410; accepted and then silent (what the client
-# sees once its read times out); a watch list broken after its ADDED events; a 500; not sent (the client backs off)
+# sees once its read times out); a watch list broken part-way (after its first ADDED event); a 500; not sent (the
+# client backs off)
 FAULTS = ("410", "bookmark-410", "silent", "break-list", "500", "backing-off")
 
 
@@ -158,9 +159,11 @@ class ScriptedServer:
         self.now += TIMEOUT_S
 
     def _state(self, fault: str | None) -> Iterator[tuple[str, Obj]]:
-        for _, obj in sorted(self.objects.items()):
+        for i, (_, obj) in enumerate(sorted(self.objects.items())):
+            if fault == "break-list" and i == 1:
+                break
             yield "ADDED", copy.deepcopy(obj)
-        if fault == "break-list":
+        if fault == "break-list":  # after its first ADDED event, if any
             raise Unavailable("watch resourceslices: RemoteProtocolError: peer closed connection")
         yield "BOOKMARK", {"metadata": {"resourceVersion": str(self.rv), "annotations": {INITIAL_EVENTS_END: "true"}}}
 
