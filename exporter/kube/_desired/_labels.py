@@ -171,7 +171,20 @@ def _degraded(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Valu
         return {}
     bad = degradation(snap)
     reasons = sorted({r for rs in bad.values() for r in rs})
-    return {"degraded": "true" if bad else "false", "degraded-reason": ".".join(reasons) or "none"}
+    return {"degraded": "true" if bad else "false", "degraded-reason": _joined(reasons) or "none"}
+
+
+def _joined(reasons: list[str], limit: int = 63) -> str:
+    """``reasons`` joined by ``.``; where they do not all fit a label value, those that fit, then ``more`` (every
+    reason is in the node condition's message and the metrics)."""
+    if len(joined := ".".join(reasons)) <= limit:
+        return joined
+    kept: list[str] = []
+    for reason in reasons:
+        if len(".".join([*kept, reason, "more"])) > limit:
+            break
+        kept.append(reason)
+    return ".".join([*kept, "more"])
 
 
 def _bandwidth(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
@@ -228,7 +241,8 @@ LABELERS: tuple[Labeler, ...] = (
     Labeler(name="degraded", fn=_degraded, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK, A.FABRIC), keys=(
         ("degraded", "`true` when a GPU's links are degraded"),
         ("degraded-reason", "`none`, or the reasons joined by `.`: `nvlink-down`, `pcie-slow`, `pcie-width`, "
-                            "`fabric-degraded-bw`, `fabric-route-unhealthy`, `fabric-config`"))),
+                            "`fabric-degraded-bw`, `fabric-route-unhealthy`, `fabric-config`; where they do not "
+                            "fit a label value (63 characters), those that fit in that order, then `more`"))),
     Labeler(name="bandwidth", fn=_bandwidth, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK), keys=(
         ("bw-gpu-gpu", "measured GPU-GPU copy class: `full`, `reduced`, `low` (hysteresis)"),
         ("bw-host-gpu", "measured host-GPU copy class"),
