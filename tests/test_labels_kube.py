@@ -161,16 +161,24 @@ def test_public_surface_is_exactly_all() -> None:
     assert public == set(kube.__all__)
 
 
-def test_every_degradation_reason_at_once_still_makes_a_valid_label_value() -> None:
+def test_every_degradation_reason_at_once_still_makes_valid_label_and_taint_values() -> None:
     """A GPU whose fabric reports every unhealthy bit and whose PCIe link is narrow has four reasons, 67 characters
-    joined: the label keeps those that fit, in order, then ``more`` (hypothesis found this one)."""
+    joined (hypothesis found it): the label, the device taint and the node taint keep those that fit, in order, then
+    ``more``."""
+    from exporter.kube import desired_rules
+    from exporter.kube._desired._node_condition import verdict
+
     box = four_gpu_box()
     fabric = t.FabricInfo(state=t.FabricState.NOT_SUPPORTED, health_mask=-47)
     narrow = dataclasses.replace(box.gpus[0].pcie, current_width=-1, max_width=1)
-    snap = dataclasses.replace(box, gpus=(dataclasses.replace(box.gpus[0], fabric=fabric, pcie=narrow),
+    snap = dataclasses.replace(box, gpus=(dataclasses.replace(box.gpus[0], fabric=fabric, pcie=narrow, minor=0),
                                           *box.gpus[1:]))
     reasons = sorted(set(degradation(snap)[G0]))
     assert len(".".join(reasons)) > 63
-    value = desired_labels(snap, LabelConfig(), {})[f"{P}/degraded-reason"]
-    kept = value.split(".")
-    assert len(value) <= 63 and kept[-1] == "more" and kept[:-1] == reasons[:len(kept) - 1] and len(kept) > 1
+    (rule,) = desired_rules(snap, "n1", P, "gpu.nvidia.com", "v1alpha3")
+    node = verdict(snap)
+    assert node is not None
+    for value in (desired_labels(snap, LabelConfig(), {})[f"{P}/degraded-reason"], rule["spec"]["taint"]["value"],
+                  node.taint_value):
+        kept = value.split(".")
+        assert len(value) <= 63 and kept[-1] == "more" and kept[:-1] == reasons[:len(kept) - 1] and len(kept) > 1

@@ -30,7 +30,7 @@ from ..._core._health import BwKind, classify, degradation, node_ratio, ratios
 from .._api._errors import InvalidObject
 from ._busbw import SIZES, busbw_labels
 from ._compat import compat_labels
-from ._names import check_labels, check_prefix, label_value, sanitise_value
+from ._names import check_labels, check_prefix, joined_value, label_value, sanitise_value
 from ._rack import rack_labels
 
 Values = dict[str, str | None]
@@ -171,20 +171,7 @@ def _degraded(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Valu
         return {}
     bad = degradation(snap)
     reasons = sorted({r for rs in bad.values() for r in rs})
-    return {"degraded": "true" if bad else "false", "degraded-reason": _joined(reasons) or "none"}
-
-
-def _joined(reasons: list[str], limit: int = 63) -> str:
-    """``reasons`` joined by ``.``; where they do not all fit a label value, those that fit, then ``more`` (every
-    reason is in the node condition's message and the metrics)."""
-    if len(joined := ".".join(reasons)) <= limit:
-        return joined
-    kept: list[str] = []
-    for reason in reasons:
-        if len(".".join([*kept, reason, "more"])) > limit:
-            break
-        kept.append(reason)
-    return ".".join([*kept, "more"])
+    return {"degraded": "true" if bad else "false", "degraded-reason": joined_value(reasons) or "none"}
 
 
 def _bandwidth(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:

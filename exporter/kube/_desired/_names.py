@@ -7,7 +7,7 @@ versions. Anything that cannot be made valid is an :class:`InvalidObject`, never
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .._api._errors import InvalidObject
 
@@ -31,6 +31,20 @@ def is_dns_subdomain(s: str, limit: int = 253) -> bool:
 
 def is_label_value(v: str) -> bool:
     return v == "" or (len(v) <= 63 and bool(_LABEL_NAME.match(v)))
+
+
+def joined_value(parts: Sequence[str], limit: int = 63) -> str:
+    """``parts`` (each a label value) joined by ``.`` as one label value: where they do not all fit its 63
+    characters, those that fit, in order, then ``more`` (the degradation reasons of a label or a taint; every
+    reason is in the node condition's message and the metrics)."""
+    if len(joined := ".".join(parts)) <= limit:
+        return joined
+    kept: list[str] = []
+    for part in parts:
+        if len(".".join([*kept, part, "more"])) > limit:
+            break
+        kept.append(part)
+    return ".".join([*kept, "more"])
 
 
 def is_label_key(k: str) -> bool:

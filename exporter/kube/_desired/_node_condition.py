@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from topology import Aspect, Snapshot
 
 from ..._core._health import degradation
+from ._names import joined_value
 
 CONDITION = "GPUTopologyDegraded"
 _NEEDS = (Aspect.NVLINKS, Aspect.PCIE_LINK, Aspect.FABRIC)
@@ -48,7 +49,7 @@ def verdict(snap: Snapshot) -> Verdict | None:
         kinds = sorted({kind for kinds in bad.values() for kind in kinds})
         gpus = ", ".join(f"{g} ({', '.join(bad[g])})" for g in sorted(bad))
         return Verdict("True", "".join(_reason(k) for k in kinds) if len(kinds) < 3 else "GPULinksDegraded",
-                       f"degraded GPU links: {gpus}", ".".join(kinds))
+                       f"degraded GPU links: {gpus}", joined_value(kinds))
     k = snap.knowledge()
     unread = sorted(g.id for g in snap.gpus if not k.knows_all(g.id, *_NEEDS))
     if unread:

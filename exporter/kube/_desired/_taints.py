@@ -7,7 +7,7 @@ from topology import Aspect, Snapshot
 
 from ..._core._health import degradation
 from .._api._api import MANAGED_BY, Obj
-from ._names import is_label_value, object_name
+from ._names import is_label_value, joined_value, object_name
 
 
 def desired_rules(snap: Snapshot, node: str, prefix: str, driver: str, version: str) -> list[Obj]:
@@ -23,7 +23,7 @@ def desired_rules(snap: Snapshot, node: str, prefix: str, driver: str, version: 
             "apiVersion": f"resource.k8s.io/{version}", "kind": "DeviceTaintRule",
             "metadata": {"name": object_name("topolink", node, device), "labels": labels},
             "spec": {"deviceSelector": {"driver": driver, "pool": node, "device": device},
-                     "taint": {"key": f"{prefix}/degraded", "value": ".".join(bad[g.id]), "effect": "NoSchedule"}},
+                     "taint": {"key": f"{prefix}/degraded", "value": joined_value(bad[g.id]), "effect": "NoSchedule"}},
         })
     return out
 
