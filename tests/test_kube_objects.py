@@ -104,8 +104,15 @@ def test_many_devices_split_into_slices_of_at_most_64_when_tainted() -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots)
-def test_no_snapshot_yields_an_invalid_label_or_slice(snap: t.Snapshot) -> None:
+def test_no_snapshot_yields_an_invalid_label_taint_or_slice(snap: t.Snapshot) -> None:
+    from exporter.kube._desired._names import is_label_value
+    from exporter.kube._desired._node_condition import verdict
+
     check_labels_ok(desired_labels(snap, LabelConfig(compat=True), {}))
+    for rule in desired_rules(snap, "n1", "gpu.topology", "gpu.nvidia.com", "v1alpha3"):
+        assert is_label_value(rule["spec"]["taint"]["value"]), rule["spec"]["taint"]
+    node = verdict(snap)
+    assert node is None or node.taint_value is None or is_label_value(node.taint_value), node
     try:
         objs = build_slices(desired_devices(snap, SliceConfig()), node=snap.node, node_uid="u", cfg=SliceConfig(),
                             version="v1", generation=1)
