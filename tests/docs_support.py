@@ -119,9 +119,13 @@ def _profiles() -> str:
         host = "" if p.host_copy_bytes in (None, p.copy_bytes) else f" ({_size(p.host_copy_bytes)} on the cpu backend)"
         copies = f"{_size(p.copy_bytes)}{host}, {p.copy_warmup} warm-up + {p.copy_iters} timed, {samples}"
         latency = f"{p.latency_accesses:,} accesses over {_size(p.latency_bytes)}, {p.latency_stride} B stride"
-        n = p.collective_graph_launches
-        launches = f", the graph launched {n} times" if n > 1 else ""
-        collectives = f"{_sizes(p.collective_sizes)}, {p.collective_iters} iterations{launches}"
+        windows = "one window" if p.collective_samples == 1 else f"median of {p.collective_samples} windows"
+        how = "graph launches" if p.collective_timing == "graph" else "the stream"
+        command = probes.core.nccl_tests_command(
+            "all_reduce", p.collective_sizes, "N", iters=p.collective_iters, warmup=p.collective_warmup,
+            timing=p.collective_timing, launches=p.collective_graph_launches)
+        collectives = (f"{_sizes(p.collective_sizes)}, {p.collective_iters} iterations after {p.collective_warmup} "
+                       f"warm-up, {windows} per cell, timed as {how}: `{command}`")
         gloo = f"{_sizes(p.host_collective_sizes)}, {p.host_ranks} ranks"
         rows.append(f"| `{p.name}` | {tests} | {copies} | {latency} | {collectives} | {gloo} |")
     return "\n".join(rows) + "\n"

@@ -23,7 +23,7 @@ FAKE = Path(__file__).parent / "fakecuda"
 TINY = dataclasses.replace(
     probes.SELFTEST, name="tiny", copy_bytes=256 * KiB, copy_warmup=1, copy_iters=2, samples=2,
     latency_accesses=2000, latency_warmup=100, collective_sizes=(64 * KiB, 256 * KiB), collective_iters=3,
-    collective_graph_launches=2,
+    collective_graph_launches=2, collective_samples=2,
     rdma_iters=100,
 )
 

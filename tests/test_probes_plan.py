@@ -9,8 +9,8 @@ import dataclasses
 import pytest
 
 import topology as t
-from probes import CUDA_SPECS, FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, make_plan
-from probes.core import SM_TESTS, GiB, MiB
+from probes import CUDA_SPECS, FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, Profile, make_plan
+from probes.core import SM_TESTS, GiB, MiB, with_collective_timing
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
 
 ALL_PEERS = tuple((a, b) for a in (G0, G1, G2, G3) for b in (G0, G1, G2, G3) if a != b)
@@ -88,6 +88,28 @@ def test_collectives_over_all_gpus_and_each_island_with_memory_bounded_sizes() -
     assert max(groups[G0, G1].sizes) == 8 * GiB
     assert max(groups[G0, G1, G2, G3].sizes) == 4 * GiB  # GPU3 has 16 GiB: send + recv within half
     assert groups[G0, G1].warmup == 1 and groups[G0, G1].iters == 20
+
+
+@pytest.mark.parametrize(("profile", "timing"), [(FULL, None), (FULL, "stream"), (QUICK, None), (SELFTEST, None)])
+def test_each_collective_item_names_its_mode_and_the_nccl_tests_command_it_follows(
+        profile: Profile, timing: str | None) -> None:
+    """nccl-tests times one window per cell, 20 iterations after one warm-up, -G 0 by default; every profile
+    times -G 1 (graph launches) unless the setting asks for the stream, and each item says which command line
+    (its own sizes and GPU count) it follows."""
+    plan = make_plan(four_gpu_box(), with_collective_timing(profile, timing), cuda_caps())
+    groups = {i.subjects: i for i in plan.items if i.test == "all_reduce"}
+    whole, pair = groups[G0, G1, G2, G3], groups[G0, G1]
+    graphs = "0" if timing == "stream" else "1"
+    options = dict(pair.options)
+    assert options["timing"] == (timing or "graph") and pair.samples == 1 and pair.profile == profile.name
+    top = {"full": "8G", "quick": "256M", "selftest": "1M"}[profile.name]
+    step = {"full": 2, "quick": 16, "selftest": 2}[profile.name]
+    iters = profile.collective_iters
+    assert options["nccl_tests"] == f"all_reduce_perf -b 1M -e {top} -f {step} -g 2 -n {iters} -w 1 -G {graphs}"
+    if profile is FULL:  # GPU3's 16 GiB stop the four-GPU sweep at 4 GiB: the command says so
+        assert dict(whole.options)["nccl_tests"] == f"all_reduce_perf -b 1M -e 4G -f 2 -g 4 -n 20 -w 1 -G {graphs}"
+    with pytest.raises(ProbeError, match="unknown collective timing 'events'"):
+        with_collective_timing(profile, "events")
 
 
 def test_backend_wide_and_per_test_unavailability() -> None:

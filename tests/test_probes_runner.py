@@ -11,8 +11,9 @@ import pytest
 from probes import Item, Status, Target
 from probes.core import RawResult, RawRow, spec
 from probes.harness import ProbeProcess, ask_capabilities, run_items
-from probes.harness._runner import assemble, peak
-from topology import Source
+from probes.harness._runner import assemble
+from probes.harness._summary import peak
+from topology import LinkCapability, Measurement, Source
 
 MiB = 1 << 20
 HOST = Target(id="numa0", kind="host", index=0, cpus=())
@@ -125,6 +126,45 @@ def test_all_reduce_sweep_best_and_nccl_tests_average_over_sizes_and_modes() -> 
     assert peak(()) == ()
 
 
+@pytest.mark.parametrize("asked", ["graph", "stream"])
+def test_each_cell_keeps_its_timing_mode_and_summaries_take_one_mode(asked: str) -> None:
+    """Two sizes timed as graph launches, two on the stream (a capture refused part-way), one cell whose two
+    windows were timed both ways: each cell says its own mode, the peak and the average come from one mode
+    (on a tie, the one asked for), and the mixed cell joins neither."""
+    gpus = tuple(Target(id=f"G{i}", kind="gpu", index=i) for i in range(2))
+    sizes = (1 * MiB, 2 * MiB, 4 * MiB, 8 * MiB)
+    item = Item(key="k", test="all_reduce", targets=gpus, sizes=sizes, warmup=1, iters=20, samples=2,
+                wall_budget_s=1, memory_budget_bytes=1, options=(("timing", asked),), profile="full")
+    modes = {1 * MiB: ("graph", "graph"), 2 * MiB: ("graph", "graph"), 4 * MiB: ("stream", "stream"),
+             8 * MiB: ("stream", "stream")}
+    rows = tuple(RawRow(size=s, bytes_per_op=s, ops=20, seconds=((0.01, 0.01), (0.01, 0.01)),
+                        timing=(modes[s], modes[s] if s != 8 * MiB else ("graph", "stream"))) for s in sizes)
+    texts = (("timing_graph", "graph text"), ("timing_stream", "stream text"), ("nccl", "2.28"))
+    raw = RawResult(key="k", status=Status.OK, rows=rows, conditions=texts)
+    out = assemble(spec("cuda", "all_reduce"), item, raw, taken_at=0)
+    for m in out.sweep:
+        cond = dict(m.conditions)
+        assert "timing_graph" not in cond and "timing_stream" not in cond and cond["profile"] == "full"
+        if m.size_bytes == 8 * MiB and cond["mode"] == "out of place":  # its second window: graph
+            assert cond["timing_mode"] == "mixed" and "graph in 1 sample(s), stream in 1 sample(s)" in cond["timing"]
+            continue
+        want = modes[m.size_bytes or 0][0]
+        assert (cond["timing_mode"], cond["timing"]) == (want, f"{want} text")
+    bus, alg, avg = out.measurements
+    chosen = "graph"  # 4 graph cells, 3 stream cells and a mixed one: graph has the most, whatever was asked
+    kept = [m for m in out.sweep if m.direction == "busbw" and dict(m.conditions)["timing_mode"] == chosen]
+    assert len(kept) == 4 and avg.value == pytest.approx(sum(m.value for m in kept) / 4)
+    assert bus.value == max(m.value for m in kept) and bus.size_bytes == 2 * MiB
+    for m in (bus, alg, avg):
+        assert dict(m.conditions)["timing_mode"] == chosen
+        assert dict(m.conditions)["summary"] == ("from the 4 busbw cell(s) timed as CUDA graph launches; 4 cell(s) "
+                                                 "timed otherwise left out (see each cell's timing_mode)")
+    tie = tuple(RawRow(size=r.size, bytes_per_op=r.size, ops=20, seconds=r.seconds, timing=(modes[r.size],) * 2)
+                for r in rows)
+    out = assemble(spec("cuda", "all_reduce"), item, RawResult(key="k", status=Status.OK, rows=tie), taken_at=0)
+    assert {dict(m.conditions)["timing_mode"] for m in out.measurements} == {asked}  # 4 and 4: the one asked
+
+
 def test_numbers_from_a_test_double_are_labelled_simulated() -> None:
     item = copy_item("k")
     raw = RawResult(key="k", status=Status.OK, simulated="fake CUDA runtime",
@@ -157,3 +197,20 @@ def test_a_copy_above_what_its_path_carries_is_refused_as_measured(gen: int, wid
     assert (out.status is Status.FAILED) is refused and bool(out.measurements) is not refused
     if refused:
         assert out.reason.startswith("refused as measured: ") and "times the" in out.reason
+
+
+def test_only_the_full_profiles_figures_are_compared_with_the_theoretical_rate() -> None:
+    from probes.harness._report import versus_theoretical
+    from tests.probe_snapshots import G0, G1, four_gpu_box
+
+    def copy(gpu: str, profile: str) -> Measurement:
+        return Measurement(test="host_to_device_memcpy_ce", subjects=("numa0", gpu), direction="a->b", value=20e9,
+                           unit="bytes_per_second", source=Source.MEASURED, method="ce",
+                           conditions=(("profile", profile),))
+
+    snap = four_gpu_box()
+    text = versus_theoretical(snap, [copy(G0, "full"), copy(G1, "quick")])
+    assert "GPU0" in text and "GPU1" not in text
+    assert text.endswith("Not compared with the theoretical rates: the figures of the quick profile (smaller than "
+                         "full's, they read below it on fast links; --profile full compares)")
+    assert LinkCapability.compares(copy(G0, "full")) and not LinkCapability.compares(copy(G0, "quick"))

@@ -45,9 +45,13 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--profile", choices=("quick", "full"), default="quick",
                    help="quick: a bounded selection of tests (see --list), small, for periodic runs; full: every "
                         "test at nvbandwidth's defaults (512 MiB, 4 warm-up + 16 timed copies, median of 3) and "
-                        "collective sweeps to 8 GiB")
+                        "collective sweeps to 8 GiB as nccl-tests -G 1 times them (see --collective-timing)")
     p.add_argument("--backend", choices=("auto", "cuda", "cpu"), default="auto",
                    help="auto: cuda when there are GPUs and CuPy is installed, else cpu")
+    p.add_argument("--collective-timing", choices=("graph", "stream"), default=None,
+                   help="how the NCCL collectives are timed: graph, as nccl-tests -G 1 (every profile's own); "
+                        "stream, as nccl-tests -G 0 (its default; the calls come from Python, which reads low "
+                        "at small sizes)")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="json: the report (topolink.probe/v2) with the snapshot it measured")
     p.add_argument("-o", "--output", type=TEXT, metavar="FILE", help="write to FILE instead of standard output")
@@ -185,7 +189,7 @@ def run_probe(args: argparse.Namespace, snapshot: topology.Snapshot) -> int:
     bar = ProgressBar()
     try:
         report = probes.run_probes(snapshot, profile_name=args.profile, backend=args.backend, tests=args.tests,
-                                   force=args.force, progress=bar)
+                                   force=args.force, progress=bar, collective_timing=args.collective_timing)
     except probes.ProbeError as exc:
         print(f"topolink probe: {exc}", file=sys.stderr)
         return EXIT_USAGE

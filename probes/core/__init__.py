@@ -13,6 +13,7 @@ from ._backend import (
     Backend,
     Capabilities,
     Device,
+    ModeTimed,
     Pairs,
     Session,
     Workload,
@@ -35,6 +36,7 @@ from ._collectives import (
     element_values,
     modes,
     moved,
+    nccl_tests_command,
     received_segments,
     rotation_offset,
     sent_segment,
@@ -60,7 +62,20 @@ from ._model import (
     raw_from_dict,
     raw_to_dict,
 )
-from ._profiles import FULL, PROFILES, QUICK, SELFTEST, GiB, MiB, Profile, profile
+from ._profiles import (
+    FULL,
+    GRAPH,
+    PROFILES,
+    QUICK,
+    SELFTEST,
+    STREAM,
+    TIMINGS,
+    GiB,
+    MiB,
+    Profile,
+    profile,
+    with_collective_timing,
+)
 from ._specs import HOST, ProbeSpec, Subjects, host_nodes
 from ._stats import summarize
 
@@ -74,6 +89,7 @@ __all__ = [
     "FLOAT_BYTES",
     "FULL",
     "GDR_TEST",
+    "GRAPH",
     "HOST",
     "IN_PLACE",
     "OUT_OF_PLACE",
@@ -81,6 +97,8 @@ __all__ = [
     "QUICK",
     "SELFTEST",
     "SM_TESTS",
+    "STREAM",
+    "TIMINGS",
     "Backend",
     "Capabilities",
     "Counts",
@@ -89,6 +107,7 @@ __all__ = [
     "Item",
     "Kind",
     "MiB",
+    "ModeTimed",
     "Pairs",
     "Plan",
     "ProbeError",
@@ -120,6 +139,7 @@ __all__ = [
     "load_backend",
     "modes",
     "moved",
+    "nccl_tests_command",
     "ours",
     "profile",
     "raw_from_dict",
@@ -133,4 +153,5 @@ __all__ = [
     "summarize",
     "summed_values",
     "unknown",
+    "with_collective_timing",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ._errors import ProbeError
 from ._model import Item
@@ -84,6 +84,14 @@ class Workload(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ModeTimed(Protocol):
+    """A workload that may time a channel in one of several ways (an NCCL cell: graph launches or the
+    stream) and says, after each sample, how each channel of it was timed."""
+
+    last_timing: tuple[str, ...]  # per channel, of the sample just taken
 
 
 class Session(Protocol):

@@ -21,6 +21,7 @@ From NVIDIA/nccl-tests 2.19.6 (``src/<op>.cu``: ``*GetCollByteCount`` and ``*Get
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -148,3 +149,26 @@ def received_segments(op: str, rank: int, ranks: int, c: Counts) -> tuple[Segmen
     if op == "alltoall":
         return tuple(Segment(j * share, share, (j,), rank * share) for j in range(ranks))
     raise ValueError(f"{op} is not a collective")
+
+
+def _size_arg(n: int) -> str:
+    """A size as nccl-tests' ``parsesize`` reads it (K, M, G: powers of 1024)."""
+    for suffix, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{suffix}"
+    return str(n)
+
+
+def nccl_tests_command(op: str, sizes: tuple[int, ...], ranks: int | str, *, iters: int, warmup: int,
+                       timing: str, launches: int = 1) -> str:
+    """The nccl-tests command line (one process, ``-g`` GPUs) whose sweep, counts and timing mode a run of
+    ``op`` over ``sizes`` follows: ``-G 0`` for the stream, ``-G <launches>`` for graph launches; data type
+    float, sum, the data check on (``-c 1``) are nccl-tests' defaults. Sizes that are not one geometric
+    sweep have no one command line, and say so."""
+    sweep = sorted(sizes)
+    factor = sweep[1] // sweep[0] if len(sweep) > 1 and sweep[0] else 2
+    if any(b != a * factor for a, b in itertools.pairwise(sweep)):
+        return f"none: the sizes {', '.join(map(str, sweep))} are not one nccl-tests sweep (-b/-e/-f)"
+    graphs = launches if timing == "graph" else 0
+    return (f"{op}_perf -b {_size_arg(sweep[0])} -e {_size_arg(sweep[-1])} -f {factor} -g {ranks} -n {iters} "
+            f"-w {warmup} -G {graphs}")

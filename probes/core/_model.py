@@ -50,6 +50,7 @@ class Item:
     memory_budget_bytes: int
     options: tuple[tuple[str, str], ...] = ()  # choices the plan made for the backend (RDMA registration)
     background: tuple[Target, ...] = ()  # endpoints that only add traffic while the targets are timed
+    profile: str = ""  # the profile that planned it: every figure it gives says so (``conditions.profile``)
 
     @property
     def subjects(self) -> tuple[str, ...]:
@@ -80,6 +81,9 @@ class RawRow:
     bytes_per_op: int  # bytes one operation moves on one channel, as counted (after any truncation)
     ops: int  # timed operations per sample
     seconds: tuple[tuple[float, ...], ...]  # [sample][channel]
+    # [sample][channel]: how each channel of each sample was timed, recorded as it was (an NCCL cell's
+    # ``graph`` or ``stream``); empty for a test timed one way only
+    timing: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +156,8 @@ def raw_to_dict(raw: RawResult) -> dict[str, Any]:
 def raw_from_dict(d: Mapping[str, Any]) -> RawResult:
     rows = tuple(
         RawRow(size=r["size"], bytes_per_op=r["bytes_per_op"], ops=r["ops"],
-               seconds=tuple(tuple(float(x) for x in s) for s in r["seconds"]))
+               seconds=tuple(tuple(float(x) for x in s) for s in r["seconds"]),
+               timing=tuple(tuple(str(x) for x in s) for s in r.get("timing", ())))
         for r in d["rows"]
     )
     def pairs(key: str) -> tuple[tuple[str, str], ...]:

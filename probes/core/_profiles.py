@@ -1,17 +1,26 @@
-"""Profiles: how big, how many and how often. ``full`` is nvbandwidth's and nccl-tests' defaults over
-every test; ``quick`` is small and bounded for periodic runs: the tests that place a node (one copy per
+"""Profiles: how big, how many and how often. ``full`` is nvbandwidth's defaults for the copies and
+nccl-tests' counts for the collectives (20 iterations, one warm-up, one window per cell) timed as nccl-tests
+``-G 1`` times them, graph launches (nccl-tests' own default is ``-G 0``; ``collective_timing="stream"``
+is that mode); ``quick`` is small and bounded for periodic runs: the tests that place a node (one copy per
 kind of link, host latency, the all-reduce), at sizes that keep a pass within about 3 s on one GPU and
-10 s on eight; ``selftest`` checks that every test works at all."""
+10 s on eight, so its figures are quick's, not full's; ``selftest`` checks that every test works at all.
+
+Why graphs by default: the stream mode issues every grouped call from Python, several microseconds per
+GPU more than nccl-tests' C loop, so at the small sizes (about 1 to 16 MiB on eight GPUs) it reads below
+``-G 0``; a graph launch per GPU per window costs the same few microseconds once, not once per operation.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ._errors import ProbeError
 
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
+GRAPH, STREAM = "graph", "stream"  # the two ways nccl-tests times a cell: -G <launches> and -G 0
+TIMINGS = (GRAPH, STREAM)
 
 
 def powers_of_two(lo: int, hi: int, step: int = 2) -> tuple[int, ...]:
@@ -36,9 +45,11 @@ class Profile:
     latency_warmup: int = 10_000  # untimed accesses: loads the kernel, warms the TLB
     collective_sizes: tuple[int, ...]  # bytes per rank, GPUs (nccl-tests -b/-e/-f)
     host_collective_sizes: tuple[int, ...]  # bytes per rank, CPU ranks over gloo
-    collective_warmup: int = 1  # nccl-tests -w since 2.16.8
+    collective_warmup: int = 1  # nccl-tests -w since 2.16.8 (untimed operations before each cell's window)
     collective_iters: int = 20  # nccl-tests -n
+    collective_timing: str = GRAPH  # GRAPH: nccl-tests -G <launches>; STREAM: -G 0, nccl-tests' default
     collective_graph_launches: int = 1  # nccl-tests -G: launches of the captured loop per timed window
+    collective_samples: int = 1  # windows per cell, the median reported (nccl-tests: one window per cell)
     host_ranks: int = 2  # gloo processes (at least one per NUMA node with CPUs)
     rdma_bytes: int = 65536  # perftest message size (DEF_SIZE_BW)
     rdma_iters: int = 5000  # perftest write-BW iterations (DEF_ITERS_WB)
@@ -72,6 +83,16 @@ SELFTEST = Profile(
     rdma_iters=100, every_numa_node=False,
 )
 PROFILES = {p.name: p for p in (FULL, QUICK, SELFTEST)}
+
+
+def with_collective_timing(p: Profile, timing: str | None) -> Profile:
+    """``p`` with its collectives timed as ``timing`` (``graph``: nccl-tests -G 1; ``stream``: -G 0); None
+    keeps the profile's own."""
+    if timing is None or timing == p.collective_timing:
+        return p
+    if timing not in TIMINGS:
+        raise ProbeError(f"unknown collective timing {timing!r}; choose one of {', '.join(TIMINGS)}")
+    return replace(p, collective_timing=timing)
 
 
 def profile(name: str) -> Profile:

@@ -3,16 +3,21 @@ nccl-tests times them: per size and mode, every GPU's stream is synchronised (th
 clock starts, the ``iters`` operations (float32, the buffers shifted inside buffers of the largest size)
 run, every stream is waited for, and the clock stops.
 
-- ``graph`` mode (nccl-tests ``-G <launches>``): the ``iters`` grouped operations are captured once per size
-  and mode as one CUDA graph per GPU, and the timed window launches every GPU's graph ``launches`` times;
-  the time per operation is the wall time over iterations x launches.
-- ``stream`` mode (nccl-tests without ``-G``): where capture is refused, the grouped operations are issued
-  one by one inside the window; the time per operation is the wall time over iterations.
+- ``graph`` mode (nccl-tests ``-G <launches>``): for every window the ``iters`` grouped operations are
+  captured and instantiated afresh as one CUDA graph per GPU (nccl-tests' ``BenchTime``), and the timed
+  window launches every GPU's graph ``launches`` times; the time per operation is the wall time over
+  iterations x launches. Where capture is refused, the rest of the item is timed on the stream.
+- ``stream`` mode (nccl-tests ``-G 0``, its default), asked by the plan's ``timing`` option: the grouped
+  operations are issued one by one inside the window; the time per operation is the wall time over
+  iterations. They are issued from Python, a few microseconds per GPU slower than nccl-tests' C loop:
+  at small sizes on many GPUs the window holds more host time than ``-G 0``'s, and the cell reads lower.
 
 Either way the launches and the uneven start of the GPUs are inside the window, as in nccl-tests (CUDA
-events on each GPU would leave them out and read high at small sizes); ``conditions.timing_mode`` says
-which mode ran. all-to-all calls ``ncclAlltoAll`` where NCCL has it (2.28 and later) and one ncclSend and
-ncclRecv per peer in a group before, as nccl-tests does. Out of place, then in place (nccl-tests' order),
+events on each GPU would leave them out and read high at small sizes). Each cell (size and mode) records
+how it was timed as it is timed (``last_timing``, read by the runner after every sample): a capture refused
+part-way through the sizes leaves the cells before it ``graph`` and those after it ``stream``. all-to-all
+calls ``ncclAlltoAll`` where NCCL has it (2.28 and later) and one ncclSend and ncclRecv per peer in a group
+before, as nccl-tests does. Out of place, then in place (nccl-tests' order),
 every collective. The data check runs apart, once per size and mode (nccl-tests ``-c 1``), on the GPUs:
 values that depend on the sending rank and the element's position (see ``probes.core``).
 """
@@ -23,6 +28,7 @@ import os
 from typing import Any
 
 from ..core import (
+    GRAPH,
     IN_PLACE,
     Counts,
     Item,
@@ -40,6 +46,7 @@ from ..core import (
     summed_values,
 )
 from ._buffers import Timer
+from ._nccl_text import timing_conditions
 from ._runtime import cuda_error, device_malloc, host_clock, load_nccl, nccl_alltoall
 
 _F32 = 4
@@ -54,7 +61,11 @@ class NcclSession:
             raise Waived(why)
         self.cp, self.nccl, self.op, self.modes = cp, nccl, item.test, modes(item.test)
         self.clock = host_clock(cp)
-        self.launches = max(1, int(dict(item.options).get("graph_launches", "1")))
+        options = dict(item.options)
+        self.launches = max(1, int(options.get("graph_launches", "1")))
+        self.asked = options.get("timing", GRAPH)  # graph: nccl-tests -G <launches>; stream: -G 0
+        self.command = options.get("nccl_tests", "")
+        self.windows, self.warmup = item.samples, item.warmup
         self.devices = [t.index for t in item.targets if t.index is not None]
         if len(self.devices) != len(item.targets):
             raise ProbeError(f"every GPU of an {self.op} needs a CUDA ordinal")
@@ -98,17 +109,10 @@ class NcclSession:
 
     @property
     def conditions(self) -> Pairs:
-        if self.graph_refused:
-            mode, how = "stream", (
-                "the host's wall clock after every GPU's stream is synchronised, around the operations issued "
-                "one by one; divided by iterations (nccl-tests without -G; capture refused: "
-                f"{self.graph_refused})")
-        else:
-            mode, how = "graph", (
-                f"the timed loop captured as one CUDA graph per GPU; the host's wall clock after every GPU's "
-                f"stream is synchronised, around {self.launches} launch(es) of every GPU's graph; divided by "
-                f"iterations x launches (nccl-tests -G {self.launches})")
-        return (*self._conditions.items(), ("timing_mode", mode), ("timing", how))
+        """The item's conditions, and how each timing mode it used times (each cell says which it ran in)."""
+        return (*self._conditions.items(), *timing_conditions(
+            asked=self.asked, launches=self.launches, windows=self.windows, warmup=self.warmup,
+            refused=self.graph_refused, command=self.command))
 
     def zero(self) -> None:
         for d, s, r in zip(self.devices, self.send, self.recv, strict=True):
@@ -159,8 +163,10 @@ class NcclSession:
             t.stream.synchronize()
 
     def capture(self, size: int, mode: str, iters: int) -> list[Any] | None:
-        """The ``iters`` operations as one graph per GPU; None (and why, once) when capture is refused."""
-        if self.graph_refused:
+        """The ``iters`` operations as one graph per GPU, captured and instantiated afresh (as nccl-tests does
+        per window); None on the stream mode, and (why, once) when capture is refused: the rest of the item
+        is then timed on the stream."""
+        if self.graph_refused or self.asked != "graph":
             return None
         begun: list[Timer] = []
         try:
@@ -216,24 +222,25 @@ class _Collective:
         self.session, self.size = session, size
         self.channels = len(session.modes)
         self.bytes_per_op = moved(session.op, size, session.ranks)
-        self.graphs: dict[str, list[Any] | None] = {}
+        self.last_timing: tuple[str, ...] = ()  # per mode (channel) of the last sample: graph | stream
 
     def prepare(self) -> None:
         pass
 
     def sample(self, warmup: int, iters: int) -> tuple[float, ...]:
         s = self.session
-        out = []
+        out, timing = [], []
         try:
             for mode in s.modes:
                 for i in range(warmup):
                     s.issue(self.size, mode, i)
                 s.sync()
-                if mode not in self.graphs:
-                    self.graphs[mode] = s.capture(self.size, mode, iters)
-                out.append(s.timed(self.size, mode, iters, self.graphs[mode]))
+                graphs = s.capture(self.size, mode, iters)  # fresh per window, as nccl-tests' BenchTime
+                out.append(s.timed(self.size, mode, iters, graphs))
+                timing.append("stream" if graphs is None else "graph")  # recorded as this cell was timed
         except s.cp.cuda.runtime.CUDARuntimeError as exc:
             raise cuda_error(s.cp, exc, s.op) from exc
+        self.last_timing = tuple(timing)
         return tuple(out)
 
     def verify(self) -> str | None:
@@ -262,7 +269,7 @@ class _Collective:
         return None
 
     def close(self) -> None:
-        self.graphs = {}
+        pass
 
 
 def _chunks(cp: Any, ptr: int, seg: Segment) -> Any:

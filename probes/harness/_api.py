@@ -12,7 +12,18 @@ from typing import Any
 
 from topology import Gpu, LinkCapability, Problem, Snapshot, to_dict, with_measurements
 
-from ..core import SELFTEST, Capabilities, ProbeOutcome, ProbeReport, Profile, Status, profile, spec, specs_for
+from ..core import (
+    SELFTEST,
+    Capabilities,
+    ProbeOutcome,
+    ProbeReport,
+    Profile,
+    Status,
+    profile,
+    spec,
+    specs_for,
+    with_collective_timing,
+)
 from ._plan import make_plan
 from ._process import ProbeProcess
 from ._runner import assemble
@@ -34,12 +45,14 @@ def choose_backend(requested: str, snap: Snapshot) -> str:
 
 def run_probes(snap: Snapshot, *, profile_name: str | Profile = "quick", backend: str = "auto",
                tests: Collection[str] | None = None, force: bool = False, progress: Progress | None = None,
-               process: ProbeProcess | None = None) -> ProbeReport:
+               process: ProbeProcess | None = None, collective_timing: str | None = None) -> ProbeReport:
     """Plan and run in one child process (the one given, or a new one), and assemble. Never raises for a
     probe that fails; raises :class:`ProbeError` only for a request that cannot be planned (unknown
-    test/profile)."""
+    test/profile/timing). ``collective_timing`` (``graph``: nccl-tests -G 1; ``stream``: -G 0) replaces
+    the profile's own for the NCCL collectives."""
     t0 = time.monotonic()
     prof = profile_name if isinstance(profile_name, Profile) else profile(profile_name)
+    prof = with_collective_timing(prof, collective_timing)
     chosen = process.backend if process is not None else choose_backend(backend, snap)
     notes: list[str] = []
     if backend == "auto" and chosen == "cpu" and snap.gpus:

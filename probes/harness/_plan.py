@@ -8,6 +8,7 @@ from collections.abc import Collection
 from topology import Snapshot
 
 from ..core import (
+    GRAPH,
     HOST,
     Capabilities,
     GiB,
@@ -22,6 +23,7 @@ from ..core import (
     Target,
     Waiver,
     host_nodes,
+    nccl_tests_command,
     specs_for,
 )
 
@@ -126,6 +128,7 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
     floor = profile.floor_bytes_per_second if spec.backend == "cpu" else _GPU_FLOOR_BYTES_PER_SECOND
     base = _BASE_MEMORY[spec.backend]
     others = spec.others(subjects, snap)
+    samples = profile.samples
     if spec.kind is Kind.COPY:
         warmup, iters = profile.copy_warmup, profile.copy_iters
         copies = _copies(spec, others)
@@ -138,9 +141,11 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
         memory = base + 2 * max(sizes)
     elif spec.kind is Kind.COLLECTIVE:
         warmup, iters = profile.collective_warmup, profile.collective_iters
+        if spec.backend == "cuda":  # NCCL as nccl-tests: one window per cell unless the profile says more
+            samples = profile.collective_samples
         # each rank sends and receives about 2 x S per operation, in every mode
-        launches = profile.collective_graph_launches
-        moved = sum(sizes) * (warmup + iters * launches + 1) * profile.samples * 2 * len(spec.channels)
+        launches = profile.collective_graph_launches if profile.collective_timing == GRAPH else 1
+        moved = sum(sizes) * (warmup + iters * launches + 1) * samples * 2 * len(spec.channels)
         wall = 3 * _SETUP_S + moved / floor
         memory = _COLLECTIVE_BASE_MEMORY[spec.backend] + 4 * max(sizes)
     else:
@@ -151,11 +156,14 @@ def _item(spec: ProbeSpec, subjects: Subjects, snap: Snapshot, profile: Profile,
     if spec.kind is Kind.RDMA:
         options = _rdma_options(snap, subjects)
     elif spec.kind is Kind.COLLECTIVE and spec.backend == "cuda":
-        options = (("graph_launches", str(profile.collective_graph_launches)),)
+        command = nccl_tests_command(spec.name, sizes, len(subjects), iters=iters, warmup=warmup,
+                                     timing=profile.collective_timing, launches=profile.collective_graph_launches)
+        options = (("timing", profile.collective_timing),
+                   ("graph_launches", str(profile.collective_graph_launches)), ("nccl_tests", command))
     return Item(
         key=f"{spec.name}[{','.join(subjects)}]", test=spec.name, targets=_targets(subjects, snap, caps),
-        sizes=sizes, warmup=warmup, iters=iters, samples=profile.samples, wall_budget_s=round(wall, 1),
-        memory_budget_bytes=memory, options=options, background=_targets(others, snap, caps),
+        sizes=sizes, warmup=warmup, iters=iters, samples=samples, wall_budget_s=round(wall, 1),
+        memory_budget_bytes=memory, options=options, background=_targets(others, snap, caps), profile=profile.name,
     )
 
 

@@ -51,18 +51,25 @@ def matrix(snap: Snapshot, title: str, cells: Iterable[Measurement]) -> str:
 
 
 def versus_theoretical(snap: Snapshot, measurements: Sequence[Measurement]) -> str:
+    """Each figure of a compared profile (``full``) beside what its links allow; a ``quick`` figure is not
+    compared (it reads below full on fast links), and a line says how many were left out and why."""
     rows = []
     cap = LinkCapability(snap)
+    apart: set[str] = set()
     for m in measurements:
         peak = cap.of(m)
-        if peak:
+        if peak and not cap.compares(m):
+            apart.add(dict(m.conditions).get("profile", ""))
+        elif peak:
             subjects = " ".join(label(snap, s) for s in m.subjects)
             rows.append(f"{shown(m.test):<48} {subjects:<24} {shown(m.direction):>6} {m.value / 1e9:>10.2f} "
                         f"{peak / 1e9:>11.2f} {m.value / peak:>6.2f}")
+    note = (f"Not compared with the theoretical rates: the figures of the {', '.join(sorted(map(shown, apart)))} "
+            "profile (smaller than full's, they read below it on fast links; --profile full compares)") if apart else ""
     if not rows:
-        return ""
+        return note
     head = f"{'test':<48} {'between':<24} {'dir':>6} {'measured':>10} {'theoretical':>11} {'ratio':>6}"
-    return "\n".join(["Measured vs theoretical (GB/s per direction)", head, *rows])
+    return "\n".join(["Measured vs theoretical (GB/s per direction)", head, *rows] + ([note] if note else []))
 
 
 def _mode(m: Measurement) -> str:
@@ -74,17 +81,25 @@ def sweep_table(snap: Snapshot, subjects: tuple[str, ...], sweep: Sequence[Measu
     who = " ".join(label(snap, s) for s in subjects)
     modes = list(dict.fromkeys(_mode(m) for m in sweep))
     cells: dict[tuple[int, str, str], Measurement] = {(m.size_bytes or 0, _mode(m), m.direction): m for m in sweep}
-    head = f"{'size (B)':>14}" + "".join(f" {'algbw':>8} {'busbw':>8} {'cv':>6}" for _ in modes)
-    lines = [f"  over {who}", " " * 14 + "".join(f" {mode or '-':^24}" for mode in modes), head]
+    timed = any(_timing(m) for m in sweep)  # NCCL: each cell's own timing mode (graph | stream)
+    width = 24 + 7 * timed
+    head = f"{'size (B)':>14}" + "".join(f" {'algbw':>8} {'busbw':>8} {'cv':>6}" + (f" {'timed':>6}" if timed else "")
+                                         for _ in modes)
+    lines = [f"  over {who}", " " * 14 + "".join(f" {mode or '-':^{width}}" for mode in modes), head]
     for size in sorted({m.size_bytes or 0 for m in sweep}):
         row = f"{size:>14}"
         for mode in modes:
             alg, bus = cells.get((size, mode, "algbw")), cells.get((size, mode, "busbw"))
             cv = f"{alg.stats.cv:.3f}" if alg is not None and alg.stats else NA
-            row += (f" {alg.value / 1e9:>8.2f} {bus.value / 1e9:>8.2f} {cv:>6}" if alg is not None and bus is not None
-                    else f" {NA:>8} {NA:>8} {NA:>6}")
+            how = f" {_timing(alg) if alg is not None else NA:>6}" if timed else ""
+            row += (f" {alg.value / 1e9:>8.2f} {bus.value / 1e9:>8.2f} {cv:>6}{how}"
+                    if alg is not None and bus is not None else f" {NA:>8} {NA:>8} {NA:>6}{how}")
         lines.append(row)
     return "\n".join(lines)
+
+
+def _timing(m: Measurement) -> str:
+    return dict(m.conditions).get("timing_mode", "")
 
 
 def render_report(report: ProbeReport, snap: Snapshot) -> str:
@@ -105,14 +120,17 @@ def render_report(report: ProbeReport, snap: Snapshot) -> str:
         if spec.kind is Kind.COLLECTIVE:
             out.append(spec.description)
             for o in (o for o in outcomes if o.status is Status.OK):
-                bus = next(m for m in o.measurements if m.direction == "busbw")
-                out.append(f"  best busbw {bus.value / 1e9:.2f} GB/s at {bus.size_bytes} B ({_mode(bus)}) "
-                           f"over {len(o.subjects)} ranks")
+                bus = next((m for m in o.measurements if m.direction == "busbw"), None)
+                if bus is not None:
+                    how = f", {_timing(bus)}" if _timing(bus) else ""
+                    out.append(f"  best busbw {bus.value / 1e9:.2f} GB/s at {bus.size_bytes} B ({_mode(bus)}{how}) "
+                               f"over {len(o.subjects)} ranks")
                 out.append(sweep_table(snap, o.subjects, o.sweep))
                 avg = next((m for m in o.measurements if m.direction == "avg_busbw"), None)
                 if avg is not None:
-                    out.append(f"  # Avg bus bandwidth    : {avg.value / 1e9:.2f} GB/s "
-                               f"(nccl-tests' mean over the {len(o.sweep) // 2} cells above)")
+                    summary = dict(avg.conditions).get("summary")
+                    over = summary or f"nccl-tests' mean over the {len(o.sweep) // 2} cells above"
+                    out.append(f"  # Avg bus bandwidth    : {avg.value / 1e9:.2f} GB/s ({over})")
         else:
             for direction in dict.fromkeys(m.direction for m in done):
                 title = spec.description + ("" if len(spec.channels) == 1 else f" [{direction}]")

@@ -7,8 +7,6 @@ runs in the parent: statistics per set of samples and :class:`topology.Measureme
 
 from __future__ import annotations
 
-import dataclasses
-import statistics
 import time
 import traceback
 
@@ -18,6 +16,7 @@ from ..core import (
     Backend,
     Item,
     Kind,
+    ModeTimed,
     ProbeError,
     ProbeOutcome,
     ProbeSpec,
@@ -28,6 +27,7 @@ from ..core import (
     Workload,
     summarize,
 )
+from ._summary import cell_timing, item_conditions, summaries
 
 
 def execute(backend: Backend, item: Item) -> RawResult:
@@ -50,7 +50,7 @@ def execute(backend: Backend, item: Item) -> RawResult:
         for size in item.sizes:
             workload = session.workload(size)
             try:
-                seconds, problem = _samples(workload, item)
+                seconds, timing, problem = _samples(workload, item)
             finally:
                 workload.close()
             if problem:
@@ -60,7 +60,8 @@ def execute(backend: Backend, item: Item) -> RawResult:
             if bad:
                 return done(Status.FAILED, f"the clock measured {bad[0]!r} s at {size} bytes", (),
                             session.conditions)
-            rows.append(RawRow(size=size, bytes_per_op=workload.bytes_per_op, ops=item.iters, seconds=seconds))
+            rows.append(RawRow(size=size, bytes_per_op=workload.bytes_per_op, ops=item.iters, seconds=seconds,
+                               timing=timing))
     except Waived as exc:
         return done(Status.WAIVED, str(exc), (), session.conditions)
     except Exception as exc:
@@ -70,22 +71,30 @@ def execute(backend: Backend, item: Item) -> RawResult:
     return done(Status.OK, "", tuple(rows), session.conditions)
 
 
-def _samples(workload: Workload, item: Item) -> tuple[tuple[tuple[float, ...], ...], str | None]:
+Samples = tuple[tuple[float, ...], ...]
+Timing = tuple[tuple[str, ...], ...]
+
+
+def _samples(workload: Workload, item: Item) -> tuple[Samples, Timing, str | None]:
     """``item.samples`` timed samples, each after its untimed reset; the data checked after every sample
-    (nvbandwidth) or once after them all (nccl-tests), never inside a timed window."""
+    (nvbandwidth) or once after them all (nccl-tests), never inside a timed window. How each channel of
+    each sample was timed is read right after it was timed (a workload that times in one way says nothing)."""
     seconds: list[tuple[float, ...]] = []
+    timing: list[tuple[str, ...]] = []
     for n in range(item.samples):
         workload.prepare()
         seconds.append(workload.sample(item.warmup, item.iters))
+        if isinstance(workload, ModeTimed):
+            timing.append(tuple(workload.last_timing))
         if workload.check_each_sample:
             problem = workload.verify()
             if problem:
-                return (), f"sample {n + 1}: {problem}"
+                return (), (), f"sample {n + 1}: {problem}"
     if not workload.check_each_sample:
         problem = workload.verify()
         if problem:
-            return (), problem
-    return tuple(seconds), None
+            return (), (), problem
+    return tuple(seconds), tuple(timing), None
 
 
 def _failure(exc: BaseException) -> str:
@@ -107,7 +116,8 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float,
         return ProbeOutcome(test=item.test, subjects=item.subjects, status=raw.status, reason=raw.reason,
                             elapsed_s=raw.elapsed_s)
     source = Source.SIMULATED if raw.simulated else Source.MEASURED
-    base = raw.conditions + ((("simulated", raw.simulated),) if raw.simulated else ())
+    base = ((("profile", item.profile),) if item.profile else ()) + item_conditions(raw.conditions) + (
+        (("simulated", raw.simulated),) if raw.simulated else ())
 
     def measurement(row: RawRow, direction: str, samples: list[float], *, value: float | None = None,
                     extra: tuple[tuple[str, str], ...] = ()) -> Measurement:
@@ -130,7 +140,7 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float,
             factor = spec.bus_factor(ranks)
             for c, mode in enumerate(spec.channels):
                 algbw = [spec.moved(row.size, ranks) * row.ops / s[c] for s in row.seconds]
-                extra = (("mode", mode.replace("_", " ")),)
+                extra = (("mode", mode.replace("_", " ")), *cell_timing(row, c, raw.conditions))
                 sweep += [measurement(row, "algbw", algbw, extra=extra),
                           measurement(row, "busbw", [a * factor for a in algbw], extra=extra)]
             continue
@@ -142,7 +152,7 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float,
             headline.append(measurement(row, "a<->b", totals, value=sum(m.value for m in done),
                                         extra=(("total", "sum of the directions' medians (nvbandwidth)"),)))
     if spec.kind is Kind.COLLECTIVE and sweep:
-        headline = [*peak(sweep), *average_bus_bandwidth(sweep)]
+        headline = list(summaries(sweep, dict(item.options).get("timing", "")))
     why = next((w for m in headline if cap is not None and source is Source.MEASURED
                 and (w := measured_breach(m, cap))), "")
     if why:
@@ -150,33 +160,3 @@ def assemble(spec: ProbeSpec, item: Item, raw: RawResult, *, taken_at: float,
                             reason=f"refused as measured: {why}; the path cannot carry it")
     return ProbeOutcome(test=item.test, subjects=item.subjects, status=Status.OK, measurements=tuple(headline),
                         sweep=tuple(sweep), elapsed_s=raw.elapsed_s)
-
-
-def _mode(m: Measurement) -> str:
-    return dict(m.conditions).get("mode", "")
-
-
-def peak(sweep: tuple[Measurement, ...] | list[Measurement]) -> tuple[Measurement, ...]:
-    """The busbw cell with the highest median over sizes and modes, and the algbw of the same cell."""
-    bus = [m for m in sweep if m.direction == "busbw"]
-    if not bus:
-        return ()
-    best = max(bus, key=lambda m: m.value)
-    alg = [m for m in sweep if m.direction == "algbw" and m.size_bytes == best.size_bytes and _mode(m) == _mode(best)]
-    return (best, *alg[:1])
-
-
-def average_bus_bandwidth(sweep: tuple[Measurement, ...] | list[Measurement]) -> tuple[Measurement, ...]:
-    """nccl-tests' "Avg bus bandwidth": the mean busbw over every cell of the sweep (all sizes, out of
-    place and in place). It depends on the sizes swept; it is not a peak."""
-    bus = [m for m in sweep if m.direction == "busbw"]
-    if not bus:
-        return ()
-    first = bus[0]
-    sizes = [m.size_bytes or 0 for m in bus]
-    how = (f"nccl-tests' Avg bus bandwidth: mean busbw of {len(bus)} cells "
-           f"({', '.join(sorted({_mode(m) for m in bus}))}; {min(sizes)} to {max(sizes)} B)")
-    kept = tuple((k, v) for k, v in first.conditions if k != "mode")
-    average = dataclasses.replace(first, direction="avg_busbw", value=statistics.fmean(m.value for m in bus),
-                                  size_bytes=None, stats=None, conditions=(*kept, ("average", how)))
-    return (average,)

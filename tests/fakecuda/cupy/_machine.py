@@ -22,10 +22,10 @@ separated PCI bus ids), ``FAKECUDA_PEERS`` (``all``, ``none``), ``FAKECUDA_MEMOR
 ``FAKECUDA_NVSWITCH`` (``all`` or comma separated ordinals: the GPUs on one NVSwitch fabric, between which
 CUDA's limit of 8 mapped peers does not apply; it applies to every other pair, as over PCIe),
 ``FAKECUDA_LAUNCH_US`` (host microseconds per launch, default 0), ``FAKECUDA_LOG`` (a file that gets one JSON
-line per notable call), ``FAKECUDA_NO_NVRTC`` and
-``FAKECUDA_NO_CAPTURE`` (refuse kernel compilation / graph capture), ``FAKECUDA_CORRUPT`` (copies leave
-their last byte unwritten, NCCL the last element it receives), ``FAKECUDA_SPLIT_FAULT=odd`` (the split-warp
-copy's odd warps copy nothing).
+line per notable call), ``FAKECUDA_NO_NVRTC`` and ``FAKECUDA_NO_CAPTURE`` (refuse kernel compilation / graph
+capture), ``FAKECUDA_CAPTURES`` (captures that begin before every later one is refused: a capture failing
+part-way through a sweep), ``FAKECUDA_CORRUPT`` (copies leave their last byte unwritten, NCCL the last element
+it receives), ``FAKECUDA_SPLIT_FAULT=odd`` (the split-warp copy's odd warps copy nothing).
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ class Machine:
         self.log_path = env.get("FAKECUDA_LOG", "")
         self.no_nvrtc = env.get("FAKECUDA_NO_NVRTC") == "1"
         self.no_capture = env.get("FAKECUDA_NO_CAPTURE") == "1"
+        limit = env.get("FAKECUDA_CAPTURES", "")
+        self.captures_left: int | None = int(limit) if limit else None  # then every capture is refused
         self.corrupt = env.get("FAKECUDA_CORRUPT") == "1"
         self.split_fault = env.get("FAKECUDA_SPLIT_FAULT", "")
         self.allocations: dict[int, Allocation] = {}

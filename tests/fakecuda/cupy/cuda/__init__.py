@@ -57,8 +57,10 @@ class Stream:
 
     def begin_capture(self, mode: int | None = None) -> None:
         del mode
-        if MACHINE.no_capture:
+        if MACHINE.no_capture or MACHINE.captures_left == 0:
             raise CUDARuntimeError(900, "operation not permitted when stream is capturing (refused by the fake)")
+        if MACHINE.captures_left is not None:
+            MACHINE.captures_left -= 1
         if self._s.capturing is not None:
             raise CUDARuntimeError(900, "the stream is already capturing")
         self._s.capturing = []
