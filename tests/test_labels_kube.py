@@ -92,6 +92,26 @@ def test_the_bandwidth_class_reads_its_previous_value_from_the_node() -> None:
     assert desired_labels(four_gpu_box(), LabelConfig(), {f"{P}/bw-host-gpu": "low"})[f"{P}/bw-host-gpu"] == "low"
 
 
+def test_quick_figures_are_shown_not_classed_and_the_labels_name_the_profile() -> None:
+    """A quick-profile figure reads below full's on fast links: it is never classed against the theoretical
+    rate as if it were full's; the node's labels say which profiles its figures came from. A host copy far
+    below the link (pcie-slow) counts in any profile."""
+    def of(profile: str, ratio: float) -> t.Measurement:
+        m = host_copy(G0, ratio * 31.5e9)
+        return dataclasses.replace(m, conditions=(("profile", profile),))
+
+    quick = desired_labels(t.with_measurements(four_gpu_box(), (of("quick", 0.3),)), LabelConfig(), {})
+    assert f"{P}/bw-host-gpu" not in quick and quick[f"{P}/probe-profile"] == "quick"
+    full = desired_labels(t.with_measurements(four_gpu_box(), (of("full", 0.3),)), LabelConfig(), {})
+    assert full[f"{P}/bw-host-gpu"] == "low" and full[f"{P}/probe-profile"] == "full"
+    both = t.with_measurements(four_gpu_box(), (of("quick", 0.3), dataclasses.replace(of("full", 0.8), subjects=(
+        "numa1", G2))))
+    labels = desired_labels(both, LabelConfig(), {})
+    assert labels[f"{P}/bw-host-gpu"] == "full" and labels[f"{P}/probe-profile"] == "full.quick"
+    odd = desired_labels(t.with_measurements(four_gpu_box(), (of("My Profile!", 0.8),)), LabelConfig(), {})
+    assert odd[f"{P}/probe-profile"] == "other"  # a saved snapshot's words never make an invalid value
+
+
 def test_conflicting_labelers_raise() -> None:
     def a(*_: object) -> dict[str, str | None]:
         return {"x": "1"}

@@ -120,6 +120,19 @@ def test_measured_theoretical_and_ratio(hgx: t.Snapshot) -> None:
     assert [s.value for s in value_samples(text, "topolink_bandwidth_measured_ratio")] == [0.8]
 
 
+@pytest.mark.parametrize("profile", ["quick", "full", ""])
+def test_a_figure_says_its_profile_and_only_full_is_compared(hgx: t.Snapshot, profile: str) -> None:
+    """quick reads below full on fast links: its figure is exported, labelled quick, with the links'
+    theoretical rate beside it, but no ratio to it (no alert as if it were full's)."""
+    m = t.Measurement(test="device_to_device_memcpy_read_ce", subjects=(hgx.gpus[0].id, hgx.gpus[1].id),
+                      direction="a->b", value=360e9, unit="bytes_per_second", source=t.Source.MEASURED,
+                      method="ce-read", backend="cuda", conditions=(("profile", profile),) if profile else ())
+    text = render(View(snapshot=t.with_measurements(hgx, [m]), theoretical=(450e9,), generation=1))
+    assert {s.labels["profile"] for s in value_samples(text, "topolink_bandwidth_bytes_per_second")} == {profile}
+    ratio = value_samples(text, "topolink_bandwidth_measured_ratio")
+    assert [s.value for s in ratio] == ([] if profile == "quick" else [0.8])
+
+
 def test_degraded_nvlink_and_pcie_width(hgx: t.Snapshot) -> None:
     gpu = hgx.gpus[2]
     one = next(lk for lk in hgx.links if lk.kind is t.LinkKind.NVLINK and gpu.id in (lk.a, lk.b))

@@ -1,7 +1,8 @@
 """Measured/theoretical ratios, bandwidth classes with hysteresis, and per-GPU link degradation. Pure.
 
 Classes: ``full`` (ratio >= 0.75), ``reduced`` (0.40 to 0.75), ``low`` (below 0.40), where the ratio is the
-slowest measured rate of its kind over what the links allow at their maximum generation and width.
+slowest measured rate of its kind over what the links allow at their maximum generation and width, from the
+figures of the ``full`` profile only: ``quick``'s read below it on fast links and are not classed.
 A class moves only when the ratio passes the edge it crosses by ``HYSTERESIS`` (10% of the edge): +/-5%
 noise around an edge never flips it, a real drop moves it on the first pass that measures it.
 
@@ -13,7 +14,8 @@ Degradation of a GPU (links only, never a guess):
   GPU with no active NVLink at all while GPUs of its product have some.
 - ``pcie-slow``: a current PCIe generation below the maximum counts only when a probe's host copy for
   that GPU ran far below what the maximum allows (ratio < ``SLOW_UNDER_LOAD``): NVIDIA GPUs drop the link
-  generation at idle to save power and raise it under load.
+  generation at idle to save power and raise it under load. Any profile's host copy counts here: 0.60 is far
+  below what a 64 MiB copy (quick's) loses to per-copy overhead (an estimate; not yet measured on a GPU).
 - ``fabric-degraded-bw``, ``fabric-route-unhealthy``, ``fabric-config``: the NVLink fabric's health mask says so
   (GB200/GB300; ``_fabric_health``), read only where the fabric facts are known.
 """
@@ -65,12 +67,14 @@ def kind_of(m: Measurement) -> BwKind | None:
     return None
 
 
-def ratios(snap: Snapshot) -> dict[BwKind, list[tuple[Measurement, float]]]:
-    """Every measured rate with its ratio to the capability, by kind."""
+def ratios(snap: Snapshot, *, every_profile: bool = False) -> dict[BwKind, list[tuple[Measurement, float]]]:
+    """Every measured rate with its ratio to the capability, by kind: only the figures of a profile that is
+    compared with the theoretical rate (``full``; never ``quick``'s, which reads below it on fast links:
+    ``LinkCapability.compares``), unless ``every_profile``."""
     cap = LinkCapability(snap)
     out: dict[BwKind, list[tuple[Measurement, float]]] = defaultdict(list)
     for m in snap.measurements:
-        kind = kind_of(m)
+        kind = kind_of(m) if every_profile or cap.compares(m) else None
         peak = cap.of(m) if kind is not None else None
         if kind is not None and peak:
             out[kind].append((m, m.value / peak))
@@ -130,7 +134,7 @@ def degradation(snap: Snapshot, knowledge: Knowledge | None = None) -> dict[str,
         found = fabric_reasons(g.fabric.health_mask) if g.fabric is not None and not g.lost else ()
         if found and k.knows(g.id, Aspect.FABRIC):
             reasons[g.id].update(found)
-    host = ratios(snap).get(BwKind.HOST_GPU, [])
+    host = ratios(snap, every_profile=True).get(BwKind.HOST_GPU, [])  # far below (< 0.6) in any profile
     for g in snap.gpus:
         p = g.pcie
         if not (p and p.current_gen and p.max_gen and p.current_gen < p.max_gen):

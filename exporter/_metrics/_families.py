@@ -23,7 +23,7 @@ class Family:
         return self.name + ("_total" if self.kind == "counter" else "_info" if self.kind == "info" else "")
 
 
-_MEASURE = ("test", "method", "subjects", "direction", "backend", "source")
+_MEASURE = ("test", "method", "subjects", "direction", "backend", "profile", "source")
 
 # Numeric codes for states: a state is a value, never a label value, so a series keeps its label set when the
 # state changes (a label value would start a new series and leave the old one behind for five minutes).
@@ -93,11 +93,14 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_link_bandwidth_bytes_per_second", "gauge", "Theoretical rate of a link per direction.",
            ("link", "kind"), "L"),
     Family("topolink_bandwidth_bytes_per_second", "gauge", "Bandwidth per tested set of endpoints and "
-           "direction: source=measured (timed on this node) and source=theoretical (what the links allow).",
+           "direction: source=measured (timed on this node) and source=theoretical (what the links allow); "
+           "profile: the probe profile that took the figure (quick, full), empty when it names none.",
            _MEASURE, "2M"),
     Family("topolink_latency_seconds", "gauge", "Latency per tested set of endpoints (pointer chase).",
            _MEASURE, "M"),
-    Family("topolink_bandwidth_measured_ratio", "gauge", "Measured bandwidth over theoretical.",
+    Family("topolink_bandwidth_measured_ratio", "gauge", "Measured bandwidth over theoretical, for the figures of "
+           "the full profile (profile: the probe profile that took it; empty for a figure that names none); a "
+           "quick-profile figure is not compared: it reads below full on fast links.",
            _MEASURE[:-1], "M"),
     Family("topolink_probe_runs", "counter", "Probe runs since the agent started, by test and status (ok, "
            "waived, failed, busy, busy_unknown: NVML could not say whether a GPU was in use, so it was not "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
-from topology import NODE, SCHEMA, Aspect, Fact, Knowledge, Snapshot, SourceStatus
+from topology import NODE, SCHEMA, Aspect, Fact, Knowledge, LinkCapability, Snapshot, SourceStatus
 
 from .._core._derive import degraded_flags, gpu_nic_rows, gpu_pair_rows, gpu_rows
 from .._core._http_limits import HttpStats
@@ -129,7 +129,8 @@ def _topology(snap: Snapshot, add: Callable[[str, Iterable[str], float], None], 
 
 def _measurements(view: View, add: Callable[[str, Iterable[str], float], None]) -> None:
     for i, m in enumerate(view.snapshot.measurements):
-        base = [m.test, m.method, ",".join(m.subjects), m.direction, m.backend or ""]
+        base = [m.test, m.method, ",".join(m.subjects), m.direction, m.backend or "",
+                dict(m.conditions).get("profile", "")]
         if m.unit == "seconds":
             add("topolink_latency_seconds", [*base, m.source.value], m.value)
             continue
@@ -137,7 +138,8 @@ def _measurements(view: View, add: Callable[[str, Iterable[str], float], None]) 
         peak = view.theoretical[i] if i < len(view.theoretical) else None
         if peak:
             add("topolink_bandwidth_bytes_per_second", [*base, "theoretical"], peak)
-            add("topolink_bandwidth_measured_ratio", base, m.value / peak)
+            if LinkCapability.compares(m):  # a quick figure is never compared as if it were full's
+                add("topolink_bandwidth_measured_ratio", base, m.value / peak)
 
 
 def live_families(stats: HttpStats) -> Iterator[Metric]:

@@ -29,10 +29,11 @@ width:14px;height:10px;margin:0 3px 0 10px;vertical-align:middle}.heatkey{font-s
     "table.heat td.s5,table.heat td.s6{color:#fff}"
 
 
-def measured_pairs(snap: Snapshot) -> dict[tuple[str, str], tuple[float, str]]:
-    """(source GPU, destination GPU) -> (best measured copy rate, its test)."""
+def measured_pairs(snap: Snapshot) -> dict[tuple[str, str], tuple[float, str, bool]]:
+    """(source GPU, destination GPU) -> (best measured copy rate, its test, whether its profile is compared
+    with the theoretical rate: a quick figure is shown, never classed against it)."""
     gpus = {g.id for g in snap.gpus}
-    out: dict[tuple[str, str], tuple[float, str]] = {}
+    out: dict[tuple[str, str], tuple[float, str, bool]] = {}
     for m in snap.measurements:
         if m.source is not Source.MEASURED or m.unit != "bytes_per_second" or len(m.subjects) != 2 \
                 or not m.test.startswith("device_to_device_") or not set(m.subjects) <= gpus:
@@ -40,7 +41,7 @@ def measured_pairs(snap: Snapshot) -> dict[tuple[str, str], tuple[float, str]]:
         a, b = m.subjects
         key = (a, b) if m.direction == "a->b" else (b, a) if m.direction == "b->a" else None
         if key is not None and m.value > out.get(key, (0.0, ""))[0]:
-            out[key] = (m.value, m.test)
+            out[key] = (m.value, m.test, LinkCapability.compares(m))
     return out
 
 
@@ -83,7 +84,7 @@ def pair_heatmap(snap: Snapshot) -> str:
                 continue
             peak = theory[(a.id, b.id)]
             got = measured.get((a.id, b.id))
-            if got is not None and peak:
+            if got is not None and peak and got[2]:
                 ratio = got[0] / peak
                 klass = _class(ratio)
                 title = (f"{names[a.id]} to {names[b.id]}: measured {got[0] / 1e9:.1f} GB/s ({got[1]}) of "
@@ -94,6 +95,11 @@ def pair_heatmap(snap: Snapshot) -> str:
                 title = f"{names[a.id]} to {names[b.id]}: not measured; theoretical " + \
                         (f"{peak / 1e9:.1f} GB/s" if peak else "unknown")
                 text = f"<i>{peak / 1e9:.0f}</i>" if peak else "?"
+                if got is not None and not got[2]:  # a quick figure: shown, not compared with the theoretical rate
+                    rate = f"{peak / 1e9:.1f} GB/s" if peak else "unknown"
+                    title = (f"{names[a.id]} to {names[b.id]}: measured {got[0] / 1e9:.1f} GB/s ({got[1]}, not the "
+                             f"full profile: not compared); theoretical {rate}")
+                    text = f"{got[0] / 1e9:.0f}"
             cells.append(f'<td class="{klass}{line}" title="{escape(shown_text(title))}">{"" if big else text}</td>')
         rows.append("<tr>" + "".join(cells) + "</tr>")
     rows.append("</table>")

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from topology import TEXT_LIMIT, Snapshot, matrix, shown, shown_text
+from topology import TEXT_LIMIT, LinkCapability, Measurement, Snapshot, matrix, shown, shown_text
 
 from .._core._claim_groups import claim_groups, places_of
 from .._core._derive import degraded
@@ -121,6 +121,15 @@ def _tree(snap: Snapshot, svg: bytes | None, svg_reason: str) -> str:
     return f'<p class="bad">No picture: {escape(shown_text(svg_reason))}</p>'
 
 
+def _ratio(m: Measurement, peak: float | None) -> str:
+    """Measured over theoretical for a compared profile's figure; a quick figure says it is not compared."""
+    if not peak:
+        return "N/A"
+    if not LinkCapability.compares(m):
+        return f"not compared ({dict(m.conditions).get('profile', '')} profile)"
+    return f"{m.value / peak:.2f}"
+
+
 def _measurements(view: View, now: float, measured_matrix: str) -> list[str]:
     """Each bandwidth beside its theoretical peak, the latencies, and the measured matrices."""
     snap = view.snapshot
@@ -130,7 +139,7 @@ def _measurements(view: View, now: float, measured_matrix: str) -> list[str]:
             continue
         who = " ".join(_label(snap, s) for s in m.subjects)
         rows.append((m.test, who, m.direction, m.method, m.source.value, f"{m.value / 1e9:.2f}",
-                     f"{peak / 1e9:.2f}" if peak else "N/A", f"{m.value / peak:.2f}" if peak else "N/A",
+                     f"{peak / 1e9:.2f}" if peak else "N/A", _ratio(m, peak),
                      _when(m.taken_at, now)))
     parts = ["<h2>Measured bandwidth beside theoretical</h2>",
              _table(("test", "between", "direction", "method", "source", "GB/s", "theoretical GB/s",

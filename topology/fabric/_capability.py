@@ -28,6 +28,12 @@ HOST_COPY_TESTS = (
 )
 # nccl-tests' bus bandwidth is defined to compare with a link's rate, whatever the collective
 NCCL_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+# The probe profiles whose figures are compared with what the links allow (a ratio, a class, an alert):
+# ``full`` (the reference tools' sizes and counts), and "" for a figure that names no profile (taken before
+# figures said theirs). ``quick`` (the agent's periodic pass: 64 MiB copies, collectives to 256 MiB) reads
+# below ``full`` and the anchors on fast links; no table says yet by how much per class of link (that needs
+# GPUs), so its figures are shown as measured, with their profile, and not compared.
+COMPARED_PROFILES = ("full", "")
 
 
 class LinkCapability:
@@ -52,6 +58,13 @@ class LinkCapability:
             return nv
         ends = (self.pcie(a), self.pcie(b))
         return min(ends) if None not in ends else None  # type: ignore[type-var]
+
+    @staticmethod
+    def compares(m: Measurement) -> bool:
+        """Whether ``m``'s profile is one whose figures are compared with the theoretical rate (a ratio, a
+        class); :meth:`of` still bounds every figure (a measurement above physics is refused whatever its
+        profile)."""
+        return dict(m.conditions).get("profile", "") in COMPARED_PROFILES
 
     def of(self, m: Measurement) -> float | None:
         """The theoretical rate for a measurement of a known test, per direction (a bidirectional total

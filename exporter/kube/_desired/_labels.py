@@ -7,6 +7,7 @@ the same for one key ("not measured this time"). Every value is coarse and deter
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from topology import (
     PathClass,
     PathIndex,
     Snapshot,
+    Source,
     gdr_readiness,
     nearest_nics,
     nvlink_islands,
@@ -181,6 +183,9 @@ def _bandwidth(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Val
         key = f"bw-{kind.value}"
         ratio = node_ratio(kind, found.get(kind, []))
         out[key] = None if ratio is None else classify(ratio, prev.get(f"{cfg.prefix}/{key}"))
+    named = {dict(m.conditions).get("profile", "") for m in snap.measurements if m.source is Source.MEASURED}
+    profiles = sorted({p if re.fullmatch(r"[a-z0-9]{1,20}", p) else "other" for p in named if p})
+    out["probe-profile"] = joined_value(profiles) or None
     return out
 
 
@@ -231,9 +236,13 @@ LABELERS: tuple[Labeler, ...] = (
                             "`fabric-degraded-bw`, `fabric-route-unhealthy`, `fabric-config`; where they do not "
                             "fit a label value (63 characters), those that fit in that order, then `more`"))),
     Labeler(name="bandwidth", fn=_bandwidth, needs=(A.GPUS, A.NVLINKS, A.PCIE_LINK), keys=(
-        ("bw-gpu-gpu", "measured GPU-GPU copy class: `full`, `reduced`, `low` (hysteresis)"),
-        ("bw-host-gpu", "measured host-GPU copy class"),
-        ("bw-allreduce", "measured NCCL all-reduce bus bandwidth class"))),
+        ("bw-gpu-gpu", "measured GPU-GPU copy class: `full`, `reduced`, `low` (hysteresis), from the `full` "
+                       "probe profile's figures only (`quick` reads below it on fast links: not classed)"),
+        ("bw-host-gpu", "measured host-GPU copy class (`full` profile)"),
+        ("bw-allreduce", "measured NCCL all-reduce bus bandwidth class (`full` profile)"),
+        ("probe-profile", "the probe profiles of the node's measured figures, joined by `.` (`quick`, `full`, "
+                          "`full.quick`; `other` for a name that is not a plain word); unchanged while no figure "
+                          "names its profile"))),
     Labeler(name="busbw", fn=_busbw, needs=(A.GPUS, A.NVLINKS, A.PCIE_PATH, A.PCIE_LINK, A.NUMA, A.MIG), keys=tuple(
         (f"allreduce-busbw-{n}", f"estimated all-reduce bus bandwidth of the best {n}-GPU group (cost model, 1 GiB, "
                                  "not measured) in GB/s, rounded down to a power of two (`512`: 512-1023) with "
