@@ -12,7 +12,7 @@ import pytest
 import probes
 import topology as t
 from probes import Status
-from probes.cuda._perftest import Ends, command, listening, perftest_from_help
+from probes.cuda._perftest import Ends, command, listening, perftest_from_help, validation_problem
 from tests.fakecuda_support import TINY, configure
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
 
@@ -56,6 +56,16 @@ def test_the_nic_writes_into_gpu_memory_from_host_memory(monkeypatch: pytest.Mon
     assert cond["writer"].startswith("the client, from host memory")
     assert cond["warm_up"] == "--perform_warm_up" and cond["registration"] == "peer memory"
     assert m.value == pytest.approx(175e9 / 8) and m.source is t.Source.SIMULATED
+    assert "--data_validation" in server and "--data_validation" in client  # perftest checks what arrived
+    assert cond["data_check"].startswith("perftest --data_validation on both ends, every sample")
+
+
+@pytest.mark.slow
+def test_a_validation_failure_fails_the_test(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out, _ = gdr(monkeypatch, tmp_path, FAKE_PERFTEST_CORRUPT="1")
+    assert out.status is Status.FAILED and not out.measurements
+    assert out.reason.startswith("data check failed at ")
+    assert "sample 1: VALIDATION: FAILED - 1 error(s)" in out.reason
 
 
 @pytest.mark.slow
@@ -77,6 +87,7 @@ def test_an_older_perftest_selects_the_gpu_by_ordinal_and_does_not_warm_up(
     cond = dict(out.measurements[0].conditions)
     assert cond["gpu_selected_by"].startswith("--use_cuda=<CUDA ordinal>")
     assert cond["warm_up"] == "none (this perftest has no --perform_warm_up)"
+    assert "--data_validation" not in server and cond["data_check"] == "none (this perftest has no --data_validation)"
 
 
 @pytest.mark.slow
@@ -120,17 +131,27 @@ def test_a_path_that_changes_mid_test_fails_it_and_loopback_is_never_held_to_the
 
 def test_command_lines_and_help_detection() -> None:
     help_text = ("  --use_cuda=<cuda device id> Use CUDA\n  --use_cuda_bus_id=<cuda full BUS id> Use CUDA\n"
-                 "  --use_cuda_dmabuf Use CUDA DMA-BUF\n  --perform_warm_up Perform some iterations\n")
+                 "  --use_cuda_dmabuf Use CUDA DMA-BUF\n  --perform_warm_up Perform some iterations\n"
+                 "      --data_validation  Enable data validation (tx_depth must be same on both sides)\n")
     found = perftest_from_help("/usr/bin/ib_write_bw", help_text, "Version: 6.22")
-    assert (found.cuda, found.bus_id, found.dmabuf, found.warm_up, found.version) == (True, True, True, True, "6.22")
+    assert (found.cuda, found.bus_id, found.dmabuf, found.warm_up, found.validation, found.version) == (
+        True, True, True, True, True, "6.22")
     ends = Ends(nic="mlx5_0", gpu_bus_id=G0, gpu_ordinal=0, writer_nic="mlx5_0", dmabuf=True)
     server = command(found, ends, size=65536, iters=5000, port=18515, server=True)
     client = command(found, ends, size=65536, iters=5000, port=18515, server=False)
     assert f"--use_cuda_bus_id={G0}" in server and "--use_cuda_dmabuf" in server and "--report_gbits" in server
     assert client[-1] == "127.0.0.1" and not [a for a in client if a.startswith("--use_cuda")]
     old = perftest_from_help("/usr/bin/ib_write_bw", "  --use_cuda=<cuda device id> Use CUDA\n")
-    assert (old.bus_id, old.dmabuf, old.warm_up) == (False, False, False)
+    assert (old.bus_id, old.dmabuf, old.warm_up, old.validation) == (False, False, False, False)
     assert "--use_cuda=0" in command(old, ends, size=1, iters=1, port=1, server=True)
+
+
+def test_validation_verdicts_are_read_from_perftests_lines() -> None:
+    assert validation_problem("...\nVALIDATION: PASSED - 3 chunks, 196608 bytes\n") is None
+    failed = "VALIDATION: FAILED - 2 error(s), first at QP 0, Chunk 1, Offset 8 (expected 0x02, got 0x00)"
+    assert validation_problem(f"VALIDATION: PASSED - 1 chunks, 1 bytes\n{failed}\n") == failed
+    assert validation_problem("VALIDATION: WARNING - no data validated\n") == "VALIDATION: WARNING - no data validated"
+    assert validation_problem(" #bytes #iterations\n") == "perftest --data_validation printed no verdict"
 
 
 def test_listening_reads_the_kernels_socket_table(tmp_path: Path) -> None:

@@ -141,7 +141,7 @@ def test_totals_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
         # two peer copies at once on the fake's clock: the total counts both sources' bytes
         assert m.value == pytest.approx(2 * RATES["peer"], rel=0.05)
     # SM copies run on the issuing GPU: in all_to_one_read_sm the target's kernels copy out to the others
-    kernels = [c["device"] for c in fake.calls("kernel") if c["name"] == "topolink_copy_sm"]
+    kernels = [c["device"] for c in fake.calls("kernel") if c["name"] == "topolink_copy_simple"]  # below 64 MiB
     assert set(kernels) == {0, 1, 2}
     text = probes.render_report(report, snap)
     assert "Running all_to_one_write_ce.\nmemcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)" in text

@@ -19,7 +19,7 @@ from topology import format_cpulist
 
 from ..core import Item, Pairs, Waived
 from ._buffers import HOST_BUFFER_HOW, Buffer, Latch, Pattern, Timer
-from ._kernels import SM_THREADS_PER_BLOCK, SM_WORD, sm_copy_bytes, split_copy_bytes, split_geometry
+from ._kernels import SM_THREADS_PER_BLOCK, SM_WORD, sm_copy_bytes, sm_small, split_copy_bytes, split_geometry
 from ._legs import Leg, is_total, legs, peer_pairs
 from ._peers import PeerAccess
 from ._runtime import ATTR_MULTIPROCESSOR_COUNT, MEMCPY_DEFAULT
@@ -32,6 +32,7 @@ class CopyWorkload:
         self.cp, self.session, self.legs = session.cp, session, session.legs
         self.buffers: list[tuple[Buffer, Buffer]] = []
         self.copied: list[int] = []  # bytes each leg moves per copy
+        self.small: list[bool] = []  # an SM copy below 64 MiB: nvbandwidth's simple kernel, else its striding one
         try:
             for leg in self.legs:
                 n = size * leg.scale
@@ -45,6 +46,7 @@ class CopyWorkload:
                 sms = session.sms(leg.issuer.index or 0)
                 self.copied.append(sm_copy_bytes(n, sms) if leg.engine == "sm"
                                    else split_copy_bytes(n) if leg.engine == "sm-split" else n)
+                self.small.append(sm_small(n))
                 session.pattern.fill(src, n)
         except BaseException:
             self.close()
@@ -95,6 +97,14 @@ class CopyWorkload:
             with self.cp.cuda.Device(t.ordinal), t.stream:
                 kernel((blocks,), (block,), (np.uint64(src.device_ptr), np.uint64(dst.device_ptr), np.uint64(count)))
             return
+        if leg.engine == "sm" and self.small[i]:  # nvbandwidth's simple kernel: one thread per word
+            np = importlib.import_module("numpy")  # a CuPy dependency
+            assert self.session.kernels is not None  # the session waives SM copies without them
+            blocks, block = split_geometry(n)
+            kernel = self.session.kernels.get_function("topolink_copy_simple")
+            with self.cp.cuda.Device(t.ordinal), t.stream:
+                kernel((blocks,), (block,), (np.uint64(dst.device_ptr), np.uint64(src.device_ptr), np.uint64(count)))
+            return
         if leg.engine == "sm":
             np = importlib.import_module("numpy")  # a CuPy dependency
             assert self.session.kernels is not None  # the session waives SM copies without them
@@ -104,11 +114,10 @@ class CopyWorkload:
                 kernel((grid,), (SM_THREADS_PER_BLOCK,),
                        (np.uint64(dst.device_ptr), np.uint64(src.device_ptr), np.uint64(n // 16), np.uint64(count)))
             return
+        # a peer copy too: cudaMemcpyAsync (cudaMemcpyDefault, unified addresses) with the issuing GPU current,
+        # on its stream, as nvbandwidth's cuMemcpyAsync on the issuing context (never cudaMemcpyPeerAsync)
         for _ in range(count):
-            if leg.peer:
-                rt.memcpyPeerAsync(dst.ptr, leg.dst.index, src.ptr, leg.src.index, n, t.stream.ptr)
-            else:
-                rt.memcpyAsync(dst.ptr, src.ptr, n, MEMCPY_DEFAULT, t.stream.ptr)
+            rt.memcpyAsync(dst.ptr, src.ptr, n, MEMCPY_DEFAULT, t.stream.ptr)
 
     def sample(self, warmup: int, iters: int) -> tuple[float, ...]:
         cp, latch = self.cp, self.session.latch
@@ -161,6 +170,13 @@ class CopyWorkload:
         self.buffers = []
 
 
+_SM_ENGINE = {
+    False: "SM kernel, nvbandwidth's striding copy from 64 MiB up (a block of 512 threads per SM, 16-byte words, "
+           "twelve loads in flight per thread)",
+    True: "SM kernel, nvbandwidth's simple copy below 64 MiB (one thread per 16-byte word, blocks of up to 1024)",
+}
+
+
 class CopySession:
     def __init__(self, cp: Any, item: Item, kernels: Any | None, kernel_error: str) -> None:
         self.cp, self.kernels = cp, kernels
@@ -180,10 +196,12 @@ class CopySession:
         self.pattern = Pattern(cp, kernels)
         timed = [leg for leg in self.legs if leg.timed]
         issuers = ", ".join(f"{leg.src.id}->{leg.dst.id} on GPU {leg.issuer.id}'s stream" for leg in timed)
-        engine = {"sm": "SM kernel (a block of 512 threads per SM, 16-byte words)",
+        engine = {"sm": _SM_ENGINE[False],
                   "sm-split": "split-warp SM kernel (one thread per 16-byte word, odd warps copying one way and "
                               "even warps the other; half the bytes moved reported as each direction's)",
-                  }.get(timed[0].engine, "copy engine (cudaMemcpyAsync / cudaMemcpyPeerAsync)")
+                  }.get(timed[0].engine, "copy engine (cudaMemcpyAsync, cudaMemcpyDefault, on the issuing GPU's "
+                                         "stream with its context current: nvbandwidth's cuMemcpyAsync on the "
+                                         "issuing context, peers too)")
         self._conditions: dict[str, str] = {
             "engine": f"{engine}, non-blocking streams",
             "issuers": issuers,
@@ -223,6 +241,9 @@ class CopySession:
 
     def workload(self, size: int) -> CopyWorkload:
         work = CopyWorkload(self, size)
+        timed = next(i for i, leg in enumerate(self.legs) if leg.timed)
+        if self.legs[timed].engine == "sm":  # which of nvbandwidth's two kernels this size takes
+            self._conditions["engine"] = f"{_SM_ENGINE[work.small[timed]]}, non-blocking streams"
         for (src, dst), leg in zip(work.buffers, self.legs, strict=True):
             for buf in (src, dst):
                 if buf.host is not None and leg.timed:

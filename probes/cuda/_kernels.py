@@ -1,8 +1,10 @@
 """The kernels the cuda backend compiles with NVRTC, and the arithmetic around them, built and checked
 without a GPU: the latch that holds every stream until the host releases it (nvbandwidth's spin kernel,
-with its timeout), the chase where every load depends on the one before, the SM copy (nvbandwidth's
-geometry: a block of 512 threads per SM, 16-byte words, each thread striding over the whole grid with
-twelve loads in flight), nvbandwidth's split-warp copy (one thread per 16-byte word, warps alternating
+with its timeout), the chase where every load depends on the one before, the SM copies as nvbandwidth's
+``copyKernel`` picks them (from 64 MiB up its striding kernel: a block of 512 threads per SM, 16-byte
+words, each thread striding over the whole grid with twelve loads in flight; below 64 MiB its simple
+kernel: one thread per 16-byte word, blocks of up to 1024, each thread copying its word through L2 once per
+loop), nvbandwidth's split-warp copy (one thread per 16-byte word, warps alternating
 direction between two buffers, with the clear that readies both buffers for it) and the check that counts
 the words of a buffer that differ from the pattern.
 """
@@ -44,14 +46,22 @@ SM_WORD = 16  # uint4
 SM_SMALL_BUFFER = 64 * 1024 * 1024  # nvbandwidth's smallBufferThreshold
 
 
+def sm_small(size: int) -> bool:
+    """Whether nvbandwidth copies ``size`` bytes with its simple kernel (one thread per word) rather than
+    its striding one."""
+    return size < SM_SMALL_BUFFER
+
+
 def sm_copy_bytes(size: int, sms: int) -> int:
     """Bytes one SM copy moves: from 64 MiB up, truncated to a whole number of words per thread (every
-    thread of the grid the same), as nvbandwidth counts them; below, every whole 16-byte word."""
-    words = size // SM_WORD
-    if size < SM_SMALL_BUFFER:
-        return words * SM_WORD
+    thread of the grid the same), as nvbandwidth counts them; below, the words of the simple kernel's grid
+    (one thread per word in whole blocks of up to 1024: every whole word when the size is a multiple of
+    16 KiB; nvbandwidth counts every whole word even where its grid leaves the last partial block out)."""
+    if sm_small(size):
+        blocks, block = split_geometry(size)
+        return blocks * block * SM_WORD
     threads = sms * SM_THREADS_PER_BLOCK
-    return (words // threads) * threads * SM_WORD
+    return (size // SM_WORD // threads) * threads * SM_WORD
 
 
 WARP = 32
@@ -127,6 +137,18 @@ extern "C" __global__ void topolink_copy_sm(unsigned long long dst_addr, unsigne
     }
 }
 
+extern "C" __global__ void topolink_copy_simple(unsigned long long dst_addr, unsigned long long src_addr,
+                                                unsigned long long loops)
+{
+    // nvbandwidth's simpleCopyKernel, below 64 MiB: one 16-byte word per thread, through L2, once per loop.
+    const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint4* from = (const uint4*)src_addr + i;
+    uint4* to = (uint4*)dst_addr + i;
+    for (unsigned long long loop = 0; loop < loops; ++loop) {
+        __stcg(to, __ldcg(from));
+    }
+}
+
 extern "C" __global__ void topolink_copy_split(unsigned long long a_addr, unsigned long long b_addr,
                                                unsigned long long loops)
 {
@@ -171,8 +193,8 @@ extern "C" __global__ void topolink_check(unsigned long long buf_addr, unsigned 
     }
 }
 """
-KERNEL_NAMES = ("topolink_latch", "topolink_chase", "topolink_copy_sm", "topolink_copy_split", "topolink_clear_warps",
-                "topolink_check")
+KERNEL_NAMES = ("topolink_latch", "topolink_chase", "topolink_copy_sm", "topolink_copy_simple", "topolink_copy_split",
+                "topolink_clear_warps", "topolink_check")
 LATCH_TIMEOUT_MS = 10_000  # nvbandwidth's DEFAULT_SPIN_KERNEL_TIMEOUT_MS
 
 

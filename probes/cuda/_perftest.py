@@ -13,7 +13,10 @@ rather than take the median of two paths.
 
 perftest (linux-rdma/perftest): the server is started first and the client connects to its TCP port; the
 client is started only once that port listens (read from /proc/net/tcp), never after a fixed sleep. It
-does not warm up unless asked (``--perform_warm_up``, "valid in Atomic, Read and Write BW tests").
+does not warm up unless asked (``--perform_warm_up``, "valid in Atomic, Read and Write BW tests"). Where
+its ``--help`` lists ``--data_validation`` (with ``--use_cuda`` it needs perftest's
+kernel plugin), both ends get it and every sample's ``VALIDATION:`` verdict is read: anything but
+``PASSED`` fails the test with what perftest said.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Perftest:
     bus_id: bool = False  # knows --use_cuda_bus_id
     dmabuf: bool = False  # knows --use_cuda_dmabuf
     warm_up: bool = False  # knows --perform_warm_up
+    validation: bool = False  # knows --data_validation (both ends; the written side checks what arrived)
     version: str = ""
 
 
@@ -42,7 +46,8 @@ def perftest_from_help(path: str, help_text: str, version_text: str = "") -> Per
     version = re.search(r"[Vv]ersion:?\s*([0-9][\w.\-]*)", version_text)
     return Perftest(path=path, cuda="--use_cuda=" in help_text or "--use_cuda " in help_text,
                     bus_id="--use_cuda_bus_id" in help_text, dmabuf="--use_cuda_dmabuf" in help_text,
-                    warm_up="--perform_warm_up" in help_text, version=version.group(1) if version else "")
+                    warm_up="--perform_warm_up" in help_text, validation="--data_validation" in help_text,
+                    version=version.group(1) if version else "")
 
 
 def find_perftest() -> Perftest | None:
@@ -112,6 +117,8 @@ def command(found: Perftest, ends: Ends, *, size: int, iters: int, port: int, se
     cmd = [found.path, "-d", nic, "-s", str(size), "-n", str(iters), "--report_gbits", "-F", "-p", str(port)]
     if found.warm_up:
         cmd.append("--perform_warm_up")
+    if found.validation:  # both ends: perftest compares the parameters of the two
+        cmd.append("--data_validation")
     if not server:
         return [*cmd, "127.0.0.1"]
     if found.bus_id:
@@ -150,8 +157,19 @@ def _free_port() -> int:
         return port
 
 
-def run_write_bw(found: Perftest, ends: Ends, *, size: int, iters: int) -> tuple[WriteBw | None, str]:
-    """One server and one client; (the client's result, else None, and the last lines both printed)."""
+def validation_problem(text: str) -> str | None:
+    """What ``--data_validation`` said was wrong in perftest's output (``VALIDATION: FAILED``, ``ERROR``,
+    ``WARNING - no data validated``), or that it said nothing; None when it said ``VALIDATION: PASSED``."""
+    said = [line.strip() for line in text.splitlines() if "VALIDATION:" in line]
+    bad = next((line for line in said if "VALIDATION: PASSED" not in line), None)
+    if bad:
+        return bad
+    return None if said else "perftest --data_validation printed no verdict"
+
+
+def run_write_bw(found: Perftest, ends: Ends, *, size: int, iters: int) -> tuple[WriteBw | None, str, str]:
+    """One server and one client; (the client's result, else None, the last lines both printed, and all
+    that both printed)."""
     port = _free_port()
     server = subprocess.Popen(command(found, ends, size=size, iters=iters, port=port, server=True),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -162,7 +180,7 @@ def run_write_bw(found: Perftest, ends: Ends, *, size: int, iters: int) -> tuple
                 server.kill()
                 out, _ = server.communicate()
                 why = "exited" if server.returncode is not None else "never listened"
-                return None, f"the server {why} before the client could connect: {_tail(out)}"
+                return None, f"the server {why} before the client could connect: {_tail(out)}", out
             time.sleep(0.01)
         client = subprocess.run(command(found, ends, size=size, iters=iters, port=port, server=False),
                                 capture_output=True, text=True, timeout=_RUN_TIMEOUT_S, check=False)
@@ -174,7 +192,8 @@ def run_write_bw(found: Perftest, ends: Ends, *, size: int, iters: int) -> tuple
             server.kill()
             server.wait()
     result = parse_write_bw(client.stdout) if client.returncode == 0 else None
-    return result, f"status {client.returncode}: {_tail(client.stdout + client.stderr + server_out)}"
+    everything = client.stdout + client.stderr + server_out
+    return result, f"status {client.returncode}: {_tail(everything)}", everything
 
 
 def _tail(text: str) -> str:
@@ -187,6 +206,7 @@ class _WriteBwWorkload:
 
     def __init__(self, session: PerftestSession, size: int) -> None:
         self.session, self.bytes_per_op = session, size
+        self.problems: list[str] = []  # --data_validation's verdict per sample, where it was not a pass
 
     def prepare(self) -> None:
         pass
@@ -194,21 +214,25 @@ class _WriteBwWorkload:
     def sample(self, warmup: int, iters: int) -> tuple[float, ...]:
         del warmup  # perftest's own, with --perform_warm_up where it has it
         s = self.session
-        result, why = run_write_bw(s.found, s.ends, size=self.bytes_per_op, iters=iters)
+        result, why, said = run_write_bw(s.found, s.ends, size=self.bytes_per_op, iters=iters)
         if result is None and s.ends.writer_nic != s.ends.nic and s.samples:
             raise ProbeError(f"the path {s.ends.writer_nic} -> {s.ends.nic} failed after {s.samples} sample(s) on "
                              f"it ({why}); one result would mix the fabric and loopback, so none is reported")
         if result is None and s.ends.writer_nic != s.ends.nic:
             failed = s.ends.writer_nic
             s.loopback(f"the path from {failed} did not work ({why}): measured in loopback through {s.ends.nic}")
-            result, why = run_write_bw(s.found, s.ends, size=self.bytes_per_op, iters=iters)
+            result, why, said = run_write_bw(s.found, s.ends, size=self.bytes_per_op, iters=iters)
         if result is None:
             raise ProbeError(f"ib_write_bw failed ({why})")
         s.samples += 1
+        problem = validation_problem(said) if s.found.validation else None
+        if problem:
+            self.problems.append(f"sample {s.samples}: {problem}")
         return (self.bytes_per_op * iters / result.bytes_per_second,)
 
     def verify(self) -> str | None:
-        return None  # perftest does not check data; the conditions say so
+        """perftest's own check (``--data_validation``) where it has one; else none, as the conditions say."""
+        return "; ".join(self.problems) or None
 
     def close(self) -> None:
         pass
@@ -236,7 +260,9 @@ class PerftestSession:
                                "--use_cuda=<CUDA ordinal> (this perftest has no --use_cuda_bus_id)",
             "writer": "the client, from host memory (perftest's own allocation, no --use_cuda)",
             "warm_up": "--perform_warm_up" if found.warm_up else "none (this perftest has no --perform_warm_up)",
-            "data_check": "none (perftest does not verify data)",
+            "data_check": "perftest --data_validation on both ends, every sample: the server, whose buffer is the "
+                          "GPU's memory, checks what the NIC wrote" if found.validation else
+                          "none (this perftest has no --data_validation)",
         }
         self._path()
 

@@ -58,6 +58,12 @@ def _copy_sm(s: Stream, dst: int, src: int, words: int, loops: int) -> None:
     s.clock += loops * size / rate
 
 
+def _copy_simple(s: Stream, grid: int, block: int, dst: int, src: int, loops: int) -> None:  # noqa: PLR0917
+    if not 0 < block <= 1024:
+        raise runtime.CUDARuntimeError(9, f"simple copy launch of {grid} x {block}: invalid configuration")
+    _copy_sm(s, dst, src, grid * block, loops)  # one thread per 16-byte word: the grid is the copy
+
+
 def _rows(ptr: int, words: int) -> Any:
     return np.frombuffer(MACHINE.view(ptr, words * 16), dtype=np.uint8).reshape(words, 16)
 
@@ -97,8 +103,9 @@ def _check(s: Stream, buf: int, pattern: int, words: int, pattern_words: int, wr
 
 
 BODIES = {"topolink_latch": _latch, "topolink_chase": _chase, "topolink_copy_sm": _copy_sm,
-          "topolink_copy_split": _copy_split, "topolink_clear_warps": _clear_warps, "topolink_check": _check}
-GEOMETRY = ("topolink_copy_split",)  # kernels whose work is their launch's geometry
+          "topolink_copy_simple": _copy_simple, "topolink_copy_split": _copy_split,
+          "topolink_clear_warps": _clear_warps, "topolink_check": _check}
+GEOMETRY = ("topolink_copy_simple", "topolink_copy_split")  # kernels whose work is their launch's geometry
 
 
 class RawKernel:

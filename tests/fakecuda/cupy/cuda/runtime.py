@@ -121,7 +121,10 @@ def memcpyAsync(dst: int, src: int, size: int, kind: int, stream: int) -> None: 
     del kind
     s = MACHINE.stream(stream)
     MACHINE.launch()
-    MACHINE.enqueue(s, MACHINE.copy_op(dst, src, size, MACHINE.kind(dst, src, size)))
+    how = MACHINE.kind(dst, src, size)
+    if how == "peer":  # which context issued it: the current device's, and the stream's device
+        MACHINE.log("memcpy_peer", api="cudaMemcpyAsync", current=MACHINE.current_device[-1], stream=s.device)
+    MACHINE.enqueue(s, MACHINE.copy_op(dst, src, size, how))
 
 
 def memcpyPeerAsync(dst: int, dst_dev: int, src: int, src_dev: int, size: int, stream: int) -> None:  # noqa: N802, PLR0917
@@ -129,7 +132,10 @@ def memcpyPeerAsync(dst: int, dst_dev: int, src: int, src_dev: int, size: int, s
         alloc = MACHINE.find(ptr, size)
         if alloc is None or alloc.device != dev:
             raise CUDARuntimeError(1, f"{ptr:#x} is not memory of GPU {dev}")
-    memcpyAsync(dst, src, size, 0, stream)
+    MACHINE.log("memcpy_peer", api="cudaMemcpyPeerAsync", current=MACHINE.current_device[-1],
+                stream=MACHINE.stream(stream).device)
+    MACHINE.launch()
+    MACHINE.enqueue(MACHINE.stream(stream), MACHINE.copy_op(dst, src, size, MACHINE.kind(dst, src, size)))
 
 
 def hostRegister(ptr: int, size: int, flags: int) -> None:  # noqa: N802
