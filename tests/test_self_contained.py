@@ -72,6 +72,7 @@ SMALLEST: dict[str, list[str]] = {
     "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1", "--traffic-passes", "2",
                  "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
+    "anchor_check.py": ["--max-size", "1M", "--small-mib", "1"],
     "placement.py": ["--runs", "1", "--nodes", "200"],
     "codec.py": ["--runs", "1", "--gpus", "8"],
     "limits.py": ["--steps", "1"],
@@ -94,9 +95,9 @@ def test_each_benchmark_runs_at_its_smallest_setting(script: str) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *SMALLEST[script]], cwd=REPO,
                           capture_output=True, text=True, timeout=240, env=env, check=False)
-    if script == "gpu_crosscheck.py" and proc.returncode == 2:
-        # Without a GPU it says what it lacks and stops: its imports and options were still checked.
-        assert re.search(r"gpu_crosscheck: (needs \w+|no CUDA device)", proc.stderr), proc.stderr
+    if script in ("gpu_crosscheck.py", "anchor_check.py") and proc.returncode == 2:
+        # Without a GPU (and the anchors) it says what it lacks and stops: its imports and options were checked.
+        assert re.search(r"(gpu_crosscheck|anchor_check): (needs \w+|no CUDA device)", proc.stderr), proc.stderr
         return
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
