@@ -1,6 +1,7 @@
 """The cuda backend: copies by copy engine or SM kernel, timed with events behind a latch kernel and
 checked after every sample; pointer-chase latency; NCCL collectives in one process, timed as nccl-tests
-times them (the host's wall clock over CUDA graph launches, or over the calls where capture is refused);
+times them (the host's wall clock over CUDA graph launches, nccl-tests -G 1, or over the calls issued on
+the stream, -G 0, asked by the plan or where capture is refused; each cell records which);
 and GPUDirect RDMA through perftest. ``_backend`` opens a session per item; the sessions
 (``_copy``, ``_latency``, ``_nccl``, ``_perftest``) share the buffers, latch and pattern of ``_buffers``
 and the per-item peer access of ``_peers``, above the runtime constants and helpers of ``_runtime`` and

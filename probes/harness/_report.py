@@ -90,7 +90,8 @@ def sweep_table(snap: Snapshot, subjects: tuple[str, ...], sweep: Sequence[Measu
         row = f"{size:>14}"
         for mode in modes:
             alg, bus = cells.get((size, mode, "algbw")), cells.get((size, mode, "busbw"))
-            cv = f"{alg.stats.cv:.3f}" if alg is not None and alg.stats else NA
+            stats = alg.stats if alg is not None else None
+            cv = f"{stats.cv:.3f}" if stats is not None and len(stats.samples) > 1 else NA  # one window: no spread
             how = f" {_timing(alg) if alg is not None else NA:>6}" if timed else ""
             row += (f" {alg.value / 1e9:>8.2f} {bus.value / 1e9:>8.2f} {cv:>6}{how}"
                     if alg is not None and bus is not None else f" {NA:>8} {NA:>8} {NA:>6}{how}")
