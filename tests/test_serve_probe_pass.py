@@ -37,6 +37,19 @@ def test_a_pass_keeps_one_child_and_skips_a_busy_gpu(monkeypatch: pytest.MonkeyP
     assert len(fake.calls("process")) == 1  # capabilities and both items ran in one CUDA process
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("timing", ["stream", "graph"])
+def test_the_agents_setting_chooses_the_nccl_tests_mode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                        timing: str) -> None:
+    fake = configure(monkeypatch, tmp_path)
+    report = run_pass(gpu_box(2), profile="selftest", backend="cuda", tests=["all_reduce"], busy=dict,
+                      stop=threading.Event(), collective_timing=timing)
+    (o,) = report.outcomes
+    assert o.status is Status.OK, o.reason
+    assert {dict(m.conditions)["timing_mode"] for m in o.sweep} == {timing}
+    assert dict(o.measurements[0].conditions)["nccl_tests"].endswith("-G 0" if timing == "stream" else "-G 1")
+    assert bool(fake.calls("capture_begin")) == (timing == "graph")
+
 
 @pytest.mark.slow
 def test_a_gpu_whose_busy_state_is_unknown_is_not_probed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

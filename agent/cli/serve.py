@@ -88,6 +88,11 @@ def _add_probe_args(s: argparse.ArgumentParser, default: Callable[[str, Any, obj
     s.add_argument("--probe-profile", choices=profiles.choices,
                    default=default("PROBE_PROFILE", profiles, "quick"),
                    help="probe sizes ($TOPOLINK_PROBE_PROFILE, default quick)")
+    timings = Choice("graph", "stream")
+    s.add_argument("--probe-collective-timing", choices=timings.choices,
+                   default=default("PROBE_COLLECTIVE_TIMING", timings, None),
+                   help="how the NCCL collectives are timed: graph (nccl-tests -G 1, the profile's own) or stream "
+                        "(nccl-tests -G 0) ($TOPOLINK_PROBE_COLLECTIVE_TIMING)")
     s.add_argument("--probe-backend", choices=backends.choices,
                    default=default("PROBE_BACKEND", backends, "auto"),
                    help="auto: cuda when there are GPUs and CuPy, else cpu ($TOPOLINK_PROBE_BACKEND)")
@@ -158,6 +163,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(host=args.host, port=args.port, discovery_interval_s=args.discovery_interval,
                          probe_interval_s=0 if probes_off else args.probe_interval, duty_cycle=args.probe_duty_cycle,
                          probe_profile=args.probe_profile, probe_backend=args.probe_backend,
+                         probe_collective_timing=args.probe_collective_timing,
                          probe_tests=tuple(args.probe_tests) if args.probe_tests else None,
                          probe_item_timeout_s=args.probe_item_timeout, state_dir=args.state_dir,
                          log_format=args.log_format, probe_token=token, dot_timeout_s=args.dot_timeout,

@@ -233,6 +233,7 @@ class Agent:
     def _run_probes(self, snap: Snapshot, on_item: Callable[[Item], None]) -> probes.ProbeReport | None:
         try:
             return run_pass(snap, profile=self.config.probe_profile, backend=self.config.probe_backend,
+                            collective_timing=self.config.probe_collective_timing,
                             tests=self.config.probe_tests, busy=self._busy, stop=self.stopping,
                             item_timeout_s=self.config.probe_item_timeout_s, on_item=on_item)
         except Exception as exc:  # a planning error (unknown test) or a runner bug: report, keep serving

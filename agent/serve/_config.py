@@ -17,6 +17,7 @@ class ServeConfig:
     duty_cycle: float = 0.01
     probe_profile: str = "quick"
     probe_backend: str = "auto"
+    probe_collective_timing: str | None = None  # graph (nccl-tests -G 1) | stream (-G 0); None: the profile's
     probe_tests: tuple[str, ...] | None = None
     probe_item_timeout_s: float | None = None
     state_dir: Path = Path("/var/lib/topolink")

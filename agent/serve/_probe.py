@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection
 import psutil
 
 import probes
-from probes.core import BUSY_ANY, busy_of, is_unknown, spec, specs_for, unknown
+from probes.core import BUSY_ANY, busy_of, is_unknown, spec, specs_for, unknown, with_collective_timing
 from probes.harness import ProbeProcess, assemble
 from topology import LinkCapability, Snapshot
 
@@ -65,10 +65,12 @@ class Item:
 
 def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[str] | None, busy: Busy,
              stop: threading.Event, item_timeout_s: float | None = None,
-             on_item: Callable[[Item], None] = lambda i: None) -> probes.ProbeReport:
-    """Plan, then for each item: stop requested -> end; a GPU busy -> skip; else run it in the pass's child."""
+             on_item: Callable[[Item], None] = lambda i: None,
+             collective_timing: str | None = None) -> probes.ProbeReport:
+    """Plan, then for each item: stop requested -> end; a GPU busy -> skip; else run it in the pass's child.
+    ``collective_timing`` replaces the profile's (``graph``: nccl-tests -G 1; ``stream``: -G 0)."""
     t0 = time.monotonic()
-    prof = probes.profile(profile)
+    prof = with_collective_timing(probes.profile(profile), collective_timing)
     chosen = probes.choose_backend(backend, snap)
     with contextlib.ExitStack() as stack:
         process = stack.enter_context(ProbeProcess(chosen))
