@@ -96,6 +96,15 @@ def _ordinal(snap: t.Snapshot, subject: str) -> int:
     return gpu.index if gpu is not None and gpu.index is not None else 0  # a host row is row 0
 
 
+def _local(snap: t.Snapshot, subjects: tuple[str, ...]) -> bool:
+    """A host copy from the GPU's own NUMA node (the one nvbandwidth's CPU affinity picks); any GPU pair."""
+    host = subjects[0]
+    if not host.startswith("numa"):
+        return True
+    gpu = next((g for g in snap.gpus if g.id == subjects[-1]), None)
+    return gpu is not None and gpu.numa_node is not None and f"numa{gpu.numa_node}" == host
+
+
 def copies(snap: t.Snapshot, binary: str, tests: tuple[str, ...], mib: int) -> list[tuple[str, ...]]:
     profile = dataclasses.replace(probes.FULL, copy_bytes=mib * MiB)
     report = probes.run_probes(snap, profile_name=profile, backend="cuda", tests=list(tests))
@@ -103,6 +112,8 @@ def copies(snap: t.Snapshot, binary: str, tests: tuple[str, ...], mib: int) -> l
     for test in tests:
         theirs = nvbandwidth_cells(binary, test, mib)
         for m in (m for o in report.outcomes if o.test == test for m in o.measurements):
+            if not _local(snap, m.subjects):
+                continue  # nvbandwidth copies with the GPU's own NUMA node only
             at = (_ordinal(snap, m.subjects[0]), _ordinal(snap, m.subjects[1])) if len(m.subjects) > 1 else (
                 0, _ordinal(snap, m.subjects[0]))
             other = theirs.get(at)
