@@ -102,6 +102,9 @@ def test_quick_figures_are_shown_not_classed_and_the_labels_name_the_profile() -
 
     quick = desired_labels(t.with_measurements(four_gpu_box(), (of("quick", 0.3),)), LabelConfig(), {})
     assert f"{P}/bw-host-gpu" not in quick and quick[f"{P}/probe-profile"] == "quick"
+    before = {f"{P}/bw-host-gpu": "full"}  # a class from before: a quick figure does not keep it either
+    quick = desired_labels(t.with_measurements(four_gpu_box(), (of("quick", 0.3),)), LabelConfig(), before)
+    assert f"{P}/bw-host-gpu" not in quick
     full = desired_labels(t.with_measurements(four_gpu_box(), (of("full", 0.3),)), LabelConfig(), {})
     assert full[f"{P}/bw-host-gpu"] == "low" and full[f"{P}/probe-profile"] == "full"
     both = t.with_measurements(four_gpu_box(), (of("quick", 0.3), dataclasses.replace(of("full", 0.8), subjects=(

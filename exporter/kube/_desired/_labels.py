@@ -7,7 +7,6 @@ the same for one key ("not measured this time"). Every value is coarse and deter
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -177,14 +176,17 @@ def _degraded(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Valu
 
 
 def _bandwidth(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
-    found = ratios(snap)
+    found, shown = ratios(snap), ratios(snap, every_profile=True)
     out: Values = {}
     for kind in BwKind:
         key = f"bw-{kind.value}"
         ratio = node_ratio(kind, found.get(kind, []))
+        if ratio is None and shown.get(kind):
+            continue  # measured, but only by a profile never classed (quick): no class, not an old one either
         out[key] = None if ratio is None else classify(ratio, prev.get(f"{cfg.prefix}/{key}"))
     named = {dict(m.conditions).get("profile", "") for m in snap.measurements if m.source is Source.MEASURED}
-    profiles = sorted({p if re.fullmatch(r"[a-z0-9]{1,20}", p) else "other" for p in named if p})
+    profiles = sorted({p if p.isascii() and p.isalnum() and p.islower() and len(p) <= 20 else "other"
+                       for p in named if p})
     out["probe-profile"] = joined_value(profiles) or None
     return out
 
@@ -240,9 +242,8 @@ LABELERS: tuple[Labeler, ...] = (
                        "probe profile's figures only (`quick` reads below it on fast links: not classed)"),
         ("bw-host-gpu", "measured host-GPU copy class (`full` profile)"),
         ("bw-allreduce", "measured NCCL all-reduce bus bandwidth class (`full` profile)"),
-        ("probe-profile", "the probe profiles of the node's measured figures, joined by `.` (`quick`, `full`, "
-                          "`full.quick`; `other` for a name that is not a plain word); unchanged while no figure "
-                          "names its profile"))),
+        ("probe-profile", "the probe profiles of the node's measured figures joined by `.` (`quick`, `full`, "
+                          "`full.quick`; `other`: not a plain word); unchanged while none names its profile"))),
     Labeler(name="busbw", fn=_busbw, needs=(A.GPUS, A.NVLINKS, A.PCIE_PATH, A.PCIE_LINK, A.NUMA, A.MIG), keys=tuple(
         (f"allreduce-busbw-{n}", f"estimated all-reduce bus bandwidth of the best {n}-GPU group (cost model, 1 GiB, "
                                  "not measured) in GB/s, rounded down to a power of two (`512`: 512-1023) with "
