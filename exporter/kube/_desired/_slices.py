@@ -62,7 +62,7 @@ ATTRIBUTES: tuple[tuple[str, str, str], ...] = (  # (name, type, meaning), for t
     ("nearestNic", "string", "device name of the nearest RDMA NIC in this pool"),
     ("nicPath", "string", "PCIe class to that NIC (`PIX` ... `SYS`)"),
     ("gdr", "string", "GPUDirect RDMA readiness to that NIC"),
-    ("bwGpuGpu", "string", "measured GPU-GPU copy class of this GPU's slowest pair"),
+    ("bwGpuGpu", "string", "measured GPU-GPU copy class of this GPU's slowest pair (`full` probe profile only)"),
     ("bwHostGpu", "string", "measured host-GPU copy class"),
     ("degraded", "bool", "the GPU's links are degraded"),
     ("name", "string", "NIC: RDMA device name (`mlx5_0`)"),
