@@ -255,7 +255,7 @@ def test_sm_copies_take_nvbandwidths_kernel_for_their_size(monkeypatch: pytest.M
 def test_peer_copies_are_issued_on_the_issuing_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """nvbandwidth issues a peer copy with cuMemcpyAsync on the issuing GPU's context (the reader for a read,
     the writer for a write): cudaMemcpyAsync with that GPU current and on its stream, never
-    cudaMemcpyPeerAsync. Which engine then runs it is for a GPU host to show (scripts/gpu_anchor_check.py)."""
+    cudaMemcpyPeerAsync. Which engine then runs it is for a GPU host to show (benchmarks/anchor_check.py)."""
     fake = configure(monkeypatch, tmp_path)
     for test in ("device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce"):
         report = probes.run_probes(gpu_box(2), profile_name=TINY, backend="cuda", tests=[test])
