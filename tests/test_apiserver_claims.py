@@ -5,7 +5,9 @@ pods using them. The ResourceClaims' ``status.allocation`` (what a kubelet plugi
 devices inside one group of the node it runs on.
 
 One fleet for the module: an 8x A6000 node (four NVLink pairs), the same machine with one pair's links down, and
-an HGX H100 (one island of eight, a NIC under each GPU's switch).
+an HGX H100 (one island of eight, a NIC under each GPU's switch) whose NIC driver's slice is shaped as dranet
+publishes it: each NIC's bus id in ``dra.net/pciAddress`` only, and a virtual interface with no PCI address at
+all (a selector that read an attribute such a device lacks would abort every allocation on the node).
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def fleet(kube_control_plane: ApiServer, tmp_path_factory: pytest.TempPathFactor
             devices = desired_devices(snap, SliceConfig(taints=False))
             (ours,) = build_slices(devices, node=node, node_uid=made["metadata"]["uid"], cfg=SliceConfig(taints=False),
                                    version="v1", generation=1)
-            for obj in (ours, gpu_slice(snap, node), nic_slice(snap, node)):
+            nics = dranet_shaped(nic_slice(snap, node)) if node == "cl-h100" else nic_slice(snap, node)
+            for obj in (ours, gpu_slice(snap, node), nics):
                 resp = http.post(SLICES, json=obj)
                 assert resp.status_code == 201, resp.text
         read = read_claim_classes(HttpPages(http))
@@ -85,6 +88,17 @@ def fleet(kube_control_plane: ApiServer, tmp_path_factory: pytest.TempPathFactor
             yield {"http": http, "snaps": snaps, "read": read, "plan": plan}
         finally:
             ready.close()
+
+
+def dranet_shaped(made: dict[str, Any]) -> dict[str, Any]:
+    """``made`` (a NIC slice with the standard attributes) as dranet publishes it: the bus id in its own
+    ``dra.net/pciAddress``, and one more device, a virtual interface, with no PCI attribute."""
+    for device in made["spec"]["devices"]:
+        attrs = device["attributes"]
+        attrs["dra.net/pciAddress"] = attrs.pop("resource.kubernetes.io/pciBusID")
+    made["spec"]["devices"].append({"name": "veth0", "attributes": {"dra.net/ifName": {"string": "veth0"},
+                                                                   "dra.net/virtual": {"bool": True}}})
+    return made
 
 
 def _class_of(read: ClaimRead, node: str) -> str:
@@ -123,7 +137,8 @@ def _bus(http: httpx.Client, driver: str, pool: str, device: str) -> str:
         if s["spec"]["pool"]["name"] == pool:
             for d in s["spec"]["devices"]:
                 if d["name"] == device:
-                    return str(d["attributes"]["resource.kubernetes.io/pciBusID"]["string"])
+                    attrs = d["attributes"]
+                    return str((attrs.get("resource.kubernetes.io/pciBusID") or attrs["dra.net/pciAddress"])["string"])
     raise AssertionError(f"{driver}/{pool}/{device} is in no slice")
 
 
