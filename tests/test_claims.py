@@ -44,6 +44,32 @@ def test_the_node_and_its_published_slices_make_the_same_groups(profile: str, tm
         assert read_back == claim_groups(places_of(snap))
 
 
+def _quad(numa: int) -> dict[str, Any]:
+    gpu = {"gpu": {"affinity_node": numa}}
+    return {"switch": [{"switch": [gpu, gpu]}, {"switch": [gpu, gpu]}]}
+
+
+# 8 GPUs under two levels of PCIe switches: pairs under leaf switches (PIX), quads under the switch above (PXB)
+TWO_LEVELS = ("rtx4090-8x", {"pci": [{"host_bridge": "0000:16", "children": [_quad(0)]},
+                                      {"host_bridge": "0000:98", "children": [_quad(1)]}]})
+
+
+def test_switch_groups_are_at_every_level_and_the_deepest_that_holds_n_comes_first(tmp_path: Path) -> None:
+    snap = discover_profile(TWO_LEVELS[0], tmp_path, TWO_LEVELS[1])
+    groups = claim_groups(places_of(snap))
+    assert sorted(len(g.buses) for g in groups.switches) == [2, 2, 2, 2, 4, 4]
+    read_back = claim_groups(places_from_devices(desired_devices(snap, SliceConfig()), "gpu.topology"))
+    assert read_back == groups  # the slices carry the switches above (pcieSwitchesAbove)
+    cls = node_class(snap, "two-levels")
+    for n, sizes in ((4, [4, 4]), (2, [2, 2, 2, 2, 4, 4]), (3, [4, 4])):
+        (template,) = [o for o in claim_plan([cls], n, ClaimConfig()).objects
+                       if o["metadata"]["name"].startswith(f"topolink-switch-{n}-")]
+        subs = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+        assert [sub["selectors"][0]["cel"]["expression"].count("0000:") for sub in subs] == sizes
+    reasons = {kind: why for _, kind, why in claim_plan([cls], 8, ClaimConfig()).skipped}
+    assert reasons["switch"] == "no PCIe switch holds 8 GPUs (the largest holds 4)"
+
+
 def _places(*islands: tuple[str, ...], rate: float = 1e9) -> list[GpuPlace]:
     return [GpuPlace(device=f"gpu-{bus}", bus=bus, island=i, nvlink_bytes_per_second=rate)
             for i, buses in enumerate(islands) for bus in buses]

@@ -153,7 +153,9 @@ def _groups_template(kind: str, n: int, cls: ClaimClass, cfg: ClaimConfig) -> tu
     what = "NVLink island" if kind == "nvlink" else "PCIe switch"
     if n < 2:
         return None, f"a group of {n} is any GPU: ask for it from the GPU driver's own DeviceClass"
-    fit = [g for g in found if len(g.buses) >= n]
+    fit = [g for g in found if len(g.buses) >= n]  # islands: best first
+    if kind == "switch":  # the deepest switch that holds n first (the smallest group), then the ones above it
+        fit.sort(key=lambda g: len(g.buses))
     if not fit:
         largest = cls.groups.largest(kind)
         return None, f"no {what} holds {n} GPUs (the largest holds {largest})" if largest else f"no {what} joins GPUs"
