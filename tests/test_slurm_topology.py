@@ -98,6 +98,17 @@ def test_every_emitted_topology_loads_into_a_real_slurmctld(shape: str, slurm: S
     assert "fatal" not in loaded.log.lower() and "Invalid" not in loaded.log
 
 
+def test_blocks_under_one_leaf_are_adjacent() -> None:
+    """Slurm aggregates adjacent blocks: with the leaf named, the racks under one leaf come together whatever
+    their domains' names say (the saved fleet: racks 0 and 1 under leaf-1, rack 2 under leaf-2)."""
+    labels = {i["metadata"]["name"]: i["metadata"]["labels"] for i in yaml.safe_load(SAVED.read_text())["items"]
+              if i["kind"] == "Node"}
+    order = [b["nodes"].split(",")[0] for b in slurm_topology(labels, [SPINE, LEAF], P).entries[0]["block"]["blocks"]]
+    assert order[2] == "tray-06" and set(order[:2]) == {"tray-00", "tray-03"}
+    plain = [b["nodes"].split(",")[0] for b in slurm_topology(labels, [], P).entries[0]["block"]["blocks"]]
+    assert plain.index("tray-06") == 1  # by domain name alone, rack 2 sits between racks 0 and 1
+
+
 @pytest.mark.slow
 def test_the_saved_fleet_loads_with_its_levels(slurm: Slurm, tmp_path: Path) -> None:
     run = cluster("--from", str(SAVED), "--emit", "slurm", "--level", SPINE, "--level", LEAF)
