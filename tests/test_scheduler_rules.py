@@ -55,6 +55,8 @@ def test_every_name_fits_its_consumer_and_is_its_own(shape: str) -> None:
     for kind in {(o["apiVersion"], o["kind"]) for o in objects}:
         listed = [o["metadata"]["name"] for o in objects if (o["apiVersion"], o["kind"]) == kind]
         assert len(listed) == len(set(listed)), (kind, listed)
+    tier_names = {h["spec"]["tier"]: h["spec"]["tierName"] for h in hypernodes}
+    assert len(set(tier_names.values())) == len(tier_names), tier_names  # one name per tier
     again = volcano_hypernodes(SHAPES[shape](), named, P)[1]
     assert again == hypernodes  # the same fleet: the same names, every run
     for labels in fleet.values():  # the agent's own domain never repeats the host name (older agents' did)

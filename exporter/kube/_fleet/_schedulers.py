@@ -117,6 +117,8 @@ def volcano_hypernodes(nodes: Nodes, named: Sequence[str], prefix: str) -> tuple
         for name, labels in members.items():
             groups[(label, labels[label])].add(name)
     named_as = names({key: (_short(key[0]), key[1]) for key in groups})
+    shorts = [_short(label) for label in tiers]  # a tier's name: its label's short name, the whole key where shared
+    tier_names = {label: label if shorts.count(_short(label)) > 1 else _short(label) for label in tiers}
     objects: list[Obj] = []
     below: dict[str, frozenset[str]] = {}  # HyperNode name -> its nodes, of the tier under
     for tier, label in enumerate(tiers, start=1):
@@ -135,6 +137,6 @@ def volcano_hypernodes(nodes: Nodes, named: Sequence[str], prefix: str) -> tuple
                                 for child, nodes_of in sorted(below.items()) if nodes_of <= held]
             objects.append({"apiVersion": VOLCANO_VERSION, "kind": "HyperNode",
                             "metadata": {"name": hn, "labels": dict(MANAGED)},
-                            "spec": {"tier": tier, "tierName": _short(label), "members": spec_members}})
+                            "spec": {"tier": tier, "tierName": tier_names[label], "members": spec_members}})
         below = current
     return levels, objects
