@@ -1,8 +1,8 @@
 """A fleet for the schedulers' emitters (``topolink cluster --emit``): GB200 trays with NVML platform info in three
 NVL racks (the profile's NVLink domain and rack, and two more as other racks would report them), HGX H100 nodes,
 a tray whose fabric reports degraded bandwidth, and nodes without GPUs; every GPU node also carries the fabric
-labels Topograph puts on nodes (``network.topology.nvidia.com/leaf`` and ``/spine``), which the agent does not
-write.
+labels Topograph (v1.0 and later) puts on nodes (``fabric.topograph.run/tier-0``, the leaf switch, and ``tier-1``, the
+spine: tier 0 nearest the node), which the agent does not write.
 
 ``python -m tests.scheduler_fleet`` writes ``tests/data/fleet/gb200-racks-topograph.json``."""
 
@@ -20,7 +20,7 @@ from tests.cluster_support import Fleet, P, kubectl_list
 from tests.kube_support import discover_profile
 
 SAVED = Path(__file__).resolve().parent / "data" / "fleet" / "gb200-racks-topograph.json"
-LEAF, SPINE = "network.topology.nvidia.com/leaf", "network.topology.nvidia.com/spine"
+LEAF, SPINE = "fabric.topograph.run/tier-0", "fabric.topograph.run/tier-1"
 RACKS = 3  # of TRAYS trays each; racks 0 and 1 under leaf-1, rack 2 under leaf-2, the HGX nodes under leaf-3
 TRAYS = 3
 

@@ -4,8 +4,11 @@ templates computed from the fleet as ``topolink cluster --format claims`` reads 
 pods using them. The ResourceClaims' ``status.allocation`` (what a kubelet plugin reads) must hold each pod's
 devices inside one group of the node it runs on.
 
-One fleet for the module: an 8x A6000 node (four NVLink pairs), the same machine with one pair's links down, and
-an HGX H100 (one island of eight, a NIC under each GPU's switch).
+One fleet for the module: an 8x A6000 node (four NVLink pairs), the same machine with one pair's links down, 8
+GPUs under two levels of PCIe switches (pairs under leaf switches, quads under the switch above), and an HGX
+H100 (one island of eight, a NIC under each GPU's switch) whose NIC driver's slice is shaped as dranet
+publishes it: each NIC's bus id in ``dra.net/pciAddress`` only, and a virtual interface with no PCI address at
+all (a selector that read an attribute such a device lacks would abort every allocation on the node).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from tests.gpu_driver import gpu_slice, nic_slice
 from tests.placement_support import discover_profile
 from tests.published import labels
 from tests.ready_nodes import ReadyNodes
+from tests.test_claims import TWO_LEVELS
 from topology import Snapshot
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.slow]
@@ -40,7 +44,7 @@ CFG = ClaimConfig()
 PAIRS = {"version": "3.0", "links": 4, "pairs": [[0, 1, 4], [2, 3, 4], [4, 5, 4], [6, 7, 4]]}
 NODES = {"cl-a6000": ("a6000-8x-nvlink-pairs", None),
          "cl-a6000-down": ("a6000-8x-nvlink-pairs", {"nvlink": PAIRS | {"down": {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}}}),
-         "cl-h100": ("hgx-h100", None)}
+         "cl-h100": ("hgx-h100", None), "cl-pcie2": TWO_LEVELS}
 
 
 class HttpPages:
@@ -70,13 +74,14 @@ def fleet(kube_control_plane: ApiServer, tmp_path_factory: pytest.TempPathFactor
             devices = desired_devices(snap, SliceConfig(taints=False))
             (ours,) = build_slices(devices, node=node, node_uid=made["metadata"]["uid"], cfg=SliceConfig(taints=False),
                                    version="v1", generation=1)
-            for obj in (ours, gpu_slice(snap, node), nic_slice(snap, node)):
+            nics = dranet_shaped(nic_slice(snap, node)) if node == "cl-h100" else nic_slice(snap, node)
+            for obj in (ours, gpu_slice(snap, node), nics):
                 resp = http.post(SLICES, json=obj)
                 assert resp.status_code == 201, resp.text
         read = read_claim_classes(HttpPages(http))
         plan = claim_plan(read.classes, 2, CFG)
         fours = [o for o in claim_plan(read.classes, 4, CFG).objects
-                 if o["metadata"]["name"].startswith("topolink-nvlink-4-")]
+                 if o["metadata"]["name"].startswith(("topolink-nvlink-4-", "topolink-switch-4-"))]
         for obj in (*plan.objects, *fours):
             kind = "deviceclasses" if obj["kind"] == "DeviceClass" else "namespaces/default/resourceclaimtemplates"
             resp = http.post(f"{RESOURCE}/{kind}", json=obj)
@@ -85,6 +90,17 @@ def fleet(kube_control_plane: ApiServer, tmp_path_factory: pytest.TempPathFactor
             yield {"http": http, "snaps": snaps, "read": read, "plan": plan}
         finally:
             ready.close()
+
+
+def dranet_shaped(made: dict[str, Any]) -> dict[str, Any]:
+    """``made`` (a NIC slice with the standard attributes) as dranet publishes it: the bus id in its own
+    ``dra.net/pciAddress``, and one more device, a virtual interface, with no PCI attribute."""
+    for device in made["spec"]["devices"]:
+        attrs = device["attributes"]
+        attrs["dra.net/pciAddress"] = attrs.pop("resource.kubernetes.io/pciBusID")
+    made["spec"]["devices"].append({"name": "veth0", "attributes": {"dra.net/ifName": {"string": "veth0"},
+                                                                   "dra.net/virtual": {"bool": True}}})
+    return made
 
 
 def _class_of(read: ClaimRead, node: str) -> str:
@@ -123,7 +139,8 @@ def _bus(http: httpx.Client, driver: str, pool: str, device: str) -> str:
         if s["spec"]["pool"]["name"] == pool:
             for d in s["spec"]["devices"]:
                 if d["name"] == device:
-                    return str(d["attributes"]["resource.kubernetes.io/pciBusID"]["string"])
+                    attrs = d["attributes"]
+                    return str((attrs.get("resource.kubernetes.io/pciBusID") or attrs["dra.net/pciAddress"])["string"])
     raise AssertionError(f"{driver}/{pool}/{device} is in no slice")
 
 
@@ -136,7 +153,7 @@ def _unschedulable(http: httpx.Client, pod: str) -> bool:
 def test_every_class_is_read_and_the_degraded_node_is_a_class_of_its_own(fleet: dict[str, Any]) -> None:
     read: ClaimRead = fleet["read"]
     assert not read.problems
-    assert len({_class_of(read, n) for n in NODES}) == 3
+    assert len({_class_of(read, n) for n in NODES}) == 4
     islands = {n: [g.buses for g in next(c for c in read.classes if n in c.nodes).groups.islands] for n in NODES}
     assert len(islands["cl-a6000"]) == 4 and len(islands["cl-a6000-down"]) == 3
     broken = islands["cl-a6000"][0]
@@ -189,6 +206,22 @@ def test_a_gpu_and_its_nearest_nic_come_together_and_classes_never_cross(fleet: 
     assert node == "cl-h100" and set(buses) <= gpus and len(buses) == 2
 
 
+def test_four_gpus_under_the_upper_switch_of_two_levels_come_together(fleet: dict[str, Any]) -> None:
+    """The quad under an upper PCIe switch is offered (the nearest switches hold two GPUs each) and allocated
+    whole; a second pod takes the other quad."""
+    http, read = fleet["http"], fleet["read"]
+    cls = _class_of(read, "cl-pcie2")
+    quads = [set(g.buses) for g in next(c for c in read.classes if c.id == cls).groups.switches if len(g.buses) == 4]
+    assert len(quads) == 2
+    got = []
+    for i in range(2):
+        _pod(http, f"quad-{i}", cls, template=f"topolink-switch-4-{cls}")
+        node, buses = _allocated(http, f"quad-{i}")
+        assert node == "cl-pcie2" and set(buses) in quads, buses
+        got.append(set(buses))
+    assert got[0] != got[1]
+
+
 def test_the_docs_pod_gets_four_gpus_of_one_island(fleet: dict[str, Any]) -> None:
     from tests.test_claims import doc_manifests
 
@@ -223,4 +256,4 @@ def test_the_fleet_job_applies_them_server_side_and_a_second_run_changes_nothing
         for item in items:
             ours = [m["operation"] for m in item["metadata"]["managedFields"] if m["manager"] == "topolink"]
             assert ours == ["Apply"]
-    assert versions[0] == versions[1] and len(versions[0]) == 6  # per class: nvlink-2 and gpu-nic
+    assert versions[0] == versions[1] and len(versions[0]) == 7  # nvlink-2 and gpu-nic per NVLink class, switch-2

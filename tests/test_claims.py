@@ -5,6 +5,7 @@ gets no template and a reason, and every object is what resource.k8s.io/v1 allow
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from exporter._core._claim_groups import ClaimGroups, GpuPlace, Group, claim_groups, places_of
+from exporter._core._claim_groups import ClaimGroups, GpuPlace, Group, Pair, claim_groups, places_of
 from exporter.kube import (
     ClaimClass,
     ClaimConfig,
@@ -41,6 +42,32 @@ def test_the_node_and_its_published_slices_make_the_same_groups(profile: str, tm
     for driver in ("gpu.topology", "topo.example.com"):
         read_back = claim_groups(places_from_devices(desired_devices(snap, SliceConfig(driver=driver)), driver))
         assert read_back == claim_groups(places_of(snap))
+
+
+def _quad(numa: int) -> dict[str, Any]:
+    gpu = {"gpu": {"affinity_node": numa}}
+    return {"switch": [{"switch": [gpu, gpu]}, {"switch": [gpu, gpu]}]}
+
+
+# 8 GPUs under two levels of PCIe switches: pairs under leaf switches (PIX), quads under the switch above (PXB)
+TWO_LEVELS = ("rtx4090-8x", {"pci": [{"host_bridge": "0000:16", "children": [_quad(0)]},
+                                      {"host_bridge": "0000:98", "children": [_quad(1)]}]})
+
+
+def test_switch_groups_are_at_every_level_and_the_deepest_that_holds_n_comes_first(tmp_path: Path) -> None:
+    snap = discover_profile(TWO_LEVELS[0], tmp_path, TWO_LEVELS[1])
+    groups = claim_groups(places_of(snap))
+    assert sorted(len(g.buses) for g in groups.switches) == [2, 2, 2, 2, 4, 4]
+    read_back = claim_groups(places_from_devices(desired_devices(snap, SliceConfig()), "gpu.topology"))
+    assert read_back == groups  # the slices carry the switches above (pcieSwitchesAbove)
+    cls = node_class(snap, "two-levels")
+    for n, sizes in ((4, [4, 4]), (2, [2, 2, 2, 2, 4, 4]), (3, [4, 4])):
+        (template,) = [o for o in claim_plan([cls], n, ClaimConfig()).objects
+                       if o["metadata"]["name"].startswith(f"topolink-switch-{n}-")]
+        subs = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+        assert [sub["selectors"][0]["cel"]["expression"].count("0000:") for sub in subs] == sizes
+    reasons = {kind: why for _, kind, why in claim_plan([cls], 8, ClaimConfig()).skipped}
+    assert reasons["switch"] == "no PCIe switch holds 8 GPUs (the largest holds 4)"
 
 
 def _places(*islands: tuple[str, ...], rate: float = 1e9) -> list[GpuPlace]:
@@ -94,9 +121,43 @@ def test_the_settings_name_the_drivers_and_the_attribute() -> None:
     assert gpu_class["spec"]["selectors"][0]["cel"]["expression"] == 'device.driver == "gpu.example.com"'
     assert 'device.driver == "nic.example.com"' in pair_class["spec"]["selectors"][0]["cel"]["expression"]
     sub = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"][0]
-    assert sub["selectors"][0]["cel"]["expression"] == \
-        'device.attributes["gpu.example.com"].pcieBusID in ["0000:01:00.0", "0000:02:00.0"]'
+    assert sub["selectors"][0]["cel"]["expression"] == (
+        'has(device.attributes["gpu.example.com"].pcieBusID) && '
+        'device.attributes["gpu.example.com"].pcieBusID in ["0000:01:00.0", "0000:02:00.0"]')
     assert template["metadata"]["namespace"] == "ml"
+
+
+def _reads(expression: str) -> list[tuple[int, str]]:
+    return [(m.start(), m.group(0)) for m in re.finditer(r'device\.attributes\["[^"]+"\]\.[A-Za-z_][A-Za-z0-9_]*',
+                                                         expression)]
+
+
+@pytest.mark.parametrize("cfg", [ClaimConfig(), ClaimConfig(nic_driver="nic.example.com"),
+                                 ClaimConfig(nic_bus_attributes=("nic.example.com/bdf", "dra.net/pciAddress"))],
+                         ids=["dranet", "another-driver", "named"])
+def test_every_attribute_read_is_guarded_and_the_nic_matches_by_its_drivers_attributes(cfg: ClaimConfig) -> None:
+    """Every read of a device attribute in every selector comes after ``has()`` of that attribute: the API makes
+    a read of an attribute a device lacks an error that aborts the allocation."""
+    pairs = (Pair(gpu="gpu-0", gpu_bus="0000:01:00.0", nic="mlx5_0", nic_bus="0000:03:00.0", path="PIX"),)
+    groups = ClaimGroups(islands=(Group(devices=("gpu-0", "gpu-1"), buses=("0000:01:00.0", "0000:02:00.0")),),
+                         switches=(Group(devices=("gpu-0", "gpu-1"), buses=("0000:01:00.0", "0000:02:00.0")),),
+                         pairs=pairs, gpus=2)
+    plan = claim_plan([_cls(groups)], 2, cfg)
+    expressions = [sel["cel"]["expression"] for o in plan.objects for sel in o["spec"].get("selectors", [])]
+    expressions += [sel["cel"]["expression"] for o in plan.objects if o["kind"] == "ResourceClaimTemplate"
+                    for sub in o["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+                    for sel in sub["selectors"]]
+    assert len(expressions) == 5
+    for expression in expressions:
+        for at, read in _reads(expression):
+            guard = expression.find(f"has({read})")
+            assert expression[at - 4:at] == "has(" or -1 < guard < at, (read, expression)
+    (pair,) = [e for e in expressions if "0000:03:00.0" in e]
+    nic_part = pair[pair.index(f'device.driver == "{cfg.nic_driver}"'):]
+    wanted = {"dranet": {"resource.kubernetes.io", "dra.net"}, "another-driver": {"resource.kubernetes.io"},
+              "named": {"nic.example.com", "dra.net"}}
+    case = "named" if cfg.nic_bus_attributes else "dranet" if cfg.nic_driver == "dra.net" else "another-driver"
+    assert {read.split('"')[1] for _, read in _reads(nic_part)} == wanted[case], pair
 
 
 @pytest.mark.parametrize("bad", [{"gpu_driver": "GPU.nvidia.com"}, {"bus_id_attribute": "pciBusID"},

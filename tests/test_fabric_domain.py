@@ -70,4 +70,4 @@ def test_switches_on_the_node_need_no_fabric(fake_machine: MakeMachine) -> None:
     gpu = {k: v for k, v in doc["gpu"].items() if k != "fabric"}
     snap = snapshot(fake_machine("hgx-h100", {"gpu": gpu}))  # NVSwitches on this node's bus, no fabric info
     assert snap.complete and not any(g.fabric for g in snap.gpus)
-    assert labels(snap)["gpu.topology/nvlink-domain"] == snap.node
+    assert labels(snap)["gpu.topology/nvlink-domain"] == f"node_{snap.node}"  # its own, never its host name

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from exporter.kube._fleet._levels import HOSTNAME, MAX_LEVELS, fleet_levels, own_levels
-from exporter.kube._fleet._schedulers import dns_name, kueue_objects, slurm_blocks, volcano_hypernodes
+from exporter.kube._fleet._schedulers import dns_name, kueue_objects, volcano_hypernodes
+from exporter.kube._fleet._slurm import slurm_topology
 from tests.apiserver import ApiServer
 from tests.apiserver_agent import wait_until
 from tests.scheduler_fleet import LEAF, SAVED, SPINE, scheduler_fleet
@@ -109,10 +110,11 @@ def test_volcano_tiers_and_slurm_blocks(labels: dict[str, dict[str, str]]) -> No
     names = {h["metadata"]["name"] for h in hypernodes}
     for h in tiers[2] + tiers[3]:
         assert {m["selector"]["exactMatch"]["name"] for m in h["spec"]["members"]} <= names
-    entry, alone = slurm_blocks(labels, P)
+    plan = slurm_topology(labels, [], P)
+    entry = plan.entries[0]
     assert sorted(b["nodes"] for b in entry["block"]["blocks"]) == [
         "tray-00,tray-01,tray-02", "tray-03,tray-04,tray-05", "tray-06,tray-07,tray-08"]
-    assert entry["block"]["block_sizes"] == [3] and alone == ["hgx-0", "hgx-1"]
+    assert entry["block"]["block_sizes"] == [3] and [n for n, _ in plan.alone] == ["hgx-0", "hgx-1"]
 
 
 def cluster(*args: str) -> subprocess.CompletedProcess[str]:
@@ -137,7 +139,7 @@ def test_the_command_refuses_bad_levels_in_one_line() -> None:
     run = cluster("--from", str(SAVED), "--emit", "volcano", "--format", "json")
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "do not apply" in run.stderr
     (slurm,) = emitted("slurm")
-    assert slurm[0]["block"]["block_sizes"] == [3]
+    assert slurm[0]["block"]["block_sizes"] == [3] and slurm[1]["topology"] == "topolink-tree"
 
 
 def _install(http: Any, path: Path) -> str:

@@ -24,7 +24,7 @@ if _TYPE_CHECKING:
     )
     from .fabric._capability import LinkCapability
     from .fabric._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
-    from .fabric._pcie_switch import pcie_switch
+    from .fabric._pcie_switch import pcie_switch, pcie_switches
     from .fabric._physics import GpuFamily, family_of_device, family_of_name
     from .fabric._physics_rules import Breach, measured_breach, physics_breaches
     from .fabric._rates import nvlink_bytes_per_second, nvlink_gen_from_nvml, pcie_bytes_per_second, pcie_gen_from_gts
@@ -208,6 +208,7 @@ __all__ = [
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
     "pcie_switch",
+    "pcie_switches",
     "physics_breaches",
     "shown",
     "shown_text",
@@ -253,7 +254,7 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     'render._topo_table': "LEGEND TopoRow TopoTable gpu_labels matrix topo_table",
     'model._device_order': "ordered_gpus ordered_rdma_nics",
     'render._summary': "no_gpu_reason summary",
-    'fabric._pcie_switch': "pcie_switch",
+    'fabric._pcie_switch': "pcie_switch pcie_switches",
     'model._text_bounds': "NAME_LIMIT TEXT_LIMIT shown shown_text",
     'fabric._views': "GdrReadiness GdrVerdict Island gdr_readiness nearest_nics numa_affinity nvlink_islands",
 }.items() for name in names.split()}

@@ -42,7 +42,11 @@ def add_claim_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--nic-driver", type=driver, default="dra.net", metavar="NAME",
                    help="the DRA driver whose RDMA NICs the GPU+NIC claims select (default dra.net)")
     g.add_argument("--bus-id-attribute", type=attribute, default="resource.kubernetes.io/pciBusID", metavar="ATTR",
-                   help="the attribute both drivers publish PCI bus ids in (default resource.kubernetes.io/pciBusID)")
+                   help="the attribute the GPU driver publishes PCI bus ids in (default "
+                        "resource.kubernetes.io/pciBusID, the standard one)")
+    g.add_argument("--nic-bus-id-attribute", type=attribute, action="append", metavar="ATTR",
+                   help="an attribute the NIC driver publishes PCI bus ids in (repeat: a NIC matches by any; default "
+                        "the standard one and, for dra.net, dra.net/pciAddress)")
     g.add_argument("--namespace", type=namespace, default="default", help="the templates' namespace (default default)")
 
 
@@ -50,7 +54,9 @@ def claim_config(args: argparse.Namespace, prefix: str = "gpu.topology") -> Clai
     from exporter.kube import ClaimConfig
 
     return ClaimConfig(gpu_driver=args.gpu_driver, gpu_domain=args.gpu_attribute_domain, nic_driver=args.nic_driver,
-                       bus_id_attribute=args.bus_id_attribute, namespace=args.namespace, prefix=prefix)
+                       bus_id_attribute=args.bus_id_attribute,
+                       nic_bus_attributes=tuple(args.nic_bus_id_attribute or ()), namespace=args.namespace,
+                       prefix=prefix)
 
 
 def claims_yaml(plan: ClaimPlan, classes: Sequence[ClaimClass], n: int, cfg: ClaimConfig,
@@ -64,7 +70,7 @@ def claims_yaml(plan: ClaimPlan, classes: Sequence[ClaimClass], n: int, cfg: Cla
 
     lines = [f"# DeviceClasses and ResourceClaimTemplates for groups of {n} GPUs, from topolink's claim classes "
              f"(the {cfg.class_label} label).", f"# GPUs of {cfg.gpu_driver}, RDMA NICs of {cfg.nic_driver}, "
-             f"selected by {cfg.bus_id_attribute}."]
+             f"selected by {cfg.bus_id_attribute} (NICs: {' or '.join(cfg.nic_buses)}), each read behind has()."]
     lines += [f"# not read: {p}" for p in problems]
     out = ["\n".join(lines) + "\n"]
     templates: dict[str, list[object]] = {}

@@ -1,5 +1,5 @@
-"""``topolink cluster --emit kueue|volcano|slurm``: the objects node-level schedulers read, from the fleet's node
-labels (live, or ``--from`` a saved list), printed for ``kubectl apply -f -`` or Slurm's ``topology.yaml``."""
+"""``topolink cluster --emit kueue|kai|volcano|slurm``: the objects node-level schedulers read, from the fleet's
+node labels (live, or ``--from`` a saved list), printed for ``kubectl apply -f -`` or Slurm's ``topology.yaml``."""
 
 from __future__ import annotations
 
@@ -16,22 +16,30 @@ def add_emit_args(p: argparse.ArgumentParser) -> None:
 
     # A --level value: a node-label key the nodes carry already (cloud, Topograph or the operator's own).
     label_key = Pattern("a node-label key", _LABEL, 316, bad=("Rack/x", "a/b/c", "-spine", "x/"))
-    p.add_argument("--emit", choices=("kueue", "volcano", "slurm"),
+    p.add_argument("--emit", choices=("kueue", "kai", "volcano", "slurm"),
                    help="print what a scheduler reads instead of the report: kueue (a Topology and ResourceFlavor "
-                        "per GPU product), volcano (HyperNodes), slurm (a topology.yaml block section)")
+                        "per GPU product), kai (KAI Scheduler's Topology per GPU product), volcano (HyperNodes), "
+                        "slurm (topology.yaml: blocks, and a tree with --level); exit 4 for slurm where no NVLink "
+                        "domain holds two nodes")
     p.add_argument("--level", action="append", type=label_key, metavar="LABEL",
                    help="a fabric label the nodes already carry, to sit above topolink's levels (repeat, highest "
-                        "first; e.g. network.topology.nvidia.com/spine)")
+                        "first; e.g. fabric.topograph.run/tier-2)")
+    p.add_argument("--slurm-node-label", type=label_key, default="kubernetes.io/hostname", metavar="LABEL",
+                   help="with --emit slurm: the node label whose value is the node's Slurm name (default "
+                        "kubernetes.io/hostname; Slinky names Slurm nodes by their slurmd pods: label the nodes "
+                        "with it)")
 
 
 def run_emit(args: argparse.Namespace) -> int:
-    """0 printed; 1 an API request failed; 2 no readable kubeconfig; 3 the --from file cannot be read."""
+    """0 printed; 1 an API request failed; 2 no readable kubeconfig; 3 the --from file cannot be read; 4 Slurm:
+    no NVLink domain holds two nodes."""
     from exporter import UnsafeFile, read_regular
     from exporter.kube import (
         MAX_SAVED_BYTES,
         BadConfig,
         InvalidObject,
         LightkubeApi,
+        NoBlocks,
         PublishError,
         SavedApi,
         emit_text,
@@ -56,8 +64,12 @@ def run_emit(args: argparse.Namespace) -> int:
         else:
             api = LightkubeApi.connect(kubeconfig=args.kubeconfig)
         named = args.level or []
-        nodes = read_node_labels(api, prefix=args.label_prefix, named=named, limit=args.page_size)
-        sys.stdout.write(emit_text(args.emit, nodes, named, args.label_prefix))
+        nodes = read_node_labels(api, prefix=args.label_prefix, named=[*named, args.slurm_node_label],
+                                 limit=args.page_size)
+        sys.stdout.write(emit_text(args.emit, nodes, named, args.label_prefix, node_label=args.slurm_node_label))
+    except NoBlocks as exc:
+        print(f"topolink cluster: {exc}", file=sys.stderr)
+        return 4
     except OSError as exc:
         print(f"topolink cluster: {args.from_file}: {exc.strerror or exc}", file=sys.stderr)
         return 3

@@ -6,7 +6,7 @@ With ``--from FILE`` it reads a saved ``kubectl get nodes,resourceslices -o json
 
 Exit status: 0 reported; 1 the API server refused or failed a request; 2 usage, or no readable kubeconfig;
 3 the --from file cannot be read or is not such a list; 4 with --gpus N: no node, NVLink domain or product
-class holds N GPUs.
+class holds N GPUs; with --emit slurm: no NVLink domain holds two nodes (a block topology would be empty).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INPUT, EXIT_NONE_FITS = 0, 1, 2, 3, 4
 _EPILOG = ("Reads with a kubeconfig ($KUBECONFIG, ~/.kube/config) or in a pod with its service account: list on "
            "nodes and resourceslices; or, with --from, a saved `kubectl get nodes,resourceslices -o json`. Exit "
            "status: 0 reported; 1 an API request failed; 2 usage or no readable kubeconfig; 3 the --from file "
-           "cannot be read or is not such a list; 4 N GPUs fit nowhere.")
+           "cannot be read or is not such a list; 4 N GPUs fit nowhere, or --emit slurm: no NVLink domain "
+           "holds two nodes.")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:

@@ -1,5 +1,6 @@
-"""The groups a ResourceClaim may ask for on a node, by PCI bus id: NVLink islands, GPUs under one PCIe switch,
-and each GPU with its nearest RDMA NIC; and the claim class, the hash of those groups.
+"""The groups a ResourceClaim may ask for on a node, by PCI bus id: NVLink islands, GPUs under one PCIe switch
+(at every level of the PCIe tree: pairs under leaf switches and the quad under the switch above them), and each
+GPU with its nearest RDMA NIC; and the claim class, the hash of those groups.
 
 Everything starts from one :class:`GpuPlace` per GPU, the facts topolink's ResourceSlice device of that GPU
 carries (bus id, island, NVLink count and generation, switch, nearest NIC and the path to it). A node's places
@@ -19,7 +20,16 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from topology import PathClass, PathIndex, Snapshot, nearest_nics, nvlink_bytes_per_second, nvlink_islands, pcie_switch
+from topology import (
+    PathClass,
+    PathIndex,
+    Snapshot,
+    nearest_nics,
+    nvlink_bytes_per_second,
+    nvlink_islands,
+    pcie_switch,
+    pcie_switches,
+)
 
 from ._health import nvlink_counts
 
@@ -34,6 +44,7 @@ class GpuPlace:
     island: int | None = None  # NVLink island index on the node (largest first), None when not known
     nvlink_bytes_per_second: float | None = None  # theoretical: active links x the rate of their generation
     switch: str | None = None  # upstream port of the nearest PCIe switch; None under a root port
+    switches_above: tuple[str, ...] = ()  # upstream ports of the switches above that one, nearest first
     nic: str | None = None  # the nearest RDMA NIC's RDMA device name (mlx5_0)
     nic_bus: str | None = None
     nic_path: str | None = None  # PCIe class to it: PIX, PXB, PHB, NODE, SYS
@@ -90,15 +101,16 @@ def claim_groups(places: Iterable[GpuPlace]) -> ClaimGroups:
     for p in gpus:
         if p.island is not None:
             islands.setdefault(p.island, []).append(p)
-        if p.switch is not None:
-            switches.setdefault(p.switch, []).append(p)
+        for switch in (p.switch, *p.switches_above) if p.switch is not None else ():
+            switches.setdefault(switch, []).append(p)
     made = []
     for members in islands.values():
         rates = [p.nvlink_bytes_per_second for p in members]
         made.append(_group(members, None if None in rates else min(r for r in rates if r is not None)))
     best = sorted((g for g in made if len(g.buses) > 1),
                   key=lambda g: (-(g.bytes_per_second or 0.0), -len(g.buses), g.buses))
-    under = sorted((_group(m) for m in switches.values() if len(m) > 1), key=lambda g: (-len(g.buses), g.buses))
+    under = sorted({g.buses: g for g in (_group(m) for m in switches.values() if len(m) > 1)}.values(),
+                   key=lambda g: (-len(g.buses), g.buses))  # every level's; an upper switch over one lower: once
     pairs = sorted((Pair(gpu=p.device, gpu_bus=p.bus, nic=p.nic, nic_bus=p.nic_bus, path=p.nic_path) for p in gpus
                     if p.nic and p.nic_bus and p.nic_path in PAIR_PATHS),
                    key=lambda q: (PAIR_PATHS.index(q.path), q.gpu_bus))
@@ -119,12 +131,13 @@ def places_of(snap: Snapshot) -> tuple[GpuPlace, ...]:
         gens = [v for lk in snap.links if g.id in (lk.a, lk.b) and (v := lk.nvlink_version or 0) > 0]
         rate = nvlink_bytes_per_second(min(gens), counts.get(g.id, 0)) if gens else None
         switch = pcie_switch(snap, g.id)
+        above = pcie_switches(snap, g.id)[1:]
         near = nearest_nics(snap, g.id)
         nic = nics.get(near[0]) if near else None
         path = index.pcie_class(g.id, nic.id) if nic is not None else None
         out.append(GpuPlace(
             device=f"gpu-{g.minor}", bus=g.id, island=islands.get(g.id), nvlink_bytes_per_second=rate or None,
-            switch=switch if switch and not switch.startswith("pci") else None,
+            switch=switch if switch and not switch.startswith("pci") else None, switches_above=above,
             nic=nic.name if nic is not None else None, nic_bus=nic.pci_bus_id if nic is not None else None,
             nic_path=path.value if path is not None and path not in (PathClass.UNKNOWN, PathClass.LOST) else None))
     return tuple(out)

@@ -40,6 +40,7 @@ if _TYPE_CHECKING:
     from ._fleet._cluster_text import cluster_document, cluster_table
     from ._fleet._saved import MAX_SAVED_BYTES, SavedApi, read_saved
     from ._fleet._schedulers_text import EMITS, emit_text, read_node_labels
+    from ._fleet._slurm import NoBlocks
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._sinks._node_condition_sink import NodeConditionSink
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
@@ -70,6 +71,7 @@ __all__ = [
     "LabelConfig",
     "LightkubeApi",
     "LightkubeNodeApi",
+    "NoBlocks",
     "NodeConditionSink",
     "NodeFeatureSink",
     "NodeLabelSink",
@@ -132,6 +134,7 @@ _WHERE = {
     'EMITS': '_fleet._schedulers_text',
     'emit_text': '_fleet._schedulers_text',
     'read_node_labels': '_fleet._schedulers_text',
+    'NoBlocks': '_fleet._slurm',
     'Conflict': '_api._errors',
     'DeviceTaintRuleSink': '_sinks._taint_sink',
     'Expired': '_api._errors',

@@ -1,4 +1,6 @@
-"""``pcie_switch``: the PCIe switch a device hangs from, the grouping a scheduler and a picture use.
+"""``pcie_switch``: the PCIe switch a device hangs from, the grouping a scheduler and a picture use;
+``pcie_switches``: every switch above it, nearest first (two levels of switches: pairs under leaves, quads
+under the switch above them).
 
 A switch is an upstream port and its downstream ports; in the walk from a device up to its root complex,
 the root port is at depth 0 and switches' upstream ports at odd depths (as ``_paths`` counts them for
@@ -9,6 +11,23 @@ has none, and its root complex stands in (devices under one root complex meet at
 from __future__ import annotations
 
 from ..model._entities import Snapshot
+
+
+def pcie_switches(snap: Snapshot, device: str) -> tuple[str, ...]:
+    """The bus ids of the upstream ports of every PCIe switch above ``device``, nearest first (a machine with
+    two levels of switches: the leaf, then the one above it); () under a root port, or when the chain of
+    parents does not reach a root complex."""
+    nearest = pcie_switch(snap, device)
+    if nearest is None or nearest.startswith("pci"):
+        return ()
+    parents = {f.id: f.parent for f in snap.pci}
+    roots = {h.id for h in snap.host_bridges}
+    ups: list[str] = []
+    node = device
+    while (parent := parents.get(node)) is not None and parent not in roots and parent not in ups:
+        ups.append(parent)
+        node = parent
+    return tuple(port for k, port in enumerate(ups) if (len(ups) - 1 - k) % 2 == 1)
 
 
 def pcie_switch(snap: Snapshot, device: str) -> str | None:

@@ -37,10 +37,12 @@ def places_from_devices(devices: Sequence[Mapping[str, Any]], driver: str) -> tu
         count = _attr(attrs, f"{driver}/nvlinkCount", "int")
         gen = _attr(attrs, f"{driver}/nvlinkGen", "int")
         switch = _attr(attrs, f"{driver}/pcieSwitch", "string")
+        above = _attr(attrs, f"{driver}/pcieSwitchesAbove", "string")
         nic_name, nic_bus = nics.get(_attr(attrs, f"{driver}/nearestNic", "string") or "", (None, None))
         out.append(GpuPlace(
             device=name, bus=bus, island=island,
             nvlink_bytes_per_second=(nvlink_bytes_per_second(gen, count) or None) if gen and count else None,
-            switch=switch if switch and not switch.startswith("pci") else None, nic=nic_name, nic_bus=nic_bus,
+            switch=switch if switch and not switch.startswith("pci") else None,
+            switches_above=tuple(above.split(",")) if above else (), nic=nic_name, nic_bus=nic_bus,
             nic_path=_attr(attrs, f"{driver}/nicPath", "string") if nic_bus else None))
     return tuple(out)

@@ -6,7 +6,14 @@ A template is written per claim class (nodes whose GPUs make the same groups of 
 PCIe switch), ``gpu-nic`` (one GPU and its nearest RDMA NIC). Its one request lists the class's groups as
 ``firstAvailable`` subrequests, best first, each selecting the group's bus ids by CEL
 (``device.attributes["resource.kubernetes.io"].pciBusID in [...]``): the scheduler takes the first group with
-N free devices on a node, and leaves the pod pending rather than split a group. CEL cannot see which node a
+N free devices on a node, and leaves the pod pending rather than split a group.
+
+Every attribute read is guarded: ``has(...)`` first, and the driver's own check before its attributes. The
+resource.k8s.io/v1 API makes a reference to an attribute a device lacks an evaluation error that aborts the
+allocation, so one device of another driver (or of the NIC driver, without a PCI address: a virtual interface)
+would make every template unusable on its node. The NIC's bus id is read from each attribute its driver may
+publish it in: the standard ``resource.kubernetes.io/pciBusID`` and, for dranet, ``dra.net/pciAddress``
+(``nic_bus_attributes`` names others). CEL cannot see which node a
 device is on, so the bus ids mean these groups only on nodes of the class: a pod using the template must select
 the class's label (the template carries it, and the annotation says so).
 """
@@ -28,6 +35,7 @@ API = "resource.k8s.io/v1"
 MAX_SUBREQUESTS = 8  # resource.k8s.io: at most 8 subrequests in firstAvailable
 GPU_CLASS, PAIR_CLASS = "topolink-gpu", "topolink-gpu-or-nic"
 KINDS = ("nvlink", "switch", "gpu-nic")
+NIC_BUS_ATTRIBUTES = {"dra.net": ("dra.net/pciAddress",)}  # a NIC driver's own bus-id attribute, beside the standard
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +44,7 @@ class ClaimConfig:
     gpu_domain: str = "gpu.nvidia.com"  # the domain of the driver's own attributes; its ``type`` must be "gpu"
     nic_driver: str = "dra.net"
     bus_id_attribute: str = "resource.kubernetes.io/pciBusID"
+    nic_bus_attributes: tuple[str, ...] = ()  # () the NIC driver's own: the standard one, and dranet's
     namespace: str = "default"
     prefix: str = "gpu.topology"
 
@@ -45,14 +54,23 @@ class ClaimConfig:
                 raise InvalidObject(f"{what} {name!r}: a lowercase DNS subdomain of at most 63 characters")
         if self.gpu_domain and not is_dns_subdomain(self.gpu_domain, 63):
             raise InvalidObject(f"attribute domain {self.gpu_domain!r}: a DNS subdomain of at most 63 characters")
-        if "/" not in self.bus_id_attribute or not is_attribute_name(self.bus_id_attribute):
-            raise InvalidObject(f"bus id attribute {self.bus_id_attribute!r}: a qualified name, DOMAIN/NAME")
+        for attr in (self.bus_id_attribute, *self.nic_bus_attributes):
+            if "/" not in attr or not is_attribute_name(attr):
+                raise InvalidObject(f"bus id attribute {attr!r}: a qualified name, DOMAIN/NAME")
         if not is_dns_label(self.namespace):
             raise InvalidObject(f"namespace {self.namespace!r}: a DNS label")
 
     @property
     def class_label(self) -> str:
         return f"{self.prefix}/claim-class"
+
+    @property
+    def nic_buses(self) -> tuple[str, ...]:
+        """The attributes the NIC driver's bus id is read from, any of them."""
+        if self.nic_bus_attributes:
+            return self.nic_bus_attributes
+        own = NIC_BUS_ATTRIBUTES.get(self.nic_driver, ())
+        return tuple(dict.fromkeys((self.bus_id_attribute, *own)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,11 +92,24 @@ def node_class(snap: Snapshot, node: str) -> ClaimClass:
     return ClaimClass(id=groups.class_id, nodes=(node,), groups=groups)
 
 
+def _has(attr: str) -> tuple[str, str]:
+    """The guard and the read of a qualified attribute name, DOMAIN/NAME."""
+    domain, _, name = attr.rpartition("/")
+    read = f"device.attributes[{json.dumps(domain)}].{name}"
+    return f"has({read})", read
+
+
 def _gpu_expr(cfg: ClaimConfig) -> str:
     expr = f"device.driver == {json.dumps(cfg.gpu_driver)}"
     if cfg.gpu_domain:
-        expr += f' && device.attributes[{json.dumps(cfg.gpu_domain)}].type == "gpu"'
+        guard, read = _has(f"{cfg.gpu_domain}/type")
+        expr += f' && {guard} && {read} == "gpu"'
     return expr
+
+
+def _bus_in(attr: str, buses: Sequence[str]) -> str:
+    guard, read = _has(attr)
+    return f"{guard} && {read} in [{', '.join(json.dumps(b) for b in buses)}]"
 
 
 def device_classes(cfg: ClaimConfig) -> list[Obj]:
@@ -91,9 +122,16 @@ def device_classes(cfg: ClaimConfig) -> list[Obj]:
 
 
 def _select(buses: Sequence[str], cfg: ClaimConfig) -> list[Obj]:
-    domain, _, name = cfg.bus_id_attribute.rpartition("/")
-    listed = ", ".join(json.dumps(b) for b in buses)
-    return [{"cel": {"expression": f"device.attributes[{json.dumps(domain)}].{name} in [{listed}]"}}]
+    return [{"cel": {"expression": _bus_in(cfg.bus_id_attribute, buses)}}]
+
+
+def _select_pair(gpu_bus: str, nic_bus: str, cfg: ClaimConfig) -> list[Obj]:
+    """The GPU by the GPU driver's bus id, the NIC by any attribute its driver may publish it in; each read
+    behind its driver's check and its own ``has``."""
+    nic = " || ".join(f"({_bus_in(attr, [nic_bus])})" for attr in cfg.nic_buses)
+    return [{"cel": {"expression": f"(device.driver == {json.dumps(cfg.gpu_driver)} && "
+                                   f"{_bus_in(cfg.bus_id_attribute, [gpu_bus])}) || "
+                                   f"(device.driver == {json.dumps(cfg.nic_driver)} && ({nic}))"}}]
 
 
 def template_name(kind: str, n: int, class_id: str) -> str:
@@ -115,7 +153,9 @@ def _groups_template(kind: str, n: int, cls: ClaimClass, cfg: ClaimConfig) -> tu
     what = "NVLink island" if kind == "nvlink" else "PCIe switch"
     if n < 2:
         return None, f"a group of {n} is any GPU: ask for it from the GPU driver's own DeviceClass"
-    fit = [g for g in found if len(g.buses) >= n]
+    fit = [g for g in found if len(g.buses) >= n]  # islands: best first
+    if kind == "switch":  # the deepest switch that holds n first (the smallest group), then the ones above it
+        fit.sort(key=lambda g: len(g.buses))
     if not fit:
         largest = cls.groups.largest(kind)
         return None, f"no {what} holds {n} GPUs (the largest holds {largest})" if largest else f"no {what} joins GPUs"
@@ -130,7 +170,7 @@ def _pairs_template(cls: ClaimClass, cfg: ClaimConfig) -> tuple[Obj | None, str]
     pairs = cls.groups.pairs
     if not pairs:
         return None, "no GPU has an RDMA NIC under its PCIe switch or root complex"
-    subs = [{"name": f"pair-{i}", "deviceClassName": PAIR_CLASS, "selectors": _select((p.gpu_bus, p.nic_bus), cfg),
+    subs = [{"name": f"pair-{i}", "deviceClassName": PAIR_CLASS, "selectors": _select_pair(p.gpu_bus, p.nic_bus, cfg),
              "allocationMode": "ExactCount", "count": 2} for i, p in enumerate(pairs[:MAX_SUBREQUESTS])]
     note = f"{len(pairs) - MAX_SUBREQUESTS} more pairs left out (at most {MAX_SUBREQUESTS} per request)" \
         if len(pairs) > MAX_SUBREQUESTS else ""

@@ -31,7 +31,7 @@ from ..._core._health import BwKind, classify, degradation, node_ratio, ratios
 from .._api._errors import InvalidObject
 from ._busbw import SIZES, busbw_labels
 from ._compat import compat_labels
-from ._names import check_labels, check_prefix, joined_value, label_value, sanitise_value
+from ._names import check_labels, check_prefix, joined_value, label_value, own_domain, sanitise_value
 from ._rack import rack_labels
 
 Values = dict[str, str | None]
@@ -115,7 +115,7 @@ def _domain(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values
         return {}
     cliques = {g.fabric.clique if g.fabric else None for g in snap.gpus if not g.lost}
     clique = next(iter(cliques)) if len(cliques) == 1 else None
-    return {"nvlink-domain": label_value(clique or snap.node)}
+    return {"nvlink-domain": label_value(clique) if clique else own_domain(snap.node)}
 
 
 def _numa(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
@@ -215,8 +215,9 @@ LABELERS: tuple[Labeler, ...] = (
         ("nvlink-island-max", "GPUs in the largest NVLink island"),
         ("nvlink-gen", "lowest NVLink generation; absent without NVLink"))),
     Labeler(name="domain", fn=_domain, needs=(A.GPUS, A.FABRIC), keys=(
-        ("nvlink-domain", "the fabric clique `<clusterUuid>.<cliqueId>` shared by every GPU, else the node "
-                          "name: the value to use as a topology level"),)),
+        ("nvlink-domain", "the fabric clique `<clusterUuid>.<cliqueId>` shared by every GPU, else `node_<node "
+                          "name>` (a domain of its own, never equal to the host name): the value to use as a "
+                          "topology level"),)),
     Labeler(name="rack", fn=rack_labels, needs=(A.GPUS, A.FABRIC), keys=(
         ("rack", "GB200/GB300: the rack's chassis serial number (NVML platform info), the same on every GPU: a "
                  "topology level"), ("tray", "GB200/GB300: the compute tray's index in its rack"))),

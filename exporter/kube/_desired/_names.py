@@ -6,6 +6,7 @@ versions. Anything that cannot be made valid is an :class:`InvalidObject`, never
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 
@@ -104,6 +105,31 @@ def fnv64a(text: str) -> str:
 def label_value(text: str) -> str:
     """A label value for an arbitrary string: kept when valid, else ``x`` + FNV-64a (as topograph does)."""
     return text if is_label_value(text) else "x" + fnv64a(text)
+
+
+def cut_name(text: str, limit: int = 63, *, dns: bool = False) -> str:
+    """``text`` as a label value (``dns``: a DNS subdomain, lowercase) of at most ``limit`` characters, readable:
+    kept where it is one already; else its characters outside the charset turned to ``-`` and, where it changed
+    or was cut, a ``-`` and 8 hex digits of a hash of the whole text at the end (so two texts never meet)."""
+    fits = is_dns_subdomain(text, limit) if dns else is_label_value(text) and len(text) <= limit
+    if text and fits:
+        return text
+    if dns:
+        name = re.sub(r"-*\.[-.]*", ".", re.sub(r"[^a-z0-9.-]+", "-", text.lower()))
+    else:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
+    tag = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{re.sub(r'[^A-Za-z0-9]+$', '', re.sub(r'^[^A-Za-z0-9]+', '', name)[:limit - 9])}-{tag}".lstrip("-")
+
+
+OWN_DOMAIN = "node_"  # an NVLink domain of one node: never a host name (a DNS name has no "_")
+
+
+def own_domain(node: str) -> str:
+    """The ``nvlink-domain`` value of a node in no fabric clique: a domain of its own, named after the node
+    but never equal to its host name, nor to any DNS name (Kueue leaves a node out whose level values repeat
+    its host name: kueue#14009)."""
+    return cut_name(OWN_DOMAIN + node)
 
 
 def sanitise_value(text: str) -> str:

@@ -29,7 +29,8 @@ _NIC_CLASS = Needs(own=(_A.PCIE_PATH, _A.NUMA), every_nic=(_A.PCIE_PATH, _A.NUMA
 # attribute -> what it derives from. When any of it is unknown the attribute keeps the value the device has
 # (none yet: it is left out); a guess never stands in, not even "0 NVLinks".
 NEEDS: dict[str, Needs] = {
-    "pcieRoot": Needs(own=(_A.PCIE_PATH,)), "pcieSwitch": Needs(own=(_A.PCIE_PATH,)), "numaNode": Needs(own=(_A.NUMA,)),
+    "pcieRoot": Needs(own=(_A.PCIE_PATH,)), "pcieSwitch": Needs(own=(_A.PCIE_PATH,)),
+    "pcieSwitchesAbove": Needs(own=(_A.PCIE_PATH,)), "numaNode": Needs(own=(_A.NUMA,)),
     "uuid": Needs(own=(_A.IDENTITY,)), "productName": Needs(own=(_A.IDENTITY,)),
     "cudaComputeCapability": Needs(own=(_A.IDENTITY,)), "driverVersion": Needs(node=(_A.VERSIONS,)),
     "nvlinkIsland": Needs(own=(_A.NVLINKS,), every_gpu=(_A.NVLINKS,)),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topology import Gpu, Nic, PathClass, PathIndex, Snapshot, nearest_nics, nvlink_islands, pcie_switch
+from topology import Gpu, Nic, PathClass, PathIndex, Snapshot, nearest_nics, nvlink_islands, pcie_switch, pcie_switches
 
 from ..._core._health import BwKind, classify, degradation, nvlink_counts, ratios
 from .._api._api import MANAGED_BY, Obj
@@ -47,6 +47,8 @@ ATTRIBUTES: tuple[tuple[str, str, str], ...] = (  # (name, type, meaning), for t
     ("pcieSwitch", "string", "bus id of the upstream port of the nearest PCIe switch above the device, or its root "
                              "complex `pciDDDD:BB` when none (GPU and NIC): `matchAttribute` keeps a claim under "
                              "one switch"),
+    ("pcieSwitchesAbove", "string", "the switches above that one, nearest first, comma-separated (two levels of "
+                                    "switches: the one over the leaves); omitted when none (GPU and NIC)"),
     ("type", "string", "`gpu` or `nic`"),
     ("uuid", "string", "GPU UUID"),
     ("productName", "string", "GPU product name"),
@@ -105,6 +107,16 @@ def _roots(snap: Snapshot) -> dict[str, str]:
     return out
 
 
+def switches_above(snap: Snapshot, bdf: str) -> str:
+    """The switches above the nearest one, nearest first, comma-separated, as many as fit a string attribute."""
+    kept: list[str] = []
+    for port in pcie_switches(snap, bdf)[1:]:
+        if len(",".join([*kept, port])) > MAX_STRING:
+            break
+        kept.append(port)
+    return ",".join(kept)
+
+
 def _std(bdf: str | None, numa: int | None, roots: Mapping[str, str], snap: Snapshot) -> dict[str, tuple[str, Any]]:
     out: dict[str, tuple[str, Any]] = {}
     if bdf and _BDF.match(bdf):
@@ -113,6 +125,8 @@ def _std(bdf: str | None, numa: int | None, roots: Mapping[str, str], snap: Snap
             out[f"{STD}/pcieRoot"] = ("string", roots[bdf])
             if switch := pcie_switch(snap, bdf):
                 out["pcieSwitch"] = ("string", switch)
+            if above := switches_above(snap, bdf):
+                out["pcieSwitchesAbove"] = ("string", above)
     if numa is not None and numa >= 0:
         out[f"{STD}/numaNode"] = ("int", numa)
     return out

@@ -28,6 +28,7 @@ from topology import NodeSummary, nvlink_bytes_per_second
 from .._api._api import RESOURCE_GROUP, SLICE_VERSIONS
 from .._api._errors import Expired, InvalidObject, NotFound
 from .._desired._busbw import KEY, SIZES
+from .._desired._names import own_domain
 
 PAGE = 500
 PARTIAL = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -189,7 +190,8 @@ def summary_of(name: str, labels: Mapping[str, str], prefix: str, figures: _Node
     rates = figures.gpu_rates if figures else []
     return NodeSummary(
         node=name, product=labels.get(f"{prefix}/gpu.product", "unknown"), gpus=int(count),
-        clique=domain if domain and domain != name else None, busbw=tuple(busbw), busbw_source="estimate",
+        clique=domain if domain and domain not in (name, own_domain(name)) else None, busbw=tuple(busbw),
+        busbw_source="estimate",
         nvlink_bytes_per_second=min(r for r in rates if r is not None) if rates and None not in rates else None,
         nic_bytes_per_second=figures.nic_bytes_per_second if figures and figures.nics else None)
 

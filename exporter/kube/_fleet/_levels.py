@@ -5,7 +5,8 @@ The rules are the schedulers' own (Kueue's ``Topology``, Volcano's ``HyperNode``
 KAI's ordered levels): a level's label exists on every node it spans (kueue#6996: a node without it is never
 placed), ``kubernetes.io/hostname`` is the lowest level, and each level's groups hold whole groups of the level
 under it (a tree). A candidate that breaks a rule is dropped with the reason, never bent to fit; one that
-groups the nodes exactly as a lower level does adds nothing and is dropped too.
+groups the nodes exactly as a lower level does adds nothing and is dropped too. The top level may not take a
+node's host name as a value (kueue#14009: Kueue keys both by the bare value and leaves that node out).
 
 The candidates are the labels the operator names (existing cloud or Topograph labels, highest first), then
 topolink's own (the NVLink domain and the rack), ordered by how many groups each makes (fewer is higher: a rack
@@ -59,6 +60,17 @@ def _why_not(lower: dict[str, frozenset[str]], lower_label: str, upper: dict[str
     return None
 
 
+def _top_is_a_host(nodes: Mapping[str, Mapping[str, str]], label: str) -> str | None:
+    """Why ``label`` cannot be the top level: one of its values is a node's host name. Kueue keys a top-level
+    domain by its bare value and a node by its bare host name, in one map: the node is left out (kueue#14009)."""
+    hosts = {labels[HOSTNAME]: name for name, labels in nodes.items()}
+    for name, labels in sorted(nodes.items()):
+        if labels[label] in hosts:
+            return (f"its value {labels[label]} on {name} is the host name of {hosts[labels[label]]} "
+                    "(as the top level, Kueue leaves that node out: kueue#14009)")
+    return None
+
+
 def fleet_levels(nodes: Mapping[str, Mapping[str, str]], named: Sequence[str], prefix: str) -> Levels:
     """The levels for ``nodes`` (name -> labels): ``named`` (highest first) then topolink's own, each kept where
     it exists on every node, nests over the level kept under it and differs from it; hostname last."""
@@ -93,4 +105,7 @@ def fleet_levels(nodes: Mapping[str, Mapping[str, str]], named: Sequence[str], p
     labels = [*reversed(kept), *(() if host_missing else (HOSTNAME,))]
     for label in labels[:-MAX_LEVELS] if len(labels) > MAX_LEVELS else ():
         dropped.append((label, f"above Kueue's {MAX_LEVELS} levels"))
-    return Levels(tuple(labels[-MAX_LEVELS:]), tuple(dropped))
+    labels = labels[-MAX_LEVELS:]
+    while not host_missing and len(labels) > 1 and (why := _top_is_a_host(nodes, labels[0])) is not None:
+        dropped.append((labels.pop(0), why))
+    return Levels(tuple(labels), tuple(dropped))
