@@ -119,7 +119,7 @@ def places_of(snap: Snapshot) -> tuple[GpuPlace, ...]:
         gens = [v for lk in snap.links if g.id in (lk.a, lk.b) and (v := lk.nvlink_version or 0) > 0]
         rate = nvlink_bytes_per_second(min(gens), counts.get(g.id, 0)) if gens else None
         switch = pcie_switch(snap, g.id)
-        near = nearest_nics(snap, g.id)
+        near = nearest_nics(snap, g.id, index)
         nic = nics.get(near[0]) if near else None
         path = index.pcie_class(g.id, nic.id) if nic is not None else None
         out.append(GpuPlace(
