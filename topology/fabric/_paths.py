@@ -52,6 +52,8 @@ NVML_TOPOLOGY_LEVEL = {
 
 @dataclass(frozen=True, slots=True)
 class PathInfo:
+    """The class of a path, and for NVLink its link count and the PCIe class beneath."""
+
     kind: PathClass
     nvlinks: int = 0
     pcie: PathClass | None = None  # the PCIe class underneath an NVLink path
@@ -62,6 +64,8 @@ class PathInfo:
 
 @dataclass(frozen=True, slots=True)
 class _Place:
+    """Where a device sits under the host bridges."""
+
     root: str | None  # host bridge id, None when unknown
     chain: tuple[str, ...]  # bridge functions from the root port down, the device excluded
     numa: int | None
