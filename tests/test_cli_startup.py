@@ -133,3 +133,44 @@ def test_each_command_line_builds_the_parser_of_its_command_alone() -> None:
         lazy = build_parser(name)
         assert lazy.format_help() == whole.format_help()
         assert _help_of(lazy, [name, "--help"]) == _help_of(whole, [name, "--help"])
+
+
+# What a command may load to start, counted (benchmarks/startup.py times it): modules imported beyond the
+# interpreter's own start, those of topolink's packages, the classes those define, and their dataclasses (each
+# one costs a millisecond or more to create, twice that without a docstring: dataclass() writes one with
+# inspect.signature). A budget is where the command stands; a change that loads more must say why here.
+_COUNT = """
+import dataclasses, json, sys
+before = set(sys.modules)
+from agent.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+ours = [n for n in sys.modules if n.split(".")[0] in ("agent", "topology", "exporter", "probes")]
+classes = [v for n in ours for v in vars(sys.modules[n]).values() if isinstance(v, type) and v.__module__ == n]
+records = [c for c in classes if dataclasses.is_dataclass(c)]
+print(json.dumps({"modules": sorted(set(sys.modules) - before), "ours": len(ours), "classes": len(classes),
+                  "dataclasses": len(records),
+                  "undocumented": [c.__qualname__ for c in records if "__doc__" not in c.__dict__
+                                   or (c.__doc__ or "").startswith(c.__name__ + "(")]}), file=sys.__stderr__)
+"""
+
+
+@pytest.mark.parametrize(("argv", "budget"), [  # (modules, topolink's modules, their classes, their dataclasses)
+    (["--help"], (15, 3, 2, 0)),
+    (["discover", "--help"], (28, 12, 13, 0)),
+    (["discover", "--format", "json", "-o", "{tmp}/node.json"], (100, 72, 104, 51)),
+])
+def test_start_up_budget_in_modules_and_classes(argv: list[str], budget: tuple[int, int, int, int],
+                                                 tmp_path: Path) -> None:
+    modules, ours, classes, records = budget
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
+    out = subprocess.run([sys.executable, "-c", _COUNT, *(a.format(tmp=tmp_path) for a in argv)],
+                         capture_output=True, text=True, cwd=REPO, env=env, timeout=120, check=False)
+    found = json.loads(out.stderr.strip().splitlines()[-1])
+    assert len(found["modules"]) <= modules, found["modules"]
+    assert found["ours"] <= ours and found["classes"] <= classes and found["dataclasses"] <= records, found
+    assert found["undocumented"] == []
+    if argv == ["--help"]:
+        assert "typing" not in found["modules"] and "dataclasses" not in found["modules"]

@@ -186,7 +186,9 @@ def test_exposition_is_rendered_once_per_view_and_not_on_the_global_registry(hgx
     stats = HttpStats()
     cache = MetricsCache(lambda: views[-1], stats)
     first = cache.body(openmetrics=False, gzipped=False)
-    assert cache._parts()[0].raw is cache._parts()[0].raw  # one rendering per view
+    assert cache._part(False).raw is cache._part(False).raw  # one rendering per view
+    assert cache._cached is not None and set(cache._cached.parts) == {False}  # a scrape renders its format alone
+    assert cache._part(True).raw is cache._part(True).raw and cache._cached.metrics == []  # both done: dropped
     views.append(dataclasses.replace(views[0], discovery_passes=5, generation=2))
     assert b"topolink_discovery_passes_total 5.0" in cache.exposition().text
     stats.count("evicted")  # live counters move between views, without a new view

@@ -22,7 +22,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from importlib import import_module
-from typing import Any
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
 
@@ -99,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = _command_of(argv)
     try:
         parser = build_parser(command or "")
-        args: Any = parser.parse_args(argv)
+        args = parser.parse_args(argv)
     except (ValueError, argparse.ArgumentError) as exc:  # a bad value, or a variable (the settings' SettingError)
         print(f"topolink{' ' + command if command in _MODULE_OF else ''}: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (--help needs nothing of it); type
+# checkers take any constant of this name as true
 
 if TYPE_CHECKING:
     import argparse

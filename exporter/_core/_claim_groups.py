@@ -132,7 +132,7 @@ def places_of(snap: Snapshot) -> tuple[GpuPlace, ...]:
         rate = nvlink_bytes_per_second(min(gens), counts.get(g.id, 0)) if gens else None
         switch = pcie_switch(snap, g.id)
         above = pcie_switches(snap, g.id)[1:]
-        near = nearest_nics(snap, g.id)
+        near = nearest_nics(snap, g.id, index)
         nic = nics.get(near[0]) if near else None
         path = index.pcie_class(g.id, nic.id) if nic is not None else None
         out.append(GpuPlace(

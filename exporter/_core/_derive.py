@@ -114,9 +114,9 @@ def gpu_nic_rows(snap: Snapshot) -> tuple[tuple[str, str, float, bool, str], ...
     index = PathIndex(snap)
     out = []
     for g in ordered_gpus(snap):
-        near = set(nearest_nics(snap, g.id))
-        for n in sorted((n for n in snap.nics if n.rdma), key=lambda n: n.name):
-            verdict = gdr_readiness(snap, g.id, n.id).verdict.value
+        near = set(nearest_nics(snap, g.id, index))
+        for n in index.rdma_nics():
+            verdict = gdr_readiness(snap, g.id, n.id, index).verdict.value
             out.append((g.id, n.name, _level(index, g.id, n.id), n.id in near, verdict))
     return tuple(out)
 

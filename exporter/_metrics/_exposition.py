@@ -1,7 +1,8 @@
 """The ``/metrics`` bytes: rendered once per view, with the server's few live counters appended per scrape.
 
-A view changes only when the agent swaps it, so its families are rendered once (text and OpenMetrics, about
-25 ms for an 8-GPU node with every probe result) and every scrape in between copies bytes. The HTTP
+A view changes only when the agent swaps it, so its families are built once and rendered once per format, on
+the first scrape that asks for that format (about 25 ms for an 8-GPU node with every probe result; a scrape
+asks for one format, so it never pays for the other), and every scrape in between copies bytes. The HTTP
 counters move between views; they are rendered on their own (microseconds) and appended: families are
 independent blocks in both formats, and OpenMetrics' ``# EOF`` goes last. For gzip, each view's part is
 compressed once and its compressor state kept: a scrape copies that state, feeds it the live part and
@@ -81,9 +82,19 @@ class _Built:
         return self.metrics
 
 
+class _ViewParts:
+    """One view's families, and each format's part once a scrape has asked for it."""
+
+    __slots__ = ("key", "metrics", "parts")
+
+    def __init__(self, key: int, metrics: list[Metric]) -> None:
+        self.key, self.metrics = key, metrics
+        self.parts: dict[bool, _Part] = {}  # openmetrics -> its part
+
+
 class MetricsCache:
-    """The agent's own registries: the view's families (rendered once per view) and, when given, the HTTP
-    server's counters (rendered per scrape)."""
+    """The agent's own registries: the view's families (built once per view, rendered once per view and
+    format) and, when given, the HTTP server's counters (rendered per scrape)."""
 
     def __init__(self, current: Callable[[], View | None], http: HttpStats | None = None) -> None:
         self._current = current
@@ -95,31 +106,37 @@ class MetricsCache:
             self._live = CollectorRegistry(auto_describe=False)
             self._live.register(HttpCollector(http))
         self._lock = threading.Lock()
-        self._cached: tuple[int, _Part, _Part] | None = None
+        self._cached: _ViewParts | None = None
 
-    def _parts(self) -> tuple[_Part, _Part]:
-        """(text, OpenMetrics without its ``# EOF``) of the current view, rendered on its first request."""
+    def _part(self, openmetrics: bool) -> _Part:
+        """The current view's families in one format (OpenMetrics without its ``# EOF``), rendered on the first
+        request for that format."""
         view = self._current()
         key = -1 if view is None else view.generation
         cached = self._cached
-        if cached is not None and cached[0] == key:
-            return cached[1], cached[2]
+        if cached is not None and cached.key == key and (part := cached.parts.get(openmetrics)) is not None:
+            return part
         with self._lock:
-            if self._cached is not None and self._cached[0] == key:
-                return self._cached[1], self._cached[2]
-            self._built.metrics = [] if view is None else list(families(view))
-            parts = (_Part(_render(self.registry, False)), _Part(_render(self.registry, True)))
-            self._built.metrics = []
-            self._cached = (key, *parts)
-            return parts
+            cached = self._cached
+            if cached is None or cached.key != key:
+                cached = _ViewParts(key, [] if view is None else list(families(view)))
+                self._cached = cached
+            part = cached.parts.get(openmetrics)
+            if part is None:
+                self._built.metrics = cached.metrics
+                part = cached.parts[openmetrics] = _Part(_render(self.registry, openmetrics))
+                self._built.metrics = []
+                if len(cached.parts) == 2:  # both formats rendered: the families are no longer needed
+                    cached.metrics = []
+            return part
 
     def prime(self) -> None:
-        """Render the current view now (the agent calls this when it swaps views: no scrape waits for it)."""
-        self._parts()
+        """Render the current view in both formats now, so that no scrape waits for it."""
+        self._part(False)
+        self._part(True)
 
     def body(self, *, openmetrics: bool, gzipped: bool) -> bytes:
-        text, om = self._parts()
-        part = om if openmetrics else text
+        part = self._part(openmetrics)
         tail = b"" if self._live is None else _render(self._live, openmetrics)
         if openmetrics:
             tail += _EOF

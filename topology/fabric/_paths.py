@@ -24,7 +24,7 @@ import enum
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..model._entities import LinkKind, Snapshot
+from ..model._entities import LinkKind, Nic, Snapshot
 from ..model._facts import Aspect
 
 
@@ -52,6 +52,8 @@ NVML_TOPOLOGY_LEVEL = {
 
 @dataclass(frozen=True, slots=True)
 class PathInfo:
+    """The class of a path, and for NVLink its link count and the PCIe class beneath."""
+
     kind: PathClass
     nvlinks: int = 0
     pcie: PathClass | None = None  # the PCIe class underneath an NVLink path
@@ -62,13 +64,17 @@ class PathInfo:
 
 @dataclass(frozen=True, slots=True)
 class _Place:
+    """Where a device sits under the host bridges."""
+
     root: str | None  # host bridge id, None when unknown
     chain: tuple[str, ...]  # bridge functions from the root port down, the device excluded
     numa: int | None
 
 
 class PathIndex:
-    """Lookups built once per snapshot; ``path`` over a whole matrix is then cheap."""
+    """Lookups built once per snapshot; ``path`` over a whole matrix is then cheap. Whatever asks about many
+    pairs (every GPU and NIC: the metrics, the labels, the slices) builds one and passes it on: building it
+    reads the whole snapshot, so one per pair would make G x N pairs cost G x N snapshots."""
 
     def __init__(self, snap: Snapshot) -> None:
         self._knowledge = snap.knowledge()
@@ -76,6 +82,9 @@ class PathIndex:
         self._pci = {f.id: f for f in snap.pci}
         self._roots = {h.id: h for h in snap.host_bridges}
         self._nic_pci = {n.id: n.pci_bus_id for n in snap.nics}
+        self._nics = {n.id: n for n in snap.nics}
+        self._rdma: tuple[Nic, ...] | None = None
+        self._snap = snap
         self._gpus = {g.id for g in snap.gpus}
         self._numa_of = {g.id: g.numa_node for g in snap.gpus} | {n.id: n.numa_node for n in snap.nics}
         switches = {s.id for s in snap.nvswitches}
@@ -97,6 +106,10 @@ class PathIndex:
                 self._to_switch[link.b] += link.count
                 self._to_switch_bw[link.b] += rate
         self._places: dict[str, _Place] = {}
+        self._distinct: dict[_Place, _Place] = {}
+        # The class below a common host bridge depends on the two places alone: a matrix of every GPU and
+        # NIC (G + N squared cells) works it out once per pair of distinct places (a few per switch).
+        self._below_root: dict[tuple[int, int], PathClass] = {}
         self._all_known = not self._knowledge
 
     def nvlinks(self, a: str, b: str) -> int:
@@ -136,8 +149,39 @@ class PathIndex:
         if numa is None and root is not None:
             numa = self._roots[root].numa_node
         place = _Place(root, tuple(chain), numa)
+        place = self._distinct.setdefault(place, place)  # devices under one switch share one place
         self._places[dev] = place
         return place
+
+    def nic(self, nic: str) -> Nic | None:
+        """The NIC of this id, or None."""
+        return self._nics.get(nic)
+
+    def rdma_nics(self) -> tuple[Nic, ...]:
+        """The RDMA NICs in name order (the order every GPU/NIC table lists them in)."""
+        if self._rdma is None:
+            self._rdma = tuple(sorted((n for n in self._snap.nics if n.rdma), key=lambda n: n.name))
+        return self._rdma
+
+    def acs_bridges(self, gpu: str, nic: str) -> tuple[str, ...]:
+        """The bridges with ACS request redirect on that peer traffic between the GPU and the NIC crosses: those
+        below their deepest common bridge on either side, and that bridge."""
+        nic_bdf = self._nic_pci.get(nic) or nic
+        a, b = self._bridges_above(gpu), self._bridges_above(nic_bdf)
+        shared = set(a) & set(b)
+        between = [x for x in a if x not in shared] + [x for x in b if x not in shared]
+        if shared:  # the deepest common bridge routes the peer traffic too
+            between.append(next(x for x in a if x in shared))
+        return tuple(sorted(x for x in between if self._pci[x].acs_enabled))
+
+    def _bridges_above(self, bdf: str) -> list[str]:
+        """The PCI functions above ``bdf``, nearest first, up to the host bridge."""
+        out: list[str] = []
+        node = self._pci.get(bdf)
+        while node is not None and node.parent in self._pci and node.parent not in out:
+            out.append(node.parent)
+            node = self._pci.get(node.parent)
+        return out
 
     def knows(self, dev: str, aspect: Aspect) -> bool:
         return self._knowledge.knows(dev, aspect)
@@ -155,18 +199,11 @@ class PathIndex:
             # nvidia-smi prints SYS when it cannot place a device in a NUMA node
             same_node = pa.numa is not None and pa.numa == pb.numa
             return PathClass.NODE if same_node else PathClass.SYS
-        common = 0
-        for x, y in zip(pa.chain, pb.chain, strict=False):
-            if x != y:
-                break
-            common += 1
-        if common == 0:
-            return PathClass.PHB
-        # The walk touches the deepest common bridge and every bridge below it on both sides.
-        walked = {(i, pa.chain[i]) for i in range(common - 1, len(pa.chain))}
-        walked |= {(i, pb.chain[i]) for i in range(common - 1, len(pb.chain))}
-        switches = {_switch_of(pa.chain if bdf in pa.chain else pb.chain, i) for i, bdf in walked}
-        return PathClass.PIX if len(switches) <= 1 else PathClass.PXB
+        key = (id(pa), id(pb))  # places are kept (``_places``) and distinct: an id names one
+        cls = self._below_root.get(key)
+        if cls is None:
+            cls = self._below_root[key] = _class_below_root(pa, pb)
+        return cls
 
     def path(self, a: str, b: str) -> PathInfo:
         if a == b:
@@ -181,6 +218,15 @@ class PathIndex:
             if count:
                 return PathInfo(PathClass.NVLINK, count, pcie)
         return PathInfo(pcie)
+
+    def cell_group(self, dev: str) -> tuple[object, ...]:
+        """Devices of one group have the same ``cell`` with every other device: a GPU is a group of its own
+        (its NVLinks), any other device is grouped by its place under the host bridges and what is known of
+        its path and NUMA node. A matrix of every GPU and NIC works out a cell per pair of groups."""
+        if dev in self._gpus:
+            return ("gpu", dev)
+        k = self._knowledge
+        return (id(self._place(dev)), k.knows(dev, Aspect.PCIE_PATH), k.knows(dev, Aspect.NUMA))
 
     def cell(self, a: str, b: str) -> str:
         """``str(path(a, b))``, as the matrix asks it for every pair of its rows: no PathInfo is built."""
@@ -198,6 +244,22 @@ class PathIndex:
 
 
 _TEXT = {c: c.value for c in PathClass}
+
+
+def _class_below_root(pa: _Place, pb: _Place) -> PathClass:
+    """PIX, PXB or PHB between two places under one host bridge."""
+    common = 0
+    for x, y in zip(pa.chain, pb.chain, strict=False):
+        if x != y:
+            break
+        common += 1
+    if common == 0:
+        return PathClass.PHB
+    # The walk touches the deepest common bridge and every bridge below it on both sides.
+    walked = {(i, pa.chain[i]) for i in range(common - 1, len(pa.chain))}
+    walked |= {(i, pb.chain[i]) for i in range(common - 1, len(pb.chain))}
+    switches = {_switch_of(pa.chain if bdf in pa.chain else pb.chain, i) for i, bdf in walked}
+    return PathClass.PIX if len(switches) <= 1 else PathClass.PXB
 
 
 def _switch_of(chain: tuple[str, ...], depth: int) -> str:

@@ -17,6 +17,8 @@ GB = 1e9
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NvlinkGeneration:
+    """One NVLink generation: its NVML names and rate per link."""
+
     version: int  # NVLink generation (NVLink 1.0 is 1, 2.0 and 2.2 are 2, 3.0 and 3.1 are 3...)
     nvml_enums: tuple[int, ...]  # the nvmlNvlinkVersion_t values that name it
     per_link: float | None  # bytes per second, per direction, per link
@@ -25,6 +27,8 @@ class NvlinkGeneration:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PcieGeneration:
+    """One PCIe generation: its transfer rate and bytes per lane after line coding."""
+
     gen: int
     gts: float  # transfer rate per lane, GT/s (sysfs current_link_speed)
     per_lane: float  # bytes per second, per direction, per lane, after line coding
@@ -33,6 +37,8 @@ class PcieGeneration:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuFamily:
+    """A GPU model family: how NVML and the PCI ids name it, and its NVLinks."""
+
     name: str  # what NVML's product name says, as a whole word ("A100" in "NVIDIA A100-SXM4-40GB")
     pci_device_ids: tuple[int, ...]  # the PCI device ids (vendor 10de) of its boards
     nvlink_version: int | None  # None: no NVLink

@@ -51,6 +51,8 @@ _WIDTHS = frozenset((None, *PCIE_WIDTHS))
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Breach:
+    """A number above what the links allow, and where it is."""
+
     where: str  # the field, as the reader names it (snapshot.links[3].bytes_per_second)
     subjects: tuple[str, ...]  # whose fact it is
     aspect: Aspect  # which fact of theirs it makes unknown

@@ -60,10 +60,11 @@ _CLASS_RANK = {c: i for i, c in enumerate(
     (PathClass.PIX, PathClass.PXB, PathClass.PHB, PathClass.NODE, PathClass.SYS))}
 
 
-def nearest_nics(snap: Snapshot, gpu: str) -> tuple[str, ...]:
-    """The RDMA NICs at the closest PCIe class from the GPU (ties all returned, in name order)."""
-    index = PathIndex(snap)
-    nics = sorted((n for n in snap.nics if n.rdma), key=lambda n: n.name)
+def nearest_nics(snap: Snapshot, gpu: str, index: PathIndex | None = None) -> tuple[str, ...]:
+    """The RDMA NICs at the closest PCIe class from the GPU (ties all returned, in name order). ``index``: the
+    snapshot's, where the caller asks about many GPUs."""
+    index = index or PathIndex(snap)
+    nics = index.rdma_nics()
     if not nics:
         return ()
     ranked = [(_CLASS_RANK[c], n.id) for n in nics if (c := index.pcie_class(gpu, n.id)) in _CLASS_RANK]
@@ -89,15 +90,16 @@ class GdrReadiness:
     reasons: tuple[str, ...]
 
 
-def gdr_readiness(snap: Snapshot, gpu: str, nic: str) -> GdrReadiness:
+def gdr_readiness(snap: Snapshot, gpu: str, nic: str, index: PathIndex | None = None) -> GdrReadiness:
     """Can this NIC DMA straight into this GPU's memory, and would NCCL let it? Every reason is stated.
+    ``index``: the snapshot's, where the caller asks about many pairs (each then costs no snapshot walk).
 
     NCCL's default GPUDirect RDMA level is PXB: it is used only when GPU and NIC share a PCIe switch.
     ACS request redirect on a bridge between them sends peer traffic up to the root complex.
     """
-    index = PathIndex(snap)
+    index = index or PathIndex(snap)
     cls = index.pcie_class(gpu, nic)
-    nic_rec = next((n for n in snap.nics if n.id == nic), None)
+    nic_rec = index.nic(nic)
     reasons: list[str] = []
     blocking = False
     if nic_rec is None or not nic_rec.rdma:
@@ -115,7 +117,7 @@ def gdr_readiness(snap: Snapshot, gpu: str, nic: str) -> GdrReadiness:
     else:
         reasons.append("neither nvidia_peermem nor dma-buf is available")
         blocking = True
-    acs = _acs_bridges(snap, gpu, nic)
+    acs = index.acs_bridges(gpu, nic)
     degraded = False
     if acs:
         reasons.append("ACS request redirect on " + ", ".join(acs) + ": peer traffic goes through the root complex")
@@ -136,22 +138,3 @@ def gdr_readiness(snap: Snapshot, gpu: str, nic: str) -> GdrReadiness:
         verdict = GdrVerdict.DEGRADED if degraded else GdrVerdict.READY
     return GdrReadiness(gpu=gpu, nic=nic, verdict=verdict, path=cls, reasons=tuple(reasons))
 
-
-def _acs_bridges(snap: Snapshot, gpu: str, nic: str) -> tuple[str, ...]:
-    pci = {f.id: f for f in snap.pci}
-    nic_bdf = next((n.pci_bus_id for n in snap.nics if n.id == nic), None) or nic
-
-    def chain(bdf: str) -> list[str]:
-        out: list[str] = []
-        node = pci.get(bdf)
-        while node is not None and node.parent in pci and node.parent not in out:
-            out.append(node.parent)
-            node = pci.get(node.parent)
-        return out
-
-    a, b = chain(gpu), chain(nic_bdf)
-    shared = set(a) & set(b)
-    between = [x for x in a if x not in shared] + [x for x in b if x not in shared]
-    if shared:  # the deepest common bridge routes the peer traffic too
-        between.append(next(x for x in a if x in shared))
-    return tuple(sorted(x for x in between if pci[x].acs_enabled))

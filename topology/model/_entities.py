@@ -88,6 +88,8 @@ class PciFunction:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NumaNode:
+    """A NUMA node: its CPUs and memory."""
+
     id: str
     os_index: int
     cpus: tuple[int, ...]
@@ -97,6 +99,8 @@ class NumaNode:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MigInstance:
+    """A MIG GPU instance (and compute instance) of a GPU."""
+
     gpu_instance_id: int
     compute_instance_id: int | None = None
     profile: str | None = None
@@ -119,6 +123,8 @@ class PlatformInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FabricInfo:
+    """The GPU's NVLink fabric registration (``nvmlGpuFabricInfo``)."""
+
     state: FabricState
     cluster_uuid: str | None = None
     clique_id: int | None = None
@@ -134,6 +140,8 @@ class FabricInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
+    """An NVIDIA GPU, by its PCI bus id."""
+
     id: str  # canonical PCI bus id
     index: int | None = None  # NVML index; None when found by PCI alone
     minor: int | None = None
@@ -157,6 +165,8 @@ class Gpu:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NvSwitch:
+    """An NVSwitch chip, on the PCI bus or seen only as NVLink's far end."""
+
     id: str  # PCI bus id, or ``nvswitch<N>`` when NVML only gave the sentinel remote id
     pci_device_id: int | None = None
     visible_on_pci: bool = True
@@ -164,6 +174,8 @@ class NvSwitch:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NicPort:
+    """One port of a NIC."""
+
     number: int
     state: str | None = None  # ACTIVE, DOWN, ...
     rate_gbps: float | None = None
@@ -172,6 +184,8 @@ class NicPort:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Nic:
+    """A network adapter: an RDMA device or a network interface."""
+
     id: str
     name: str  # mlx5_0 for an HCA, the interface name otherwise
     pci_bus_id: str | None = None

@@ -64,6 +64,8 @@ class Aspect(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)
 class Fact:
+    """One fact of a snapshot: an aspect of a subject (an entity id, or the whole node)."""
+
     subject: str  # an entity id, or NODE
     aspect: Aspect
 

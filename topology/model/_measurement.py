@@ -26,6 +26,8 @@ class MatrixKind(enum.Flag):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stats:
+    """Statistics of a measurement's samples."""
+
     median: float
     p5: float
     p95: float
@@ -54,6 +56,8 @@ class Measurement:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Matrix:
+    """A named square matrix over ids (NUMA distances, NVLink bandwidth, ...)."""
+
     name: str  # "numa_distance", "nvlink_bandwidth"
     kind: MatrixKind
     unit: str

@@ -39,6 +39,8 @@ class Problem:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SourceOutcome:
+    """How one discovery source fared in the pass: its status, how long it took, and a detail."""
+
     name: str
     status: SourceStatus
     duration_seconds: float

@@ -76,14 +76,32 @@ def topo_table(snap: Snapshot) -> TopoTable:
 
 
 def _grid(index: PathIndex, ids: list[str]) -> list[tuple[str, ...]]:
-    """Every cell, each pair asked once: a path reads the same both ways."""
-    n = len(ids)
-    grid = [["X"] * n for _ in range(n)]
-    for i, a in enumerate(ids):
-        row = grid[i]
-        for j in range(i + 1, n):
-            row[j] = grid[j][i] = index.cell(a, ids[j])
-    return [tuple(row) for row in grid]
+    """Every cell, each pair of cell groups asked once (``PathIndex.cell_group``: NICs under one switch are
+    alike): the work grows with the groups squared, the copying with the devices squared."""
+    group_of: dict[tuple[object, ...], int] = {}
+    members: list[list[str]] = []
+    col = []
+    for dev in ids:
+        g = group_of.setdefault(index.cell_group(dev), len(members))
+        if g == len(members):
+            members.append([])
+        members[g].append(dev)
+        col.append(g)
+    k = len(members)
+    small = [[""] * k for _ in range(k)]
+    for ga in range(k):
+        a = members[ga][0]
+        # two devices of one group: their cell (a path reads the same both ways)
+        small[ga][ga] = index.cell(a, members[ga][1]) if len(members[ga]) > 1 else "X"
+        for gb in range(ga + 1, k):
+            small[ga][gb] = small[gb][ga] = index.cell(a, members[gb][0])
+    grid = []
+    for i, g in enumerate(col):
+        cells = small[g]
+        row = [cells[h] for h in col]
+        row[i] = "X"
+        grid.append(tuple(row))
+    return grid
 
 
 def _cell(value: str) -> str:

@@ -12,6 +12,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class RawPlatform:
+    """``nvmlPlatformInfo_t`` as NVML wrote it."""
+
     chassis_serial: str  # up to 16 characters; empty where NVML wrote none
     slot: int
     tray: int

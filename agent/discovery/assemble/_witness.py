@@ -63,6 +63,8 @@ class Overrule:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Witness:
+    """One fact two readings witness, which readings they are, and what is unknown when they disagree."""
+
     key: str
     fact: str  # what is compared
     first: str  # one witness

@@ -72,6 +72,8 @@ class PciFacts:
 
 @dataclass(frozen=True, slots=True)
 class _Place:
+    """A PCI function's directory, its parent, its host bridge and the problems reading them."""
+
     path: str  # the function's directory below the root
     parent: str
     host_bridge: str

@@ -163,7 +163,7 @@ def _gdr(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     index = PathIndex(snap)
     if any(index.pcie_class(g, n) in (PathClass.UNKNOWN, PathClass.LOST) for g in _live(snap) for n in rdma):
         return {"gdr": None}  # a GPU's nearest NIC is not known: keep what the Node has
-    verdicts = [gdr_readiness(snap, g, near[0]).verdict for g in _live(snap) if (near := nearest_nics(snap, g))]
+    verdicts = [gdr_readiness(snap, g, n[0], index).verdict for g in _live(snap) if (n := nearest_nics(snap, g, index))]
     return {"gdr": min(verdicts, key=_GDR_ORDER.index).value} if verdicts else {}
 
 

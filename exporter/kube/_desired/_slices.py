@@ -157,7 +157,7 @@ def _gpu_attrs(snap: Snapshot, g: Gpu, ctx: dict[str, Any]) -> dict[str, tuple[s
         a["pcieGen"] = ("int", g.pcie.max_gen)
     if g.pcie and ((width := g.pcie.current_width or g.pcie.max_width) or 0) > 0:
         a["pcieWidth"] = ("int", width)
-    near = nearest_nics(snap, g.id) if not g.lost else ()
+    near = nearest_nics(snap, g.id, ctx["index"]) if not g.lost else ()
     nic = next((n for n in snap.nics if near and n.id == near[0]), None)
     if nic is not None:
         a["nearestNic"] = ("string", nic_device_name(nic))
