@@ -24,7 +24,7 @@ _EPILOG = ("Say which nodes: --node-name NODE prunes that node, --all-nodes ever
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``prune`` to the ``topolink`` subcommands (it discovers nothing: no discovery flags)."""
     del add_discovery_args
-    from exporter._core._settings import TEXT
+    from exporter._core._kube_names import NODE
     from exporter.kube import add_kube_args
 
     p = sub.add_parser("prune", help="remove every label, NodeFeature, ResourceSlice and taint rule topolink made",
@@ -33,7 +33,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                                    "and DeviceTaintRules, on one node or on every node.", epilog=_EPILOG)
     which = p.add_mutually_exclusive_group()
     # `--node-name "$NODE"` with $NODE unset is refused by the text rule: it must not mean every node
-    which.add_argument("--node-name", type=TEXT, metavar="NODE",
+    which.add_argument("--node-name", type=NODE, metavar="NODE",
                        help="prune this node only (no default; $NODE_NAME is not read)")
     which.add_argument("--all-nodes", action="store_true", help="prune every node of the cluster")
     add_kube_args(p, node_name=False)
