@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.apiserver import SKIP, ApiServer, assets, running
-from tests.chart_support import CHART, chart_files, key, kustomize
+from tests.chart_support import CHART, CHECKSUM, chart_files, key, kustomize, unhashed
 
 helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it "
                                                 "(pip install --ignore-requires-python helm-sdkpy)")
@@ -76,10 +76,39 @@ def test_helm_installs_what_kustomize_builds(choice: str, helm_config: Any) -> N
     release = _run(helm.Install(helm_config).run(RELEASE, str(CHART), values=CHOICES[choice], create_namespace=True,
                                                  wait=False))
     installed = _objects(release["manifest"])
-    built = {k: o for k, o in ((key(o), o) for o in kustomize(choice)) if k[0] != "Namespace"}
+    # The chart rolls its agents by a checksum of the settings, kustomize by the ConfigMap's hashed name: the
+    # rest is the same, object by object.
+    template = installed[("DaemonSet", "topolink")]["spec"]["template"]["metadata"]
+    assert set(template["annotations"]) == {CHECKSUM} and len(template.pop("annotations")[CHECKSUM]) == 64
+    built = {k: o for k, o in ((key(o), o) for o in unhashed(kustomize(choice))) if k[0] != "Namespace"}
     assert sorted(installed) == sorted(built)
     for k, obj in built.items():
         assert installed[k] == obj, k
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(("values", "image"), [
+    ({}, "ghcr.io/topolink/topolink:0.1.0"),
+    ({"image": {"tag": "0.2.0"}}, "ghcr.io/topolink/topolink:0.2.0"),
+    ({"image": {"repository": "registry.example/topolink", "digest": DIGEST}}, f"registry.example/topolink@{DIGEST}"),
+    ({"image": {"tag": "0.2.0", "digest": DIGEST}}, f"ghcr.io/topolink/topolink@{DIGEST}"),
+])
+def test_the_image_is_pinned_by_digest_or_tag(values: dict[str, Any], image: str, helm_config: Any) -> None:
+    """``image.digest`` pins every container of the DaemonSet (and the uninstall hook) to those bytes."""
+    release = _run(helm.Install(helm_config).run(RELEASE, str(CHART), values=values, create_namespace=True,
+                                                 wait=False))
+    pods = [o["spec"]["template"]["spec"] for o in yaml.safe_load_all(release["manifest"]) if o
+            and o["kind"] in ("DaemonSet", "Job")]
+    images = {c["image"] for spec in pods for c in [*spec["containers"], *spec.get("initContainers", [])]}
+    assert images == {image}
+
+
+def test_a_digest_that_is_not_one_is_refused(helm_config: Any) -> None:
+    with pytest.raises(helm.HelmError, match="digest"):
+        _run(helm.Install(helm_config).run(RELEASE, str(CHART), values={"image": {"digest": "latest"}},
+                                           create_namespace=True, wait=False))
 
 
 def test_upgrade_rollback_and_uninstall(helm_config: Any, chart_apiserver: ApiServer) -> None:
