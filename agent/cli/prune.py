@@ -64,6 +64,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     print(f"pruned {'node ' + target if target else 'every node'}: labels cleared on {done.labels} node(s), "
           f"{done.node_features} NodeFeature(s), {done.slices} ResourceSlice(s), {done.taint_rules} "
           f"DeviceTaintRule(s), {done.files} feature file(s) removed")
+    for kind, removed in done.cluster_objects:
+        print(f"{removed} {kind} removed")
     if done.node_marks:
         print(f"the GPUTopologyDegraded condition or gpu topology taint removed from {done.node_marks} node(s)")
     for kind in done.not_served:
