@@ -112,7 +112,34 @@ def templates() -> tuple[dict[str, str], dict[str, str]]:
             if k not in other:
                 text = f'{{{{- if eq .Values.settings.labelsVia "{ONLY_IN[name]}" }}}}\n{text}{{{{- end }}}}\n'
             files[f"{k[0].lower()}-{k[1]}.yaml"] = text
+    files.update(uninstall_hook())
     return files, settings
+
+
+# The uninstall hook: the prune overlay's ServiceAccount, RBAC and Job as Helm post-delete hooks, so that
+# `helm uninstall` ends with `topolink prune --all-nodes` once the DaemonSet is gone (a pre-delete hook would
+# prune while the agents still run, and they publish again). The account's objects come first (weight).
+HOOK = "post-delete"
+HOOK_WEIGHTS = {"ServiceAccount": "-10", "ClusterRole": "-10", "ClusterRoleBinding": "-10", "Job": "0"}
+
+
+def uninstall_hook() -> dict[str, str]:
+    files = {}
+    for obj in unhashed(kustomize("prune")):
+        if obj["kind"] not in HOOK_WEIGHTS:
+            continue  # the Namespace is Helm's; the settings ConfigMap is the release's, gone by post-delete
+        templated = _templated(obj)
+        templated["metadata"].setdefault("annotations", {}).update({
+            "helm.sh/hook": HOOK, "helm.sh/hook-weight": HOOK_WEIGHTS[obj["kind"]],
+            "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"})
+        if obj["kind"] == "Job":  # the release's settings, as values: its ConfigMap is deleted before the hook
+            for container in templated["spec"]["template"]["spec"]["containers"]:
+                keys = [(e["name"], e["valueFrom"]["configMapKeyRef"]["key"]) for e in container["env"]]
+                container["env"] = [{"name": n, "value": f"{{{{ .Values.settings.{k} }}}}"} for n, k in keys]
+        text = yaml.safe_dump(templated, sort_keys=False, width=1000)
+        files[f"hook-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"] = (
+            f"{{{{- if .Values.pruneOnUninstall }}}}\n{text}{{{{- end }}}}\n")
+    return files
 
 
 def values_text(settings: dict[str, str]) -> str:
@@ -127,6 +154,10 @@ def values_text(settings: dict[str, str]) -> str:
              "  # sha256:...: the image by the digest the registry stored; set, it wins over tag",
              '  digest: ""',
              "",
+             "# true: `helm uninstall` ends with a Job (a post-delete hook, with its own ServiceAccount and the least",
+             "# RBAC it needs) running `topolink prune --all-nodes`: every label, slice, taint rule and claim object",
+             "# of ours goes.",
+             "pruneOnUninstall: true", "",
              f"# The ConfigMap {SETTINGS}: the agent reads each key as a TOPOLINK_* variable and the admission",
              "# policy takes it as its parameters, so one value reaches both. Strings, as a ConfigMap holds them.",
              "settings:"]
@@ -147,6 +178,7 @@ def schema(settings: dict[str, str]) -> dict[str, Any]:
 
     return {"$schema": "https://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": False,
             "required": ["image", "settings"], "properties": {
+                "pruneOnUninstall": {"type": "boolean"},
                 "image": {"type": "object", "additionalProperties": False, "required": ["repository"],
                           "properties": {"repository": {"type": "string", "minLength": 1},
                                          "tag": {"type": "string"},

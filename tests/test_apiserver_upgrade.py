@@ -83,7 +83,8 @@ def test_a_changed_setting_rolls_the_agents(tool: str, http: httpx.Client, kube_
     if tool == "helm":
         helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it")
         config = helm.Configuration(namespace=NS, kubeconfig=str(kube_control_plane.kubeconfig()))
-        asyncio.run(helm.Install(config).run("topolink", CHART, create_namespace=True, wait=False))
+        asyncio.run(helm.Install(config).run("topolink", CHART, create_namespace=True, wait=False,
+                                             values={"pruneOnUninstall": False}))  # its Job needs a kubelet
     else:
         overlay(kube_control_plane, "apply", "default")
     try:
