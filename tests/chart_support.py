@@ -113,7 +113,24 @@ def templates() -> tuple[dict[str, str], dict[str, str]]:
                 text = f'{{{{- if eq .Values.settings.labelsVia "{ONLY_IN[name]}" }}}}\n{text}{{{{- end }}}}\n'
             files[f"{k[0].lower()}-{k[1]}.yaml"] = text
     files.update(uninstall_hook())
+    files.update(dashboard())
     return files, settings
+
+
+DASHBOARD = REPO / "daemonset" / "dashboard"
+DASHBOARD_FILE = "files/topolink-dashboard.json"  # a copy inside the chart: Helm reads no file outside it
+
+
+def dashboard() -> dict[str, str]:
+    """The Grafana dashboard's ConfigMap as kustomize builds it (daemonset/dashboard), its JSON read from the
+    chart's copy (``.Files.Get``: the JSON's own ``{{...}}`` legends are no template)."""
+    (obj,) = kustomize(DASHBOARD)
+    templated = _templated(obj)
+    (name,) = obj["data"]
+    templated["data"] = {name: "DASHBOARD"}
+    text = yaml.safe_dump(templated, sort_keys=False, width=1000).replace(
+        "DASHBOARD", f'{{{{ .Files.Get "{DASHBOARD_FILE}" | toJson }}}}')
+    return {"configmap-topolink-dashboard.yaml": f"{{{{- if .Values.grafanaDashboard }}}}\n{text}{{{{- end }}}}\n"}
 
 
 # The uninstall hook: the prune overlay's ServiceAccount, RBAC and Job as Helm post-delete hooks, so that
@@ -158,6 +175,8 @@ def values_text(settings: dict[str, str]) -> str:
              "# RBAC it needs) running `topolink prune --all-nodes`: every label, slice, taint rule and claim object",
              "# of ours goes.",
              "pruneOnUninstall: true", "",
+             '# true: the Grafana dashboard as a ConfigMap labelled grafana_dashboard: "1" (Grafana\'s sidecar loads it)',
+             "grafanaDashboard: true", "",
              f"# The ConfigMap {SETTINGS}: the agent reads each key as a TOPOLINK_* variable and the admission",
              "# policy takes it as its parameters, so one value reaches both. Strings, as a ConfigMap holds them.",
              "settings:"]
@@ -179,6 +198,7 @@ def schema(settings: dict[str, str]) -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": False,
             "required": ["image", "settings"], "properties": {
                 "pruneOnUninstall": {"type": "boolean"},
+                "grafanaDashboard": {"type": "boolean"},
                 "image": {"type": "object", "additionalProperties": False, "required": ["repository"],
                           "properties": {"repository": {"type": "string", "minLength": 1},
                                          "tag": {"type": "string"},
@@ -192,6 +212,7 @@ def chart_files() -> dict[str, str]:
     files, settings = templates()
     out = {f"templates/{name}": text for name, text in files.items()}
     out["values.yaml"] = values_text(settings)
+    out[DASHBOARD_FILE] = (DASHBOARD / "topolink.json").read_text()
     out["values.schema.json"] = json.dumps(schema(settings), indent=2) + "\n"
     return out
 
