@@ -175,7 +175,7 @@ def values_text(settings: dict[str, str]) -> str:
              "# RBAC it needs) running `topolink prune --all-nodes`: every label, slice, taint rule and claim object",
              "# of ours goes.",
              "pruneOnUninstall: true", "",
-             '# true: the Grafana dashboard as a ConfigMap labelled grafana_dashboard: "1" (Grafana\'s sidecar loads it)',
+             '# true: the Grafana dashboard, a ConfigMap labelled grafana_dashboard: "1" (for Grafana\'s sidecar)',
              "grafanaDashboard: true", "",
              f"# The ConfigMap {SETTINGS}: the agent reads each key as a TOPOLINK_* variable and the admission",
              "# policy takes it as its parameters, so one value reaches both. Strings, as a ConfigMap holds them.",
