@@ -105,5 +105,6 @@ def test_helm_uninstall_prunes_what_the_agents_published(http: httpx.Client, kub
     for path in ("/apis/rbac.authorization.k8s.io/v1/clusterroles/topolink-prune",
                  f"/api/v1/namespaces/{NS}/serviceaccounts/topolink-prune"):
         assert http.get(path).status_code == 404, path
-    http.delete(f"/api/v1/nodes/{NODE}")
     http.delete(PODS, params={"gracePeriodSeconds": "0"})
+    # admission drops the deleted policy binding a moment later; until then a Node write is refused
+    wait_until("the node deleted", lambda: http.delete(f"/api/v1/nodes/{NODE}").status_code in (200, 404), timeout=60)
