@@ -24,7 +24,8 @@ from exporter.kube._desired._slices import SliceConfig
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = ["gpu.topology", "GPU_Topology!", "Bad_Name", "kubernetes.io", "a.kubernetes.io", "k8s.io", "x" * 63,
-         "x" * 64, "a-b.c-d", "-a", "a-", "a..b", "a.", ".a", "", " ", "a/b", "0.1", "é"]
+         "x" * 64, "a-b.c-d", "-a", "a-", "a..b", "a.", ".a", "", " ", "a/b", "0.1", "é",
+         "gpu.topology\n", "gpu\n.topology"]
 
 
 def _verdict(rule: object, text: str) -> bool:
@@ -49,7 +50,7 @@ def test_the_flags_and_the_agent_agree_on_every_name(text: str) -> None:
     assert _verdict(DRIVER, text) == _agent(lambda d: SliceConfig(driver=d), text)
 
 
-@given(st.text(alphabet="abAB09-._/!", max_size=70))
+@given(st.text(alphabet="abAB09-._/!\n", max_size=70))
 def test_the_flags_and_the_agent_agree_on_random_names(text: str) -> None:
     assert _verdict(PREFIX, text) == _agent(check_prefix, text)
     assert _verdict(DRIVER, text) == _agent(lambda d: SliceConfig(driver=d), text)
