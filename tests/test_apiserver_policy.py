@@ -35,6 +35,7 @@ from exporter.kube import (
 )
 from tests.apiserver import ApiServer
 from tests.apiserver_agent import SLICES, agent_token, create_node, wait_until
+from tests.chart_support import unhashed
 from tests.kube_support import discover_profile
 from tests.test_daemonset import kustomize
 
@@ -87,7 +88,8 @@ def cluster(kube_apiserver: ApiServer) -> Iterator[ApiServer]:
     kube_apiserver.restart(GATES)
     try:
         with kube_apiserver.admin() as http:
-            for obj in [NFD_CRD, *(d for d in kustomize("default") if d["kind"] in SHIPPED)]:
+            # the settings by their plain name (not kustomize's hash-suffixed one): each case applies its own data
+            for obj in [NFD_CRD, *(d for d in unhashed(kustomize("default")) if d["kind"] in SHIPPED)]:
                 assert apply(http, obj).status_code in (200, 201), obj["kind"]
             grant_every_use(http)
             wait_until("NodeFeatures served", lambda: http.get("/apis/nfd.k8s-sigs.io/v1alpha1").status_code == 200)

@@ -58,6 +58,7 @@ def installed(request: pytest.FixtureRequest, http: httpx.Client,
         helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it")
         config = helm.Configuration(namespace=NS, kubeconfig=str(kube_control_plane.kubeconfig()))
         asyncio.run(helm.Install(config).run("topolink", str(REPO / "daemonset/chart"), create_namespace=True,
+                                             values={"pruneOnUninstall": False},  # its Job needs a kubelet
                                              wait=False))
     else:
         overlay(kube_control_plane, "apply", "default")

@@ -17,13 +17,16 @@ import pytest
 import yaml
 
 from tests.apiserver import SKIP, ApiServer, assets, running
-from tests.chart_support import CHART, chart_files, key, kustomize
+from tests.chart_support import CHART, CHECKSUM, DASHBOARD, chart_files, key, kustomize, unhashed
 
 helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it "
                                                 "(pip install --ignore-requires-python helm-sdkpy)")
 
 RELEASE, NAMESPACE = "topolink", "topolink"
-CHOICES = {"default": {}, "nfd": {"settings": {"labelsVia": "nodefeature"}}}
+# No uninstall hook: its Job would wait for a kubelet this server has not (tests/test_apiserver_uninstall_hook.py
+# runs it, playing the kubelet, on a control plane).
+NO_HOOK = {"pruneOnUninstall": False}
+CHOICES = {"default": NO_HOOK, "nfd": {"settings": {"labelsVia": "nodefeature"}, **NO_HOOK}}
 
 
 def test_the_chart_is_current_with_the_overlays() -> None:
@@ -76,10 +79,41 @@ def test_helm_installs_what_kustomize_builds(choice: str, helm_config: Any) -> N
     release = _run(helm.Install(helm_config).run(RELEASE, str(CHART), values=CHOICES[choice], create_namespace=True,
                                                  wait=False))
     installed = _objects(release["manifest"])
-    built = {k: o for k, o in ((key(o), o) for o in kustomize(choice)) if k[0] != "Namespace"}
+    # The chart rolls its agents by a checksum of the settings, kustomize by the ConfigMap's hashed name: the
+    # rest is the same, object by object.
+    template = installed[("DaemonSet", "topolink")]["spec"]["template"]["metadata"]
+    assert set(template["annotations"]) == {CHECKSUM} and len(template.pop("annotations")[CHECKSUM]) == 64
+    shipped = [*unhashed(kustomize(choice)), *kustomize(DASHBOARD)]  # the chart ships the dashboard too
+    built = {k: o for k, o in ((key(o), o) for o in shipped) if k[0] != "Namespace"}
     assert sorted(installed) == sorted(built)
     for k, obj in built.items():
         assert installed[k] == obj, k
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(("values", "image"), [
+    ({}, "ghcr.io/topolink/topolink:0.1.0"),
+    ({"image": {"tag": "0.2.0"}}, "ghcr.io/topolink/topolink:0.2.0"),
+    ({"image": {"repository": "registry.example/topolink", "digest": DIGEST}}, f"registry.example/topolink@{DIGEST}"),
+    ({"image": {"tag": "0.2.0", "digest": DIGEST}}, f"ghcr.io/topolink/topolink@{DIGEST}"),
+])
+def test_the_image_is_pinned_by_digest_or_tag(values: dict[str, Any], image: str, helm_config: Any) -> None:
+    """``image.digest`` pins every container of the DaemonSet (the uninstall hook's Job is rendered from the same
+    image template: tests/test_apiserver_uninstall_hook.py runs it) to those bytes."""
+    release = _run(helm.Install(helm_config).run(RELEASE, str(CHART), values={**values, **NO_HOOK},
+                                                 create_namespace=True, wait=False))
+    pods = [o["spec"]["template"]["spec"] for o in yaml.safe_load_all(release["manifest"]) if o
+            and o["kind"] in ("DaemonSet", "Job")]
+    images = {c["image"] for spec in pods for c in [*spec["containers"], *spec.get("initContainers", [])]}
+    assert images == {image}
+
+
+def test_a_digest_that_is_not_one_is_refused(helm_config: Any) -> None:
+    with pytest.raises(helm.HelmError, match="digest"):
+        _run(helm.Install(helm_config).run(RELEASE, str(CHART), values={"image": {"digest": "latest"}, **NO_HOOK},
+                                           create_namespace=True, wait=False))
 
 
 def test_upgrade_rollback_and_uninstall(helm_config: Any, chart_apiserver: ApiServer) -> None:
@@ -90,14 +124,15 @@ def test_upgrade_rollback_and_uninstall(helm_config: Any, chart_apiserver: ApiSe
         obj = api.get(daemonset).raise_for_status().json()
         return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
 
-    _run(helm.Install(helm_config).run(RELEASE, str(CHART), create_namespace=True, wait=False))
+    _run(helm.Install(helm_config).run(RELEASE, str(CHART), values=NO_HOOK, create_namespace=True, wait=False))
     assert image() == "ghcr.io/topolink/topolink:0.1.0"
-    _run(helm.Upgrade(helm_config).run(RELEASE, str(CHART), values={"image": {"tag": "0.1.1"}}, wait=False))
+    _run(helm.Upgrade(helm_config).run(RELEASE, str(CHART), values={"image": {"tag": "0.1.1"}, **NO_HOOK},
+                                                 wait=False))
     assert image() == "ghcr.io/topolink/topolink:0.1.1"
     # Back to revision 1's values. helm-sdkpy's Rollback (0.1.32) cannot pass Helm 4 the wait strategy its
     # rollback requires ("wait strategy not set"), so the roll back is what `helm rollback` does in effect: a
     # new revision with the old values. The CLI's `helm rollback topolink 1 --wait=watcher` is the same.
-    _run(helm.Upgrade(helm_config).run(RELEASE, str(CHART), values={"image": {"tag": ""}}, wait=False))
+    _run(helm.Upgrade(helm_config).run(RELEASE, str(CHART), values={"image": {"tag": ""}, **NO_HOOK}, wait=False))
     assert image() == "ghcr.io/topolink/topolink:0.1.0"
     assert [r["version"] for r in _run(helm.History(helm_config).run(RELEASE))] == [1, 2, 3]
     _run(helm.Uninstall(helm_config).run(RELEASE, wait=True))

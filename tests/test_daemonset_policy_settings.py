@@ -43,9 +43,11 @@ from tests.test_daemonset_policy import (
 def test_the_policys_parameters_are_the_agents_settings() -> None:
     """One table: the ConfigMap the policy reads holds the agent's defaults under the keys of POLICY_SETTINGS,
     the DaemonSet hands each to the agent as TOPOLINK_<SETTING>, and the policy reads no other key."""
-    settings = yaml.safe_load((BASE / "agent-settings.yaml").read_text())
-    assert settings["metadata"]["name"] == "topolink-agent"
-    assert settings["data"] == DEFAULTS
+    lines = (BASE.parent / "settings" / "agent-settings.env").read_text().splitlines()
+    settings = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    assert settings == DEFAULTS
+    generator = yaml.safe_load((BASE.parent / "settings" / "kustomization.yaml").read_text())["configMapGenerator"]
+    assert generator == [{"name": "topolink-agent", "envs": ["agent-settings.env"]}]
     assert set(DEFAULTS) == {key for _, key in POLICY_SETTINGS}
     agent = yaml.safe_load((BASE / "daemonset.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("valueFrom") for e in agent["env"]}

@@ -48,7 +48,8 @@ def test_the_agents_container_gets_every_field(tmp_path: Path) -> None:
     assert "--read-only" in args and "--read-only-tmpfs=false" in args and "no-new-privileges" in args
     env = dict(e.split("=", 1) for e in _pairs(args, "-e"))
     assert env["NODE_NAME"] == "n1" and env["POD_NAME"] == "topolink-abc" and env["POD_UID"] == "uid-1"
-    assert env["TOPOLINK_LABEL_PREFIX"] == config["topolink-agent"]["labelPrefix"]
+    (settings,) = [data for name, data in config.items() if name.startswith("topolink-agent-")]  # hash suffixed
+    assert env["TOPOLINK_LABEL_PREFIX"] == settings["labelPrefix"]
     assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1" and env["KUBERNETES_SERVICE_PORT"] == "6443"
     volumes = _pairs(args, "-v")
     assert "/sys:/host/sys:ro" in volumes and "/proc:/host/proc:ro" in volumes
@@ -108,8 +109,8 @@ def _as_the_server_holds_it() -> dict[str, Any]:
 def test_the_controllers_pod_gets_its_projected_token_volume(tmp_path: Path) -> None:
     spec = _as_the_server_holds_it()
     (agent,) = spec["containers"]
-    config = {"topolink-agent": next(d["data"] for d in _rendered("default") if d["kind"] == "ConfigMap"),
-              "kube-root-ca.crt": {"ca.crt": "ROOT CA"}}
+    config = {d["metadata"]["name"]: d["data"] for d in _rendered("default") if d["kind"] == "ConfigMap"} | {
+        "kube-root-ca.crt": {"ca.crt": "ROOT CA"}}
     args = run_args(spec, agent, _node(tmp_path, config), POD, "c")
     (mounted,) = [v for v in _pairs(args, "-v") if v.endswith(f":{SA_DIR}:ro")]  # the volume's, no other
     where = Path(mounted.split(":")[0])

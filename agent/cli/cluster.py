@@ -32,6 +32,7 @@ _EPILOG = ("Reads with a kubeconfig ($KUBECONFIG, ~/.kube/config) or in a pod wi
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``cluster`` (it discovers nothing on this machine: no discovery flags)."""
     del add_discovery_args
+    from exporter._core._kube_names import DRIVER, PREFIX
     from exporter._core._settings import TEXT, count
 
     p = sub.add_parser("cluster", help="the fleet from its labels and slices: classes, outliers, where N GPUs fit",
@@ -55,9 +56,9 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--from", type=TEXT, dest="from_file", metavar="FILE",
                    help="read a saved `kubectl get nodes,resourceslices -o json` (- for standard input) instead of "
                         "an API server")
-    p.add_argument("--label-prefix", type=TEXT, default="gpu.topology",
+    p.add_argument("--label-prefix", type=PREFIX, default="gpu.topology",
                    help="the agents' label prefix (default gpu.topology)")
-    p.add_argument("--dra-driver-name", type=TEXT, default="gpu.topology",
+    p.add_argument("--dra-driver-name", type=DRIVER, default="gpu.topology",
                    help="the agents' ResourceSlice driver (default gpu.topology)")
     p.add_argument("--page-size", type=count(1, 10_000), default=500, metavar="N",
                    help="objects per list request (limit/continue; default 500)")

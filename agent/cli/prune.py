@@ -24,7 +24,7 @@ _EPILOG = ("Say which nodes: --node-name NODE prunes that node, --all-nodes ever
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
     """Add ``prune`` to the ``topolink`` subcommands (it discovers nothing: no discovery flags)."""
     del add_discovery_args
-    from exporter._core._settings import TEXT
+    from exporter._core._kube_names import NODE
     from exporter.kube import add_kube_args
 
     p = sub.add_parser("prune", help="remove every label, NodeFeature, ResourceSlice and taint rule topolink made",
@@ -33,7 +33,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                                    "and DeviceTaintRules, on one node or on every node.", epilog=_EPILOG)
     which = p.add_mutually_exclusive_group()
     # `--node-name "$NODE"` with $NODE unset is refused by the text rule: it must not mean every node
-    which.add_argument("--node-name", type=TEXT, metavar="NODE",
+    which.add_argument("--node-name", type=NODE, metavar="NODE",
                        help="prune this node only (no default; $NODE_NAME is not read)")
     which.add_argument("--all-nodes", action="store_true", help="prune every node of the cluster")
     add_kube_args(p, node_name=False)
@@ -64,6 +64,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     print(f"pruned {'node ' + target if target else 'every node'}: labels cleared on {done.labels} node(s), "
           f"{done.node_features} NodeFeature(s), {done.slices} ResourceSlice(s), {done.taint_rules} "
           f"DeviceTaintRule(s), {done.files} feature file(s) removed")
+    for kind, removed in done.cluster_objects:
+        print(f"{removed} {kind} removed")
     if done.node_marks:
         print(f"the GPUTopologyDegraded condition or gpu topology taint removed from {done.node_marks} node(s)")
     for kind in done.not_served:

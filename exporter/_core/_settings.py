@@ -192,6 +192,7 @@ class Pattern(Text):
 
         if text == "" and self.empty:
             return text
+        super().parse(text)  # '' or blank: "empty", as every text says it
         if len(text) > self.longest or not re.fullmatch(self.pattern, text):
             raise SettingError(f"not {self.what}")
         return text

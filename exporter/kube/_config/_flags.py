@@ -37,6 +37,7 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
     """The publishing flags. ``node_name=False`` when the parser already has ``--node-name`` (discovery's).
     The settings of :data:`POLICY_SETTINGS` default to their ``TOPOLINK_*`` variables (the DaemonSet sets them from the
     ConfigMap its admission policy reads); a flag on the command line wins."""
+    from exporter._core._kube_names import DRIVER, NAMESPACE, NODE, PREFIX
     from exporter._core._settings import PATH, SWITCH, TEXT, Choice, env_value
 
     g = parser.add_argument_group("Kubernetes publishing")
@@ -46,8 +47,8 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
 
     via, taints = Choice(*LABELS_VIA), Choice("auto", "on", "off")
     if node_name:
-        g.add_argument("--node-name", type=TEXT, help="this node's name (default: $NODE_NAME)")
-    g.add_argument("--label-prefix", type=TEXT, default=default("label_prefix", TEXT, "gpu.topology"),
+        g.add_argument("--node-name", type=NODE, help="this node's name (default: $NODE_NAME)")
+    g.add_argument("--label-prefix", type=PREFIX, default=default("label_prefix", PREFIX, "gpu.topology"),
                    help="label prefix ($TOPOLINK_LABEL_PREFIX, default: %(default)s)")
     g.add_argument("--labels-via", choices=LABELS_VIA, default=default("labels_via", via, "node"),
                    help="node: server-side apply on the Node; nodefeature: an NFD NodeFeature; file: an NFD "
@@ -59,7 +60,7 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
     g.add_argument("--resource-slices", action=argparse.BooleanOptionalAction,
                    default=default("resource_slices", SWITCH, True),
                    help="publish DRA ResourceSlices ($TOPOLINK_RESOURCE_SLICES, default: %(default)s)")
-    g.add_argument("--dra-driver-name", type=TEXT, default=default("dra_driver_name", TEXT, "gpu.topology"),
+    g.add_argument("--dra-driver-name", type=DRIVER, default=default("dra_driver_name", DRIVER, "gpu.topology"),
                    help="DRA driver name and attribute domain of our slices ($TOPOLINK_DRA_DRIVER_NAME, "
                         "default: %(default)s)")
     g.add_argument("--device-taints", choices=taints.choices, default="auto",
@@ -68,7 +69,7 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
                    default=default("device_taint_rules", SWITCH, False),
                    help="a DeviceTaintRule for each degraded GPU of the NVIDIA GPU DRA driver "
                         "($TOPOLINK_DEVICE_TAINT_RULES)")
-    g.add_argument("--gpu-dra-driver", type=TEXT, default=default("gpu_dra_driver", TEXT, "gpu.nvidia.com"),
+    g.add_argument("--gpu-dra-driver", type=DRIVER, default=default("gpu_dra_driver", DRIVER, "gpu.nvidia.com"),
                    help="that driver's name ($TOPOLINK_GPU_DRA_DRIVER, default: %(default)s)")
     g.add_argument("--node-condition", action=argparse.BooleanOptionalAction,
                    default=default("node_condition", SWITCH, False),
@@ -78,8 +79,8 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
                    default=default("node_taint", SWITCH, False),
                    help="with --node-condition: taint this Node PREFIX/degraded:NoSchedule while its GPU links are "
                         "degraded ($TOPOLINK_NODE_TAINT)")
-    g.add_argument("--nfd-namespace", type=TEXT,
-                   default=env_value(environ, "POD_NAMESPACE", TEXT, "node-feature-discovery"),
+    g.add_argument("--nfd-namespace", type=NAMESPACE,
+                   default=env_value(environ, "POD_NAMESPACE", NAMESPACE, "node-feature-discovery"),
                    help="namespace of the NodeFeature (default: $POD_NAMESPACE or %(default)s)")
     g.add_argument("--features-file", type=PATH, default=PATH.parse(FEATURES_FILE), help="default: %(default)s")
     g.add_argument("--kubeconfig", type=TEXT,

@@ -1,7 +1,10 @@
 """``prune``: the uninstall path. Removes every label, NodeFeature, slice and taint rule we made, on one node
 or the whole cluster, and the node condition and taint (``_prune_nodes``). Labels go through server-side apply
 with an empty set, so only keys our field manager owns are removed; objects are found by the
-``app.kubernetes.io/managed-by=topolink`` label."""
+``app.kubernetes.io/managed-by=topolink`` label. Pruning every node also removes the cluster's objects we made
+(``CLUSTER_KINDS``: the DeviceClasses and ResourceClaimTemplates of ``topolink cluster --apply``), those with our
+label whose fields our field manager wrote, never another's; one node's prune leaves them, as other nodes may
+still be in their classes."""
 
 from __future__ import annotations
 
@@ -9,10 +12,12 @@ from dataclasses import dataclass
 
 from .._api._api import (
     MANAGED_BY,
+    MANAGER,
     NODE_FEATURE,
     RESOURCE_GROUP,
     SLICE_VERSIONS,
     TAINT_RULE_VERSIONS,
+    Kind,
     KubeApi,
     slice_kind,
     taint_rule_kind,
@@ -32,6 +37,7 @@ class PruneResult:
     taint_rules: int = 0
     files: int = 0
     node_marks: int = 0  # nodes whose GPUTopologyDegraded condition or NoSchedule taint of ours was removed
+    cluster_objects: tuple[tuple[str, int], ...] = ()  # (kind, removed) for each of CLUSTER_KINDS (all nodes only)
     not_served: tuple[str, ...] = ()  # kinds the server does not serve: nothing of them to prune
 
 
@@ -83,5 +89,41 @@ def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) 
                 rules += 1
     except NotServed:
         missing.append("DeviceTaintRules")
+    removed = _prune_cluster_objects(api, missing) if node is None else ()
     return PruneResult(labels=cleared, node_features=features, slices=slices, taint_rules=rules, files=files,
-                       not_served=tuple(missing), node_marks=marks)
+                       not_served=tuple(missing), node_marks=marks, cluster_objects=removed)
+
+
+# The cluster-scoped or namespaced objects an uninstall removes beside the nodes' own: (kind, plural, versions
+# preferred first, namespaced). The fleet controller's objects (Kueue Topology and ResourceFlavors, Volcano
+# HyperNodes, its Slurm ConfigMap; issue 49) join this table when it exists, with their permissions in
+# _rbac.PERMISSIONS["prune"].
+CLUSTER_KINDS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
+    ("DeviceClass", "deviceclasses", SLICE_VERSIONS, False),
+    ("ResourceClaimTemplate", "resourceclaimtemplates", SLICE_VERSIONS, True),
+)
+
+
+def _ours(obj: dict[str, object]) -> bool:
+    """Made by us: our managed-by label (the list's selector) and fields our field manager wrote."""
+    meta = obj.get("metadata")
+    fields = meta.get("managedFields") if isinstance(meta, dict) else None
+    return isinstance(fields, list) and any(isinstance(f, dict) and f.get("manager") == MANAGER for f in fields)
+
+
+def _prune_cluster_objects(api: KubeApi, missing: list[str]) -> tuple[tuple[str, int], ...]:
+    out = []
+    for name, plural, versions, namespaced in CLUSTER_KINDS:
+        try:
+            kind = Kind(RESOURCE_GROUP, pick_version(api, RESOURCE_GROUP, versions, plural), name, plural,
+                        namespaced=namespaced)
+        except NotServed:
+            missing.append(f"{name}s")
+            continue
+        removed = 0
+        for obj in api.list(kind, MANAGED_BY, namespace=None):
+            if _ours(obj):
+                api.delete(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+                removed += 1
+        out.append((f"{name}(s)", removed))
+    return tuple(out)

@@ -49,7 +49,10 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "prune": (_p("", "nodes", "get", "list", "patch"), _p("", "nodes/status", "patch"),
               _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
               _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),
-              _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete")),
+              _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete"),
+              # every node's prune: the claim objects of `topolink cluster --apply` (_prune.CLUSTER_KINDS)
+              _p(RESOURCE_GROUP, "deviceclasses", "list", "delete"),
+              _p(RESOURCE_GROUP, "resourceclaimtemplates", "list", "delete")),
 }
 
 

@@ -23,7 +23,7 @@ _RESERVED = ("kubernetes.io", "k8s.io")
 
 
 def is_dns_label(s: str) -> bool:
-    return len(s) <= 63 and bool(_DNS_LABEL.match(s))
+    return len(s) <= 63 and bool(_DNS_LABEL.fullmatch(s))
 
 
 def is_dns_subdomain(s: str, limit: int = 253) -> bool:
@@ -31,7 +31,7 @@ def is_dns_subdomain(s: str, limit: int = 253) -> bool:
 
 
 def is_label_value(v: str) -> bool:
-    return v == "" or (len(v) <= 63 and bool(_LABEL_NAME.match(v)))
+    return v == "" or (len(v) <= 63 and bool(_LABEL_NAME.fullmatch(v)))
 
 
 def joined_value(parts: Sequence[str], limit: int = 63) -> str:
@@ -52,7 +52,7 @@ def is_label_key(k: str) -> bool:
     prefix, _, name = k.rpartition("/")
     if "/" in prefix or (prefix and not is_dns_subdomain(prefix)):
         return False
-    return len(name) <= 63 and bool(_LABEL_NAME.match(name))
+    return len(name) <= 63 and bool(_LABEL_NAME.fullmatch(name))
 
 
 def is_reserved(prefix: str) -> bool:
@@ -79,7 +79,7 @@ def is_attribute_name(name: str) -> bool:
     domain, slash, ident = name.rpartition("/")
     if slash and ("/" in domain or not is_dns_subdomain(domain, 63)):
         return False
-    return len(ident) <= 32 and bool(_C_IDENT.match(ident)) and len(name) <= 96
+    return len(ident) <= 32 and bool(_C_IDENT.fullmatch(ident)) and len(name) <= 96
 
 
 def semver(version: str) -> str | None:
@@ -88,11 +88,11 @@ def semver(version: str) -> str | None:
     if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
         return None
     out = ".".join(str(int(p)) for p in [*parts, "0", "0"][:3])
-    return out if _SEMVER.match(out) and len(out) <= 64 else None
+    return out if _SEMVER.fullmatch(out) and len(out) <= 64 else None
 
 
 def is_semver(v: str) -> bool:
-    return len(v) <= 64 and bool(_SEMVER.match(v))
+    return len(v) <= 64 and bool(_SEMVER.fullmatch(v))
 
 
 def fnv64a(text: str) -> str:

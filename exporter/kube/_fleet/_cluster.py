@@ -219,7 +219,8 @@ def read_cluster(api: PageApi, *, prefix: str = "gpu.topology", driver: str = "g
                            restarts=restarts):
             count += 1
             for obj in items:
-                slices.add(obj.metadata.name)
+                if obj.spec.driver == driver:  # a saved list (or a server ignoring the selector) has the others'
+                    slices.add(obj.metadata.name)
                 _fold(figures, obj, driver)
     summaries = [s for name in sorted(labels) if (s := summary_of(name, labels[name], prefix, figures.get(name)))]
     return ClusterRead(summaries=tuple(summaries), without_slices=tuple(n for n in sorted(labels) if n not in figures),

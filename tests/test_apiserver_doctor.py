@@ -1,0 +1,95 @@
+"""``topolink doctor`` on the real API server: each thing the agent's settings need and the cluster lacks is one
+MISSING line with its fix, and exit 1; once each is there, ``ok`` and exit 0. The RuntimeClass, the NodeFeature
+CRD (asked for only with labelsVia=nodefeature), and the permissions of every sink asked for, reviewed by the
+server for the agent's ServiceAccount (SubjectAccessReview) or for the caller (SelfSubjectAccessReview, with a
+token of the agent's account). The NVIDIA driver check runs against a machine profile's test NVML, and a library
+that is not there."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from exporter.kube import policy_rules
+from tests.apiserver import ApiServer
+from tests.apiserver_agent import agent_token
+
+pytestmark = [pytest.mark.apiserver]
+
+REPO = Path(__file__).resolve().parents[1]
+NS = "doctor"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+RUNTIME = "/apis/node.k8s.io/v1/runtimeclasses"
+
+
+def doctor(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG", "POD_"))}
+    more = ["--kubeconfig", str(kubeconfig)] if kubeconfig else []
+    return subprocess.run([sys.executable, "-m", "agent.cli", "doctor", *args, *more], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=REPO, env={**env, "PYTHONPATH": str(REPO)})
+
+
+def _grant(http: httpx.Client, uses: tuple[str, ...]) -> None:
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "doctor-agent"},
+            "rules": policy_rules(uses)}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "doctor-agent"}, "subjects": [{"kind": "ServiceAccount", "name": "topolink",
+                                                                   "namespace": NS}],
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "doctor-agent"}}
+    for path, obj in ((f"{RBAC}/clusterroles", role), (f"{RBAC}/clusterrolebindings", binding)):
+        resp = http.patch(f"{path}/{obj['metadata']['name']}", params={"fieldManager": "tests", "force": "true"},
+                          json=obj, headers={"Content-Type": "application/apply-patch+yaml"})
+        assert resp.status_code in (200, 201), resp.text
+
+
+def _lines(out: str) -> dict[str, str]:
+    return {line.split(":", 1)[0][8:]: line[:8].strip() for line in out.splitlines() if not line.startswith(" ")}
+
+
+def test_what_is_missing_is_named_with_its_fix_until_it_is_there(kube_apiserver: ApiServer) -> None:
+    admin = kube_apiserver.kubeconfig()
+    with kube_apiserver.admin() as http:
+        http.delete(f"{RUNTIME}/nvidia")
+        agent_token(http, "doctor-node", namespace=NS)  # the namespace and the agent's ServiceAccount
+        _grant(http, ("resource-slices",))
+        run = doctor("--no-node", "--service-account", f"{NS}/topolink", "--labels-via", "nodefeature",
+                     kubeconfig=admin)
+        assert run.returncode == 1, run.stderr
+        seen = _lines(run.stdout)
+        assert seen == {"RuntimeClass nvidia": "MISSING", "NodeFeature CRD (nfd.k8s-sigs.io/v1alpha1)": "MISSING",
+                        f"RBAC for node-feature of {NS}/topolink": "MISSING",
+                        f"RBAC for resource-slices of {NS}/topolink": "ok"}, run.stdout
+        assert run.stdout.count("fix: ") == 3 and "create nodefeatures.nfd.k8s-sigs.io in namespace" in run.stdout
+
+        run = doctor("--no-node", "--service-account", f"{NS}/topolink", "--device-taint-rules", kubeconfig=admin)
+        assert _lines(run.stdout)[f"RBAC for node-labels of {NS}/topolink"] == "MISSING"
+        assert _lines(run.stdout)[f"RBAC for device-taint-rules of {NS}/topolink"] == "MISSING"
+
+        assert http.post(RUNTIME, json={"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                                        "metadata": {"name": "nvidia"}, "handler": "nvidia"}).status_code in (201, 409)
+        _grant(http, ("node-labels", "resource-slices"))
+        run = doctor("--no-node", "--service-account", f"{NS}/topolink", kubeconfig=admin)
+        assert run.returncode == 0 and set(_lines(run.stdout).values()) == {"ok"}, run.stdout
+        # as the caller: the agent's own token (it may not read RuntimeClasses: said so, with what to do)
+        token = agent_token(http, "doctor-node", namespace=NS).token
+        run = doctor("--no-node", kubeconfig=kube_apiserver.kubeconfig(token))
+        assert _lines(run.stdout) == {"RuntimeClass nvidia": "MISSING", "RBAC for node-labels": "ok",
+                                      "RBAC for resource-slices": "ok"}, run.stdout
+        assert "cannot be read" in run.stdout and run.returncode == 1
+        http.delete(f"{RBAC}/clusterrolebindings/doctor-agent")
+        http.delete(f"{RBAC}/clusterroles/doctor-agent")
+
+
+def test_the_driver_check_loads_nvml_as_discovery_does() -> None:
+    run = subprocess.run([sys.executable, "-m", "tests.fakenvml", "run", "hgx-h100", "--", sys.executable, "-m",
+                          "agent.cli", "doctor", "--no-cluster"], capture_output=True, text=True, timeout=300,
+                         check=False, cwd=REPO)
+    assert run.returncode == 0 and run.stdout == "ok      NVIDIA driver (NVML): 8 GPU(s)\n", run.stdout + run.stderr
+    run = doctor("--no-cluster", "--nvml-library", "/nonexistent/libnvidia-ml.so.1")
+    assert run.returncode == 1 and run.stdout.startswith("MISSING NVIDIA driver (NVML): ")
+    assert "fix: install the NVIDIA driver" in run.stdout
