@@ -18,9 +18,11 @@ REPO = Path(__file__).resolve().parents[1]
 # used to point at one: users who clone the repository have neither.
 _SIBLING = "sha" + "red"  # spelt in two parts so that this guard names no such folder itself
 _OUTSIDE = re.compile(r"\.\./+" + _SIBLING + r"\b|TOPOLINK_" + _SIBLING.upper())
-# The one exception: CI's provisioning step, which unpacks envtest's binaries kept beside the checkout on the CI
-# machine into a temporary folder and names it in $KUBEBUILDER_ASSETS, as a CI environment provides them.
+# The exceptions: CI's provisioning steps, which unpack envtest's binaries (and a slurmctld build) kept beside the
+# checkout on the CI machine into a temporary folder and name it in $KUBEBUILDER_ASSETS ($TOPOLINK_SLURM_BIN), as a
+# CI environment provides them.
 _CI_PROVISIONING = (".ci/run", f'envtest="$src/../{_SIBLING}/tools/kube-apiserver/bin.tar.xz"')
+_CI_SLURM = (".ci/run", f'slurm="$src/../{_SIBLING}/tools/slurm/slurm.tar.xz"')
 
 
 def _tracked() -> list[Path]:
@@ -35,7 +37,8 @@ def test_no_tracked_file_refers_to_a_folder_beside_the_repository() -> None:
             continue
         text = path.read_bytes().decode(errors="replace")
         offenders += [f"{path.relative_to(REPO)}:{n}" for n, line in enumerate(text.splitlines(), 1)
-                      if _OUTSIDE.search(line) and (str(path.relative_to(REPO)), line.strip()) != _CI_PROVISIONING]
+                      if _OUTSIDE.search(line)
+                      and (str(path.relative_to(REPO)), line.strip()) not in (_CI_PROVISIONING, _CI_SLURM)]
     assert offenders == []
 
 
@@ -47,6 +50,15 @@ def test_only_ci_provisions_envtest_from_beside_the_checkout_and_only_once() -> 
     uses = [s for s in script if '"$envtest"' in s]
     assert len(uses) == 2 and any(re.search(r'tar -xJf "\$envtest" -C "\$assets"', s) for s in uses), uses
     assert any(s.strip() == 'assets="$(mktemp -d)"' for s in script)
+
+
+def test_only_ci_provisions_slurm_from_beside_the_checkout_and_only_once() -> None:
+    where, line = _CI_SLURM
+    script = (REPO / where).read_text().splitlines()
+    assert [s.strip() for s in script].count(line) == 1
+    uses = [s for s in script if '"$slurm"' in s]
+    assert len(uses) == 2 and any(re.search(r'tar -xJf "\$slurm" -C "\$slurm_bin"', s) for s in uses), uses
+    assert any(s.strip() == 'slurm_bin="$(mktemp -d)"' for s in script)
 
 
 def test_every_data_file_is_listed_in_the_data_readme() -> None:
