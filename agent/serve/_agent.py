@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import probes
-from exporter import ProbeStats, PublishResult, Sink, View, sink_stats
+from exporter import ProbeStats, PublishResult, Sink, View, WatchingSink, sink_stats
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._config import ServeConfig
-from ._log import event
+from ._log import Streaks, event
 from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
@@ -55,6 +55,7 @@ class Agent:
         self._saved_key: tuple[object, ...] | None = None
         self._sink_totals = {s.name: sink_stats(s) for s in sinks}
         self._runs: Counter[tuple[str, str]] = Counter()
+        self._streaks = Streaks(log)  # publish failures: one line per streak
         self._busy_s = 0.0
         self._reasons: tuple[tuple[str, str, str], ...] = ()
         self._probe_running = False
@@ -153,8 +154,7 @@ class Agent:
                 result = PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
             self._sink_totals[sink.name] = sink_stats(sink, self._sink_totals[sink.name], result)
             changed = True
-            if not result.ok:
-                event(self.log, "publish failed", logging.WARNING, sink=sink.name, detail=result.detail)
+            self._streaks.result(sink.name, result.ok, result.detail)
         if changed:
             with self._lock:
                 self._rebuild()
@@ -185,12 +185,17 @@ class Agent:
                          sinks=tuple(self._sink_totals.values()),
                          state_errors=tuple(sorted(self._state_errors.items())),
                          state_writable=None if not self._state_tried else self._state_error is None,
-                         degradations=() if self._state_error is None else (
-                             f"state directory {self._state.root} not writable ({self._state_error}): probe results "
-                             "and the last snapshot are lost at the next restart",),
+                         degradations=self._degradations(),
                          discovery_passes=self._passes, generation=self._generation,
                          nvml_error=self._nvml_error or "", discovery_delay_s=self.next_discovery_in())
         self.on_view()
+
+    def _degradations(self) -> tuple[str, ...]:
+        state = () if self._state_error is None else (
+            f"state directory {self._state.root} not writable ({self._state_error}): probe results and the last "
+            "snapshot are lost at the next restart",)
+        return state + tuple(f"{s.name}: {why}" for s in self._sinks if isinstance(s, WatchingSink)
+                             and (why := s.watch_error()))
 
     # -- probes --------------------------------------------------------------------------------------
     def probe_start(self) -> str | None:

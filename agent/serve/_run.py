@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import random
 import signal
 import socket
 import threading
@@ -54,11 +55,20 @@ def discovery_loop(agent: Agent, wake: Wake) -> None:
         why = wake.wait(agent.next_discovery_in())  # sooner while NVML does not answer
 
 
-def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake) -> None:
-    try:
-        sink.watch(agent.stopping, wake)
-    except Exception as exc:  # a bug here must not take the agent down: the sink still publishes every pass
-        event(agent.log, "watch failed", logging.ERROR, sink=sink.name, error=f"{type(exc).__name__}: {exc}")
+def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake, *, first_s: float = 1.0, cap_s: float = 300.0) -> None:
+    """Runs the sink's watch until the agent stops; a watch that fails on a bug is run again after a back-off
+    (``first_s`` doubling to ``cap_s``, jittered over its upper half), the sink publishing every pass meanwhile."""
+    failures = 0
+    while not agent.stopping.is_set():
+        try:
+            sink.watch(agent.stopping, wake)
+        except Exception as exc:  # a bug here must not take the agent down, nor stop the watch for good
+            failures += 1
+            window = min(cap_s, first_s * 2 ** min(failures, 30))
+            wait = random.uniform(window / 2, window)
+            event(agent.log, "watch failed", logging.ERROR, sink=sink.name, error=f"{type(exc).__name__}: {exc}",
+                  next_try_s=round(wait, 1))
+            agent.stopping.wait(wait)
 
 
 def probe_loop(agent: Agent) -> None:

@@ -208,6 +208,11 @@ class ResourceSliceSink:
         """The watch's store and the sink's own writes over it."""
         return self._cache
 
+    def watch_error(self) -> str:
+        """Why the watch is refused, with the fix (a permission to grant); empty while it is not."""
+        watch = self._watch
+        return (watch.problem or "") if watch is not None else ""
+
     def watch_restarts(self) -> dict[str, int]:
         """Times the watch was opened again, by reason (every reason, from 0)."""
         return dict(self._restarts)

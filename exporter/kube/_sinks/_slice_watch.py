@@ -48,8 +48,10 @@ lists when the store needs a state, then watches once. The rules, each with the 
   after the margin more). After that, until the watch shows life again, each pass lists for itself, writing
   nothing to the store: what the watch missed (kubelet wiping the pool during a fault) is set right within a
   bookmark interval and a pass, whether the watch is backing off, silent or cannot be had at all.
-* **404 or NotFound** for the API version picks the version again (``pick``) and starts over; 403 (no
-  ``watch`` in RBAC) gives up, and each pass then lists for itself.
+* **404 or NotFound** for the API version picks the version again (``pick``) and starts over.
+* **Nothing is given up** (``isWatchErrorRetriable`` retries all): a 401/403 (no ``list`` or ``watch`` in RBAC)
+  or a status the client does not know backs off like a broken stream, each pass listing for itself meanwhile;
+  logged once per run of refusals with the fix, and said by :attr:`SliceWatch.problem` until a watch opens.
 
 The server ending a stream at its timeout (5 to 10 minutes) is watched again at once from the last
 resourceVersion. Each new request after the first counts in ``restarts`` by why the last one ended (``closed``,
@@ -70,8 +72,9 @@ from ._slice_cache import SliceCache
 
 log = logging.getLogger(__name__)
 
-RESTART_REASONS = ("closed", "expired", "error")
-GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be had at all
+RESTART_REASONS = ("closed", "expired", "error", "refused")
+FIX_FORBIDDEN = "grant the agent's ServiceAccount list and watch on resourceslices (resource.k8s.io)"
+FIX_REFUSED = "a status the agent does not know: check that the server serves resource.k8s.io resourceslices"
 # The least window of the back-off after a stream broke (doubling, jittered, at most MAX_DELAY_S): one default
 # pass, so watches dropped together come back spread over it.
 ERROR_WINDOW_S = 60.0
@@ -93,7 +96,7 @@ class _Ended(Exception):
 
 class SliceWatch:
     """The watch: :meth:`step` lists when needed and watches once, and returns the seconds to wait before the next
-    step (:data:`GIVE_UP`: never); :meth:`run` steps until ``stop``. ``pick``: choose the API version again."""
+    step; :meth:`run` steps until ``stop``. ``pick``: choose the API version again."""
 
     def __init__(self, api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
                  wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
@@ -113,15 +116,14 @@ class SliceWatch:
         # the store's trust before this stream's first bookmark since its last event: a 410 after takes it back
         self._vouched: float | None = None
         self._poked = threading.Event()
+        self.problem: str | None = None  # why the watch is refused, with the fix; None while it is not
 
     def run(self) -> None:
-        """Blocks until ``stop`` is set (and the watch is woken: at its stream's next event, or :meth:`poke`) or the
-        watch cannot be had. A bug leaves the passes listing for themselves."""
+        """Blocks until ``stop`` is set (and the watch is woken: at its stream's next event, or :meth:`poke`). A bug
+        leaves the passes listing for themselves (the caller runs the watch again on its own back-off)."""
         try:
             while not self._stop.is_set():
                 wait = self.step()
-                if wait == GIVE_UP:
-                    return
                 if wait > 0:
                     self._poked.wait(wait)
         except BaseException:
@@ -163,12 +165,29 @@ class SliceWatch:
             self._rv = None
             return self._failed("error", exc)
         if isinstance(exc, Forbidden | InvalidObject):
-            self._cache.abandoned()
-            log.warning("resource-slices: not watching (%s); each pass lists", exc)
-            return GIVE_UP
+            return self._refused(exc)
         return self._failed("error", exc, floor=ERROR_WINDOW_S)
 
-    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0) -> float:
+    def _refused(self, exc: PublishError) -> float:
+        """A 401/403 (no ``list`` or ``watch`` in RBAC) or a status the client does not know: the passes list for
+        themselves, and the watch tries again on the back-off, so it is back without a restart once the
+        permission arrives. Logged once per run of refusals, with the fix; counted as the restart reason
+        ``refused``, and said by :attr:`problem` (the readiness detail) until a state is committed again."""
+        self._cache.abandoned()
+        self._rv = None
+        fix = FIX_FORBIDDEN if isinstance(exc, Forbidden) else FIX_REFUSED
+        first = self.problem is None
+        self.problem = f"watch refused ({exc}): {fix}"
+        wait = self._failed("refused", exc, floor=ERROR_WINDOW_S, quiet=True)
+        if first:
+            log.warning("resource-slices: %s; each pass lists meanwhile, and the watch tries again (next in %.0f s)",
+                        self.problem, wait)
+        else:
+            log.debug("resource-slices: watch refused again (%s); again in %.0f s", exc, wait)
+        return wait
+
+    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0,
+                quiet: bool = False) -> float:
         """Counts ``exc`` in the streak; the wait before the next try (``at_once``: none, the first time of its kind
         in the streak; ``floor``: see :meth:`~.._api._retry.Backoff.delay`)."""
         self._sent()
@@ -181,7 +200,9 @@ class SliceWatch:
         at_once = at_once and kind not in self._once
         self._once.add(kind)
         wait = self.backoff.failed(exc, getattr(exc, "retry_after", None), floor=floor, at_once=at_once)
-        if reason == "error":  # the server or the way to it failed: an operator's concern
+        if quiet:
+            pass
+        elif reason == "error":  # the server or the way to it failed: an operator's concern
             log.warning("resource-slices: watch failed (%s); again in %.0f s", exc, wait)
         else:
             log.info("resource-slices: watch %s (%s); again in %.0f s", reason, exc, wait)
@@ -204,6 +225,9 @@ class SliceWatch:
                 return
             if typ == "OPEN":
                 self._sent()
+                if self.problem is not None:  # permitted again (the RBAC arrived): the refusals are over
+                    log.warning("resource-slices: watching again; before: %s", self.problem)
+                    self.problem = None
                 opened = self._clock()
                 if isinstance(timeout := obj.get("timeoutSeconds"), int | float) and timeout > 0:
                     early = TIMEOUT_SHARE * timeout
