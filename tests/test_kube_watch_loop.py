@@ -389,10 +389,10 @@ def test_the_servers_answer_to_a_pass_ends_the_watchs_wait_and_stop_ends_it_too(
     mark = len(server.requests)
     watching.start()
     assert until(lambda: not server.faults)  # a new watch's state listed, its watch refused: waiting
-    assert agent.since(mark) == ["LIST"]
+    assert agent.since(mark) == ["DISCOVERY", "LIST"]  # the watch picks its version for itself, in its thread
     server.answer()  # a pass's request answered: the client's streak ended
-    assert until(lambda: len(agent.since(mark)) > 1), "the watch did not step again on the answer"
-    assert agent.since(mark)[1] == f"WATCH {server.rv}"
+    assert until(lambda: len(agent.since(mark)) > 2), "the watch did not step again on the answer"
+    assert agent.since(mark)[2] == f"WATCH {server.rv}"
     server.faults = ["backing-off"]  # its streams end at once (the script's timeout), then one is refused: waiting
     assert until(lambda: not server.faults)
     stop.set()
