@@ -145,9 +145,17 @@ class Agent:
             self._state_tried, self._state_error = True, error
             self._rebuild()
 
-    def _publish(self, served: Snapshot) -> None:
+    def resync(self, whys: dict[str, str]) -> None:
+        """The named sinks publish the served snapshot again (their watch saw a change by someone else)."""
+        with self._lock:
+            served = self._served
+        if served is not None and whys:
+            event(self.log, "resync", sinks=",".join(sorted(whys)), why="; ".join(whys[n] for n in sorted(whys)))
+            self._publish(served, [s for s in self._sinks if s.name in whys])
+
+    def _publish(self, served: Snapshot, sinks: Sequence[Sink] | None = None) -> None:
         changed = False
-        for sink in self._sinks:
+        for sink in self._sinks if sinks is None else sinks:
             try:
                 result = sink.publish(served)
             except Exception as exc:  # a sink must report, not raise; one that does is counted as failed
@@ -191,11 +199,9 @@ class Agent:
         self.on_view()
 
     def _degradations(self) -> tuple[str, ...]:
-        state = () if self._state_error is None else (
-            f"state directory {self._state.root} not writable ({self._state_error}): probe results and the last "
-            "snapshot are lost at the next restart",)
-        return state + tuple(f"{s.name}: {why}" for s in self._sinks if isinstance(s, WatchingSink)
-                             and (why := s.watch_error()))
+        watches = tuple(f"{s.name}: {w}" for s in self._sinks if isinstance(s, WatchingSink) and (w := s.watch_error()))
+        return watches if self._state_error is None else (f"state directory {self._state.root} not writable ("
+            f"{self._state_error}): probe results and the last snapshot are lost at the next restart", *watches)
 
     # -- probes --------------------------------------------------------------------------------------
     def probe_start(self) -> str | None:
