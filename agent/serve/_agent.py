@@ -146,16 +146,17 @@ class Agent:
             self._rebuild()
 
     def resync(self, whys: dict[str, str]) -> None:
-        """The named sinks publish the served snapshot again (their watch saw a change by someone else)."""
+        """Every sink compares the served snapshot with what is there again (the named sinks' watch saw a change by
+        someone else: a Node created again needs its labels as much as its slices); no discovery."""
         with self._lock:
             served = self._served
         if served is not None and whys:
             event(self.log, "resync", sinks=",".join(sorted(whys)), why="; ".join(whys[n] for n in sorted(whys)))
-            self._publish(served, [s for s in self._sinks if s.name in whys])
+            self._publish(served)
 
-    def _publish(self, served: Snapshot, sinks: Sequence[Sink] | None = None) -> None:
+    def _publish(self, served: Snapshot) -> None:
         changed = False
-        for sink in self._sinks if sinks is None else sinks:
+        for sink in self._sinks:
             try:
                 result = sink.publish(served)
             except Exception as exc:  # a sink must report, not raise; one that does is counted as failed

@@ -1,5 +1,5 @@
 """What wakes the sync worker (the discovery thread) before its interval: a discovery pass (SIGHUP, stop), or a
-resync of a sink whose watch saw its objects changed by someone else: delayed a little and coalesced, as the DRA
+resync when a sink's watch saw its objects changed by someone else: delayed a little and coalesced, as the DRA
 resourceslice controller queues its syncs, and never a discovery pass (the hardware did not change)."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ class Wake:
             self._cond.notify_all()
 
     def resync(self, sink: str, why: str) -> None:
-        """Publish ``sink`` again from the last discovery, after the delay (more requests before then join it)."""
+        """Publish again from the last discovery, after the delay (more requests before then join it); ``sink``
+        asked, for ``why``."""
         with self._cond:
             self._resync.setdefault(sink, why)
             if self._resync_at is None:
