@@ -97,7 +97,7 @@ class SimAgent:
     sinks: tuple[NodeLabelSink, ResourceSliceSink]
     watch: SliceWatch
     woken: list[str] = field(default_factory=list)
-    poked: bool = False  # the client's streak ended since the watch last stepped
+    poked: bool = False  # the client's backoff reset since the watch last stepped
 
 
 def kubeconfig(where: Path, server: str, token: str, ca: Path) -> str:

@@ -81,6 +81,7 @@ class Watch:
         self._sink = sink
         self._task = asyncio.create_task(asyncio.to_thread(sink.watch, self.stop, self.woken, backoff))
         await until(sink.cache.synced)  # listed; the watch opens from there
+        await until(lambda: any(r.resource == SLICES and r.params.get("watch") == "true" for r in list(self._kmock)))
         return self.woken
 
     async def close(self) -> None:

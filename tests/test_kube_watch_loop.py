@@ -266,7 +266,7 @@ def test_a_plain_bookmark_inside_a_watch_lists_state_changes_nothing() -> None:
                 yield "BOOKMARK", {"metadata": {"resourceVersion": str(server.rv)}}
     server.watch = bookmarked  # type: ignore[method-assign]
     for _ in range(2):
-        server.now += 121.0  # a healthy period: each 410 is the first of its streak
+        server.now += 121.0  # a healthy period: each 410 is the first since the backoff reset
         server.faults = ["410"]
         mark = len(server.requests)
         assert agent.step() == 0.0 and agent.step() == 0.0
@@ -332,7 +332,7 @@ def test_a_410_once_relists_at_once_and_again_after_a_healthy_period() -> None:
     server = agent.server
     server.faults = ["410"]
     assert agent.step() == 0.0 and agent.step() == 0.0  # the state again, at once, then watched on
-    server.now += 121.0  # a healthy period: the back-off's streak starts over
+    server.now += 121.0  # a healthy period: the backoff resets
     server.faults = ["410"]
     assert agent.step() == 0.0
 
@@ -363,7 +363,7 @@ def test_nothing_sent_counts_no_restart_and_leaves_the_probing_to_the_passes() -
     assert agent.sink.watch_restarts()["error"] == before["error"] + 1  # sent: one restart
 
 
-def test_a_watch_broken_again_within_the_streak_waits_longer_not_shorter() -> None:
+def test_a_watch_broken_again_before_the_backoff_resets_waits_longer_not_shorter() -> None:
     """A second outage within the reset period (a flapping server, a fault after a fault): the wait doubles from
     the pass window the first one spread the fleet over, so every watch does not come back within seconds of the
     second break (an answer to a pass still ends the wait at once, above)."""
@@ -390,7 +390,7 @@ def test_the_servers_answer_to_a_pass_ends_the_watchs_wait_and_stop_ends_it_too(
     watching.start()
     assert until(lambda: not server.faults)  # a new watch's state listed, its watch refused: waiting
     assert agent.since(mark) == ["DISCOVERY", "LIST"]  # the watch picks its version for itself, in its thread
-    server.answer()  # a pass's request answered: the client's streak ended
+    server.answer()  # a pass's request answered: the client's backoff reset
     assert until(lambda: len(agent.since(mark)) > 2), "the watch did not step again on the answer"
     assert agent.since(mark)[2] == f"WATCH {server.rv}"
     server.faults = ["backing-off"]  # its streams end at once (the script's timeout), then one is refused: waiting
@@ -444,7 +444,7 @@ def test_a_refused_watch_backs_off_and_watches_again_once_permitted(status: int,
     server.watch = watch  # type: ignore[method-assign]
     waits = [agent.step() for _ in range(4)]
     assert all(w > 0 for w in waits) and waits == sorted(waits)  # backed off, never given up
-    assert sum("each pass lists meanwhile" in r.getMessage() for r in caplog.records) == 1  # once per streak
+    assert sum("each pass lists meanwhile" in r.getMessage() for r in caplog.records) == 1  # once, until a watch opens
     assert agent.sink.watch_error().startswith("watch refused") and agent.sink.watch_restarts()["refused"] == 3
     if status in (401, 403):
         assert FIX_FORBIDDEN in agent.sink.watch_error()

@@ -1,4 +1,4 @@
-"""A sink refused by the server (RBAC not yet there) or failing for passes on end: one log line per streak with the
+"""A sink refused by the server (RBAC not yet there) or failing for passes on end: one log line with the
 fix, one more when it publishes again, and the watch's refusal in the readiness detail until it is over."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_the_fix_is_the_permission_the_server_names() -> None:
     assert fix_for("Unavailable: get node n1: 503") == ""
 
 
-def test_a_refused_sink_is_logged_once_a_streak_and_its_watch_in_readiness(tmp_path: Path,
+def test_a_refused_sink_is_logged_once_and_its_watch_in_readiness(tmp_path: Path,
                                                                            caplog: pytest.LogCaptureFixture) -> None:
     sink = Refused()
     assert isinstance(sink, WatchingSink)

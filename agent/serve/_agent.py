@@ -20,7 +20,7 @@ from exporter import ProbeStats, PublishResult, Sink, View, WatchingSink, sink_s
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._config import ServeConfig
-from ._log import Streaks, event
+from ._log import Failures, event
 from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
@@ -55,7 +55,7 @@ class Agent:
         self._saved_key: tuple[object, ...] | None = None
         self._sink_totals = {s.name: sink_stats(s) for s in sinks}
         self._runs: Counter[tuple[str, str]] = Counter()
-        self._streaks = Streaks(log)  # publish failures: one line per streak
+        self._failures = Failures(log)  # publish failures: one line until the sink publishes again
         self._busy_s = 0.0
         self._reasons: tuple[tuple[str, str, str], ...] = ()
         self._probe_running = False
@@ -163,7 +163,7 @@ class Agent:
                 result = PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
             self._sink_totals[sink.name] = sink_stats(sink, self._sink_totals[sink.name], result)
             changed = True
-            self._streaks.result(sink.name, result.ok, result.detail)
+            self._failures.result(sink.name, result.ok, result.detail)
         if changed:
             with self._lock:
                 self._rebuild()

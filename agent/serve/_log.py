@@ -62,9 +62,9 @@ def fix_for(detail: str) -> str:
     return f"grant the agent's ServiceAccount {verb} on {resource}" + (f" ({group})" if group else "")
 
 
-class Streaks:
-    """Publish failures logged once per streak (a sink failing pass after pass says so once, with the fix, and once
-    more when it publishes again), so a missing permission is one line, not one a pass."""
+class Failures:
+    """Publish failures logged once per run of failed passes (a sink failing pass after pass says so once, with the
+    fix, and once more when it publishes again), so a missing permission is one line, not one a pass."""
 
     def __init__(self, log: logging.Logger) -> None:
         self._log = log
@@ -78,7 +78,7 @@ class Streaks:
             return
         kinds, n = self._failing.get(sink, (frozenset(), 0))
         self._failing[sink] = (kinds | {kind}, n + 1)
-        if kind not in kinds:  # a kind of failure new to this streak
+        if kind not in kinds:  # a kind of failure new since the sink last published
             fields = {"fix": fix} if (fix := fix_for(detail)) else {}
             event(self._log, "publish failed", logging.WARNING, sink=sink, detail=detail, **fields)
         else:
