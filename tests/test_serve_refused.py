@@ -68,3 +68,32 @@ def test_a_refused_sink_is_logged_once_and_its_watch_in_readiness(tmp_path: Path
     agent.discover_once("interval")
     assert [r.getMessage() for r in caplog.records].count("publish recovered") == 1
     assert readiness(agent.view) == (200, "ready\n")
+
+
+def test_a_watch_that_fails_on_a_bug_is_run_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from agent.serve._run import Wake, watch_loop
+
+    class Buggy(Refused):
+        def __init__(self) -> None:
+            super().__init__()
+            self.runs = 0
+            self.again = threading.Event()
+
+        def watch(self, stop: threading.Event, wake: Callable[[str], None]) -> None:
+            self.runs += 1
+            if self.runs == 1:
+                raise RuntimeError("a bug")
+            self.again.set()
+            stop.wait()
+
+    sink = Buggy()
+    agent = Agent(ServeConfig(state_dir=tmp_path / "state", probe_interval_s=0), a100_node, dict, [sink],
+                  log=logging.getLogger("test.buggy"))
+    caplog.set_level(logging.INFO, logger="test.buggy")
+    loop = threading.Thread(target=watch_loop, args=(agent, sink, Wake()), kwargs={"first_s": 0.01}, daemon=True)
+    loop.start()
+    assert sink.again.wait(10), "the watch was not run again after its bug"
+    agent.stopping.set()
+    loop.join(10)
+    assert not loop.is_alive() and sink.runs == 2
+    assert [r.getMessage() for r in caplog.records].count("watch failed") == 1
