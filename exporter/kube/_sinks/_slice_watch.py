@@ -117,8 +117,9 @@ class SliceWatch:
     def _refused(self, exc: PublishError) -> float:
         """A 401/403 (no ``list`` or ``watch`` in RBAC) or a status the client does not know: the passes list for
         themselves, and the watch tries again on the back-off, so it is back without a restart once the
-        permission arrives. Logged once per run of refusals, with the fix; counted as the restart reason
-        ``refused``, and said by :attr:`problem` (the readiness detail) until a state is committed again."""
+        permission arrives. Logged once, with the fix; counted as the restart reason ``refused``, and said by
+        :attr:`problem` (the readiness detail, read by the sync worker: one string, replaced whole) until a watch
+        opens."""
         self._cache.abandoned()
         self._rv = None
         fix = FIX_FORBIDDEN if isinstance(exc, Forbidden) else FIX_REFUSED
