@@ -27,7 +27,7 @@ import httpx2
 import topology as t
 from exporter.kube import Backoff, LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
 from exporter.kube._client._client import KEEPALIVE_S
-from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, GIVE_UP, SliceWatch
+from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, SliceWatch
 from tests.fault_proxy import FaultProxy
 
 FAULTS = ("500", "429", "refuse", "410", "bookmark-410")
@@ -97,7 +97,7 @@ class SimAgent:
     sinks: tuple[NodeLabelSink, ResourceSliceSink]
     watch: SliceWatch
     woken: list[str] = field(default_factory=list)
-    poked: bool = False  # the client's streak ended since the watch last stepped
+    poked: bool = False  # the client's backoff reset since the watch last stepped
 
 
 def kubeconfig(where: Path, server: str, token: str, ca: Path) -> str:
@@ -157,8 +157,8 @@ def run_fault(agent: SimAgent, proxy: FaultProxy, fault: str, seconds: float = 6
             else:
                 agent.poked = False
                 wait = agent.watch.step()
-                next_watch = float("inf") if wait == GIVE_UP else clock.now_s + wait
-            if agent.poked and next_watch != float("inf"):
+                next_watch = clock.now_s + wait
+            if agent.poked:
                 next_watch = min(next_watch, clock.now_s)
     finally:
         proxy.mode = "none"

@@ -38,7 +38,7 @@ class ScriptedServer:
     versions: list[str] = field(default_factory=lambda: ["v1"])
     requests: list[str] = field(default_factory=list)
     during_write: Callable[[], None] | None = None
-    answered: list[Callable[[], None]] = field(default_factory=list)  # the client's streak ended: ``answer()``
+    answered: list[Callable[[], None]] = field(default_factory=list)  # the client's backoff reset: ``answer()``
 
     def clock(self) -> float:
         return self.now

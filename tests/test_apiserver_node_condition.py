@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,9 @@ import httpx
 import pytest
 
 import topology as t
-from exporter.kube import CONDITION, LightkubeNodeApi, NodeConditionSink
+from exporter.kube import CONDITION, Conflict, LightkubeNodeApi, NodeConditionSink
 from tests.apiserver import ApiServer
-from tests.apiserver_agent import wait_until
+from tests.apiserver_agent import create_node, wait_until
 from tests.kube_support import discover_profile
 from tests.ready_nodes import ReadyNodes
 
@@ -115,3 +116,71 @@ def test_prune_removes_the_condition_and_the_taint_and_nothing_else(kube_apiserv
         assert got["spec"]["taints"] == [foreign]
         assert CONDITION not in {c["type"] for c in got["status"].get("conditions", [])}
         assert prune(KubePublishConfig(node=node, resource_slices=False), node, api).node_marks == 0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_the_condition_is_written_again_on_its_heartbeat_with_nothing_changed(kube_apiserver: ApiServer,
+                                                                             tmp_path: Path) -> None:
+    """As node-problem-detector: lastHeartbeatTime moves at least every heartbeat with nothing changed (a stale
+    one says the agent is gone), lastTransitionTime stays."""
+    node, clock = "heartbeat", Clock()
+    with kube_apiserver.admin() as http:
+        create_node(http, node)
+        api = LightkubeNodeApi.connect(kubeconfig=str(kube_apiserver.kubeconfig()))
+        sink = NodeConditionSink(api, node, "gpu.topology", heartbeat_s=300, clock=clock)
+        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
+
+        def ours() -> dict[str, Any]:
+            conditions = http.get(f"/api/v1/nodes/{node}").json()["status"]["conditions"]
+            return next(c for c in conditions if c["type"] == CONDITION)
+        assert sink.publish(whole).written == 1
+        first = ours()
+        clock.now += timedelta(seconds=299)
+        assert sink.publish(whole).written == 0  # steady, within the heartbeat: one read, no write
+        clock.now += timedelta(seconds=1)
+        assert sink.publish(whole).written == 1  # the heartbeat, nothing changed
+        beat = ours()
+        assert beat["lastHeartbeatTime"] == "2026-01-01T00:05:00Z" != first["lastHeartbeatTime"]
+        assert beat["lastTransitionTime"] == first["lastTransitionTime"] and beat["status"] == "False"
+
+
+def test_a_node_changed_between_the_read_and_the_taint_is_read_again(kube_apiserver: ApiServer,
+                                                                    tmp_path: Path) -> None:
+    """The taint patch's ``test`` of the resourceVersion read fails with 422 when someone changed the Node in
+    between (kubelet's status, another controller's label): the conflict it is, read again and retried, and the
+    condition is written in the same pass."""
+    node = "taint-race"
+    with kube_apiserver.admin() as http:
+        create_node(http, node)
+
+        class Racing(LightkubeNodeApi):
+            """Someone labels the Node right after each of the first two reads."""
+            reads = 0
+
+            def get_node_object(self, name: str) -> dict[str, Any]:
+                got = super().get_node_object(name)
+                Racing.reads += 1
+                if Racing.reads <= 2:
+                    resp = http.patch(f"/api/v1/nodes/{name}", json={"metadata": {"labels": {"x": str(self.reads)}}},
+                                      headers={"Content-Type": "application/merge-patch+json"})
+                    assert resp.status_code == 200
+                return got
+        api = Racing.connect(kubeconfig=str(kube_apiserver.kubeconfig()))
+        assert isinstance(api, Racing)
+        stale = api.get_node_object(node)["metadata"]["resourceVersion"]  # the first race
+        with pytest.raises(Conflict):
+            api.replace_node_taints(node, [], stale)  # the server's 422, mapped
+        sink = NodeConditionSink(api, node, "gpu.topology", taint=True)
+        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
+        result = sink.publish(narrowed(whole))
+        assert result.ok and result.written == 2 and Racing.reads == 3  # read, raced, read again
+        got = http.get(f"/api/v1/nodes/{node}").json()
+        assert [t["key"] for t in got["spec"]["taints"]].count(KEY) == 1  # set once, beside admission's own
+        assert CONDITION in {c["type"] for c in got["status"]["conditions"]}

@@ -191,7 +191,7 @@ def test_a_watch_broken_by_the_server_comes_back(kube_apiserver: ApiServer, agen
     with kube_apiserver.admin() as http:
         (pool,) = node_slices(http, node)
         # the broken watch reopens after a jittered wait of 30 to 60 s (ERROR_WINDOW_S), meets the 410, and gets the
-        # state again at once (the first 410 of the streak)
+        # state again at once (the first 410 since the backoff reset)
         wait_until("the watch open again", lambda: (served.pass_now(), (counts()["expired"] or 0) >= 1)[1], 90, 0.5)
         mark = kube_apiserver.audit_mark()
         assert http.delete(f"{SLICES}/{pool['metadata']['name']}").status_code == 200

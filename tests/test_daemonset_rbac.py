@@ -9,6 +9,7 @@ import asyncio
 import copy
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -112,7 +113,10 @@ async def watched(kmock: Any, sink: ResourceSliceSink) -> Calls:
     """The requests of the slice watch as it opens (a list, then the watch), its thread stopped after."""
     start, stop = len(list(kmock)), threading.Event()
     task = asyncio.create_task(asyncio.to_thread(sink.watch, stop, lambda why: None))
-    await asyncio.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while not any(verb == "watch" for _, _, verb in calls(kmock, start)):  # listed, then the watch opened
+        assert time.monotonic() < deadline, "the watch did not open within 10 s"
+        await asyncio.sleep(0.02)
     seen = calls(kmock, start)
     stop.set()
     await poke_watchers(kmock)

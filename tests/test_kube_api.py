@@ -116,7 +116,7 @@ async def test_backoff_then_success(kmock: Any, api: LightkubeApi, sleeps: list[
 
 async def test_the_client_calls_back_when_the_server_answers_after_failing(kmock: Any, api: LightkubeApi,
                                                                            sleeps: list[float]) -> None:
-    """What ends the slice watch's wait while the client backs off: one call back when a streak of failures ends
+    """What ends the slice watch's wait while the client backs off: one call back when a run of failures ends
     (here within one call: a 503 with Retry-After, then the answer to its try again), none for answers without
     failures before."""
     answered: list[int] = []

@@ -1,6 +1,6 @@
 """The ResourceSlice watch against kmock as the API server: a slice that someone else deletes (kubelet at its
-start) wakes the agent, the sink's own deletions do not, and a watch that fails is opened again or, when it
-can never be had (RBAC), given up with the pool still re-created on every pass."""
+start) wakes the agent, the sink's own deletions do not, and a watch that fails or is refused (RBAC) is opened
+again on the back-off, the pool still re-created on every pass meanwhile."""
 
 from __future__ import annotations
 
@@ -81,6 +81,7 @@ class Watch:
         self._sink = sink
         self._task = asyncio.create_task(asyncio.to_thread(sink.watch, self.stop, self.woken, backoff))
         await until(sink.cache.synced)  # listed; the watch opens from there
+        await until(lambda: any(r.resource == SLICES and r.params.get("watch") == "true" for r in list(self._kmock)))
         return self.woken
 
     async def close(self) -> None:
@@ -159,14 +160,17 @@ async def test_a_slice_deleted_while_not_watching_wakes_the_agent_when_the_watch
     assert await woken.until(lambda r: len(r) >= 1) == [f"resourceslice {name} missing"]
 
 
-async def test_a_forbidden_watch_is_given_up_and_publishing_goes_on(kmock: Any, api: LightkubeApi,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_forbidden_watch_is_tried_again_and_publishing_goes_on(kmock: Any, api: LightkubeApi, watch: Watch,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """No ``watch`` in RBAC: the watch backs off and tries again (never given up), says the fix once, and each
+    pass lists for itself meanwhile."""
     sink = ResourceSliceSink(api, NODE, SliceConfig(), taints=False)
     kmock["watch", SLICES] << 403 << {"kind": "Status", "apiVersion": "v1", "code": 403, "message": "no watch"}
-    woken, stop = Woken(), threading.Event()
-    await asyncio.wait_for(asyncio.to_thread(sink.watch, stop, woken), timeout=10)  # returns: never retried
-    assert woken.reasons == []
-    assert "not watching" in caplog.text and "403" in caplog.text
+    await watch.start(sink, Backoff(cap=0.05, rng=random.Random(1)))
+    await until(lambda: sink.watch_restarts()["refused"] >= 3)  # tried again, and again
+    assert watch.woken.reasons == []
+    assert "403" in sink.watch_error() and "grant the agent's ServiceAccount list and watch" in sink.watch_error()
+    assert caplog.text.count("each pass lists meanwhile") == 1
     assert (await asyncio.to_thread(sink.publish, a100_node())).written == 1
 
 

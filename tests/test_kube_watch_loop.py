@@ -9,18 +9,16 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from exporter.kube import Backoff, Expired, ResourceSliceSink, SliceConfig, Unavailable
-from exporter.kube._api._api import BOOKMARK_INTERVAL_S, slice_kind
-from exporter.kube._api._errors import Forbidden
+from exporter.kube._api._api import BOOKMARK_INTERVAL_S
 from exporter.kube._api._retry import MAX_DELAY_S
 from exporter.kube._client._watch_stream import decode_event
-from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, GIVE_UP, RESTART_REASONS, SliceWatch, slice_fields
+from exporter.kube._sinks._slice_watch import ERROR_WINDOW_S, FIX_FORBIDDEN, RESTART_REASONS
 from tests.kmock_support import a100_node
 from tests.slice_script import ScriptedServer, names
 
@@ -249,7 +247,7 @@ def test_after_a_healthy_while_the_first_410_gets_a_watch_list_at_once_and_passe
     assert agent.publish() and "LIST" not in agent.since(mark)  # the pass plans against the store meanwhile
     agent.step()
     assert agent.since(mark)[-1] == "WATCHLIST" and agent.woken == [f"resourceslice {NAME} missing"]
-    assert agent.sink.watch_restarts() == {"closed": 5, "expired": 1, "error": 0}
+    assert agent.sink.watch_restarts() == {"closed": 5, "expired": 1, "error": 0, "refused": 0}
 
 
 def test_a_plain_bookmark_inside_a_watch_lists_state_changes_nothing() -> None:
@@ -268,7 +266,7 @@ def test_a_plain_bookmark_inside_a_watch_lists_state_changes_nothing() -> None:
                 yield "BOOKMARK", {"metadata": {"resourceVersion": str(server.rv)}}
     server.watch = bookmarked  # type: ignore[method-assign]
     for _ in range(2):
-        server.now += 121.0  # a healthy period: each 410 is the first of its streak
+        server.now += 121.0  # a healthy period: each 410 is the first since the backoff reset
         server.faults = ["410"]
         mark = len(server.requests)
         assert agent.step() == 0.0 and agent.step() == 0.0
@@ -334,7 +332,7 @@ def test_a_410_once_relists_at_once_and_again_after_a_healthy_period() -> None:
     server = agent.server
     server.faults = ["410"]
     assert agent.step() == 0.0 and agent.step() == 0.0  # the state again, at once, then watched on
-    server.now += 121.0  # a healthy period: the back-off's streak starts over
+    server.now += 121.0  # a healthy period: the backoff resets
     server.faults = ["410"]
     assert agent.step() == 0.0
 
@@ -365,7 +363,7 @@ def test_nothing_sent_counts_no_restart_and_leaves_the_probing_to_the_passes() -
     assert agent.sink.watch_restarts()["error"] == before["error"] + 1  # sent: one restart
 
 
-def test_a_watch_broken_again_within_the_streak_waits_longer_not_shorter() -> None:
+def test_a_watch_broken_again_before_the_backoff_resets_waits_longer_not_shorter() -> None:
     """A second outage within the reset period (a flapping server, a fault after a fault): the wait doubles from
     the pass window the first one spread the fleet over, so every watch does not come back within seconds of the
     second break (an answer to a pass still ends the wait at once, above)."""
@@ -391,10 +389,10 @@ def test_the_servers_answer_to_a_pass_ends_the_watchs_wait_and_stop_ends_it_too(
     mark = len(server.requests)
     watching.start()
     assert until(lambda: not server.faults)  # a new watch's state listed, its watch refused: waiting
-    assert agent.since(mark) == ["LIST"]
-    server.answer()  # a pass's request answered: the client's streak ended
-    assert until(lambda: len(agent.since(mark)) > 1), "the watch did not step again on the answer"
-    assert agent.since(mark)[1] == f"WATCH {server.rv}"
+    assert agent.since(mark) == ["DISCOVERY", "LIST"]  # the watch picks its version for itself, in its thread
+    server.answer()  # a pass's request answered: the client's backoff reset
+    assert until(lambda: len(agent.since(mark)) > 2), "the watch did not step again on the answer"
+    assert agent.since(mark)[2] == f"WATCH {server.rv}"
     server.faults = ["backing-off"]  # its streams end at once (the script's timeout), then one is refused: waiting
     assert until(lambda: not server.faults)
     stop.set()
@@ -425,20 +423,37 @@ def test_a_404_for_the_api_version_picks_the_version_again() -> None:
     assert agent.publish()
 
 
-# -- giving up ------------------------------------------------------------------------------------------------
-def test_a_forbidden_watch_gives_up_and_passes_list() -> None:
-    server = ScriptedServer()
-    restarts: Counter[str] = Counter()
-    agent = Agent(server)
+# -- never giving up -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("status", [401, 403, 400, 405, 415, 422])
+def test_a_refused_watch_backs_off_and_watches_again_once_permitted(status: int,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A 403 (no ``watch`` in RBAC: a DaemonSet rolled out before its RBAC) or any status the client does not
+    know: the passes list for themselves, the watch tries again on the back-off (logged once, with the fix; counted
+    as ``refused``; said by the readiness detail) and watches again, without a restart, once the server permits."""
+    from exporter.kube._client._watch_stream import error_for
 
-    def forbidden(*_a: object, **_k: object) -> object:
-        raise Forbidden("watch resourceslices: 403")
-    server.watch = forbidden  # type: ignore[method-assign]
-    watch = SliceWatch(server, lambda: slice_kind("v1"), fields=slice_fields("n1", "gpu.topology"),
-                       cache=agent.sink.cache, wake=agent.woken.append, restarts=restarts)
-    assert watch.step() == GIVE_UP
+    server = ScriptedServer()
+    agent = Agent(server)
+    real = server.watch
+    refused = {"on": True}
+
+    def watch(*a: Any, **k: Any) -> Any:
+        if refused["on"]:
+            raise error_for("watch resourceslices", status, "no")
+        return real(*a, **k)
+    server.watch = watch  # type: ignore[method-assign]
+    waits = [agent.step() for _ in range(4)]
+    assert all(w > 0 for w in waits) and waits == sorted(waits)  # backed off, never given up
+    assert sum("each pass lists meanwhile" in r.getMessage() for r in caplog.records) == 1  # once, until a watch opens
+    assert agent.sink.watch_error().startswith("watch refused") and agent.sink.watch_restarts()["refused"] == 3
+    if status in (401, 403):
+        assert FIX_FORBIDDEN in agent.sink.watch_error()
     mark = len(server.requests)
-    assert agent.publish() and "LIST" in agent.since(mark)
+    assert agent.publish() and "LIST" in agent.since(mark)  # the pass lists for itself meanwhile
+    refused["on"] = False  # the RBAC arrives
+    assert agent.step() == 0.0
+    assert agent.sink.watch_error() == "" and agent.sink.cache.view() is not None
+    assert "watching again" in caplog.text
 
 
 def test_a_watch_that_fails_on_a_bug_leaves_the_passes_listing() -> None:

@@ -2,6 +2,7 @@
 
   ``_run``    threads and signals: the discovery loop, the probe loop, a sink's watch, uvicorn, SIGHUP/SIGTERM
   ``_agent``  one agent's state and passes: the served snapshot, what each pass changed, the probe schedule
+  ``_wake``   what wakes the sync worker: a discovery pass, or a delayed, coalesced resync of a sink
   ``_config`` the agent's settings (``ServeConfig``), as the command line reads them
   ``_probe``  probe passes in child processes, only on idle GPUs; killing them at shutdown
   ``_state``  the state directory: last complete snapshot and probe report, written atomically

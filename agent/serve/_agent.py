@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import probes
-from exporter import ProbeStats, PublishResult, Sink, View, sink_stats
+from exporter import ProbeStats, PublishResult, Sink, View, WatchingSink, sink_stats
 from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward, structure_hash, with_measurements
 
 from ._config import ServeConfig
-from ._log import event
+from ._log import Failures, event
 from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
@@ -55,6 +55,7 @@ class Agent:
         self._saved_key: tuple[object, ...] | None = None
         self._sink_totals = {s.name: sink_stats(s) for s in sinks}
         self._runs: Counter[tuple[str, str]] = Counter()
+        self._failures = Failures(log)  # publish failures: one line until the sink publishes again
         self._busy_s = 0.0
         self._reasons: tuple[tuple[str, str, str], ...] = ()
         self._probe_running = False
@@ -144,6 +145,15 @@ class Agent:
             self._state_tried, self._state_error = True, error
             self._rebuild()
 
+    def resync(self, whys: dict[str, str]) -> None:
+        """Every sink compares the served snapshot with what is there again (the named sinks' watch saw a change by
+        someone else: a Node created again needs its labels as much as its slices); no discovery."""
+        with self._lock:
+            served = self._served
+        if served is not None and whys:
+            event(self.log, "resync", sinks=",".join(sorted(whys)), why="; ".join(whys[n] for n in sorted(whys)))
+            self._publish(served)
+
     def _publish(self, served: Snapshot) -> None:
         changed = False
         for sink in self._sinks:
@@ -153,8 +163,7 @@ class Agent:
                 result = PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
             self._sink_totals[sink.name] = sink_stats(sink, self._sink_totals[sink.name], result)
             changed = True
-            if not result.ok:
-                event(self.log, "publish failed", logging.WARNING, sink=sink.name, detail=result.detail)
+            self._failures.result(sink.name, result.ok, result.detail)
         if changed:
             with self._lock:
                 self._rebuild()
@@ -185,12 +194,15 @@ class Agent:
                          sinks=tuple(self._sink_totals.values()),
                          state_errors=tuple(sorted(self._state_errors.items())),
                          state_writable=None if not self._state_tried else self._state_error is None,
-                         degradations=() if self._state_error is None else (
-                             f"state directory {self._state.root} not writable ({self._state_error}): probe results "
-                             "and the last snapshot are lost at the next restart",),
+                         degradations=self._degradations(),
                          discovery_passes=self._passes, generation=self._generation,
                          nvml_error=self._nvml_error or "", discovery_delay_s=self.next_discovery_in())
         self.on_view()
+
+    def _degradations(self) -> tuple[str, ...]:
+        watches = tuple(f"{s.name}: {w}" for s in self._sinks if isinstance(s, WatchingSink) and (w := s.watch_error()))
+        return watches if self._state_error is None else (f"state directory {self._state.root} not writable ("
+            f"{self._state_error}): probe results and the last snapshot are lost at the next restart", *watches)
 
     # -- probes --------------------------------------------------------------------------------------
     def probe_start(self) -> str | None:

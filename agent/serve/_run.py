@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import random
 import signal
 import socket
 import threading
@@ -20,45 +21,40 @@ from ._agent import Agent, next_probe_at
 from ._config import ServeConfig
 from ._log import event, setup
 from ._probe import Busy, kill_children
+from ._wake import Wake
 
 _STOP_GRACE_S = 4.0  # SIGTERM to exit: within the 5 s a DaemonSet's pod is given at the least
 
 
-class Wake:
-    """Asks the discovery loop for a pass now, and says why: SIGHUP, or a sink that saw its objects changed."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._why = ""
-
-    def __call__(self, why: str) -> None:
-        with self._lock:
-            self._why = self._why or why  # several wakes before the pass: the first reason is reported
-        self._event.set()
-
-    def wait(self, timeout: float) -> str:
-        """The reason of a wake within ``timeout``, or ``interval``."""
-        woke = self._event.wait(timeout)
-        with self._lock:
-            why, self._why = self._why, ""
-            self._event.clear()
-        return why if woke and why else "interval"
-
-
 def discovery_loop(agent: Agent, wake: Wake) -> None:
+    """The sync worker: discovery on its interval (sooner while NVML does not answer) and when woken for it; between
+    passes, a resync of the sinks whose watch asked (publishing the last snapshot again, no discovery)."""
     why = "start"
     while not agent.stopping.is_set():
         agent.discover_once(why)
         _return_free_memory()
-        why = wake.wait(agent.next_discovery_in())  # sooner while NVML does not answer
+        due = time.monotonic() + agent.next_discovery_in()
+        while not agent.stopping.is_set():
+            why, resync = wake.wait(max(0.0, due - time.monotonic()))
+            if why:
+                break
+            agent.resync(resync)
 
 
-def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake) -> None:
-    try:
-        sink.watch(agent.stopping, wake)
-    except Exception as exc:  # a bug here must not take the agent down: the sink still publishes every pass
-        event(agent.log, "watch failed", logging.ERROR, sink=sink.name, error=f"{type(exc).__name__}: {exc}")
+def watch_loop(agent: Agent, sink: WatchingSink, wake: Wake, *, first_s: float = 1.0, cap_s: float = 300.0) -> None:
+    """Runs the sink's watch until the agent stops; a watch that fails on a bug is run again after a back-off
+    (``first_s`` doubling to ``cap_s``, jittered over its upper half), the sink publishing every pass meanwhile."""
+    failures = 0
+    while not agent.stopping.is_set():
+        try:
+            sink.watch(agent.stopping, functools.partial(wake.resync, sink.name))
+        except Exception as exc:  # a bug here must not take the agent down, nor stop the watch for good
+            failures += 1
+            window = min(cap_s, first_s * 2 ** min(failures, 30))
+            wait = random.uniform(window / 2, window)
+            event(agent.log, "watch failed", logging.ERROR, sink=sink.name, error=f"{type(exc).__name__}: {exc}",
+                  next_try_s=round(wait, 1))
+            agent.stopping.wait(wait)
 
 
 def probe_loop(agent: Agent) -> None:

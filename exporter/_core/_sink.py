@@ -43,7 +43,7 @@ class WatchingSink(Protocol):
     ``watch`` blocks, in a thread of its own, until ``stop`` is set and ``wake_watch`` called (or its stream's next
     event comes), and calls ``wake`` with a reason when the agent should publish again now rather than at the next
     interval. ``watch_restarts`` counts the times its watch was opened again, by reason, every reason present from
-    the start."""
+    the start; ``watch_error`` says why the watch is refused and what fixes it (empty while it is not)."""
 
     name: str
 
@@ -54,3 +54,5 @@ class WatchingSink(Protocol):
     def wake_watch(self) -> None: ...
 
     def watch_restarts(self) -> Mapping[str, int]: ...
+
+    def watch_error(self) -> str: ...

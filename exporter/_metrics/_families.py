@@ -117,8 +117,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_sink_publish", "counter", "Objects or keys each sink wrote, left unchanged or failed to "
            "write.", ("sink", "result"), "3K"),
     Family("topolink_sink_watch_restarts", "counter", "Times a sink's watch of what it wrote was opened again: "
-           "reason closed (the server ended it at its timeout), expired (410 Gone: listed again) or error "
-           "(failed or silent: backed off, then resumed); counted when the request is sent.", ("sink", "reason"), "3K"),
+           "reason closed (the server ended it at its timeout), expired (410 Gone: listed again), error "
+           "(failed or silent: backed off, then resumed) or refused (403 or a status the agent does not know: "
+           "backed off, /readyz says the fix); counted when the request is sent.", ("sink", "reason"), "4K"),
     Family("topolink_state_file_errors", "counter", "State files found corrupt or foreign at start, and "
            "ignored.", ("file",), "2"),
     Family("topolink_state_writable", "gauge", "1 when the state directory took the latest write, 0 when it "
@@ -139,7 +140,7 @@ def series_bound(*, gpus: int, nics: int, numa: int, sources: int, links: int, m
     g, n = gpus, nics
     values = {"1": 1, "2": 2, "4": 4, "S": sources, "F": unknown, "G": g, "2G": 2 * g,
               "G(G-1)/2": g * (g - 1) // 2, "U^2": numa * numa, "GN": g * n, "L": links, "2M": 2 * measurements,
-              "M": measurements, "5T": 5 * tests, "T": tests, "3G+N": 3 * g + n, "3K": 3 * sinks}
+              "M": measurements, "5T": 5 * tests, "T": tests, "3G+N": 3 * g + n, "3K": 3 * sinks, "4K": 4 * sinks}
     return sum(values[f.bound] for f in FAMILIES)
 
 

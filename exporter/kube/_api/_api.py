@@ -92,7 +92,7 @@ class KubeApi(Protocol):
     def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None: ...
 
     def on_answer(self, callback: Callable[[], None]) -> None:
-        """``callback()`` each time the server answers a request after failing (the client's back-off streak ends),
+        """``callback()`` each time the server answers a request after failing (the client's backoff resets),
         in the thread that made the request."""
         ...
 

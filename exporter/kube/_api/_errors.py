@@ -2,7 +2,8 @@
 
     TopolinkError
     └── PublishError            a write or read against the API server (or the feature file) failed
-        ├── InvalidObject       an object we built breaks an API rule: never sent
+        ├── InvalidObject       an object we built breaks an API rule (never sent), or a status the mapping
+        │                       does not know (400, 405, 415, 422 ...: ``status`` says which)
         ├── Forbidden           401 / 403: RBAC or admission said no
         ├── NotFound            404
         ├── Conflict            409 after the retries
@@ -20,6 +21,7 @@ from topology import TopolinkError
 
 class PublishError(TopolinkError):
     retry_after: float | None = None  # the server's Retry-After, where it sent one
+    status: int | None = None  # the HTTP status (or a Status object's code) the server answered with, if any
 
 
 class InvalidObject(PublishError):

@@ -6,21 +6,21 @@
   widens the window to at least ``floor * 2**(n-1)`` (the watch's, after a broken stream: one default pass).
 * **A stated maximum**: no wait is longer than :data:`MAX_DELAY_S` (5 minutes).
 * **Retry-After as a floor**: the wait is at least what the server asked for (capped at the maximum).
-* **Carried across passes**: a :class:`Backoff` is a streak. While the server keeps failing, a request whose
-  next try is not due is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and the pass
-  moves on); a call that starts the streak tries again (``attempts`` tries at most, the wait within
+* **Carried across passes**: a :class:`Backoff` counts the failures in a row. While the server keeps failing, a
+  request whose next try is not due is not sent at all (the caller gets :class:`~._errors.BackingOff` at once and
+  the pass moves on); a call that meets the first failure tries again (``attempts`` tries at most, the wait within
   ``in_call``) only where client-go's request would (``IsNextRetry``): the server said when (``Retry-After`` on a
   429 or 5xx, ``checkWait``), or a read's connection was reset or closed under it (a GET: ``IsConnectionReset``,
   ``IsProbableEOF``); a bare 5xx, a refused connection or a timeout is left to a later call, so a fleet meeting a
-  failing server sends it no more than its steady rate. A call made while the streak is on tries once, if due.
-  An answer that is not a failure (any 2xx, a 4xx other than 429) ends the client's streak, and calls back
+  failing server sends it no more than its steady rate. A call made while backing off tries once, if due.
+  An answer that is not a failure (any 2xx, a 4xx other than 429) resets the client's backoff, and calls back
   whoever asked to hear of it (:meth:`Backoff.on_answer`: the slice watch, which waits for the server to answer a
   pass rather than probing a failing server itself).
-* **Reset after a healthy period**: a streak with no failure for :data:`HEALTHY_S` (client-go's
-  ``defaultBackoffReset``, 2 minutes) after its last wait ended starts over. The watch's streak (a
-  :class:`Backoff` of its own) ends only so, never because an event or a bookmark came: a server that sends a
+* **Reset after a healthy period**: the backoff resets after :data:`HEALTHY_S` without a failure (client-go's
+  ``defaultBackoffReset``, 2 minutes) after its last wait ended. The watch's backoff (a
+  :class:`Backoff` of its own) resets only so, never because an event or a bookmark came: a server that sends a
   bookmark and then a 410 on every watch is backed off like any other failing one (``at_once``: a failure
-  that is tried again at once, the watch's first 410 of a streak).
+  that is tried again at once, the watch's first 410 since its backoff reset).
 
 So one agent sends a failing server about one request per back-off step: ten minutes of failures cost about
 ten requests, what a healthy server gets in ten minutes of one-minute passes (``tests/test_kube_faults.py``,
@@ -39,7 +39,7 @@ from typing import TypeVar
 T = TypeVar("T")
 RETRYABLE = frozenset({429, 500, 502, 503, 504})
 MAX_DELAY_S = 300.0  # the longest wait between tries: 5 minutes
-HEALTHY_S = 120.0  # a streak with no failure this long starts over (client-go's defaultBackoffReset)
+HEALTHY_S = 120.0  # the backoff resets after this long without a failure (client-go's defaultBackoffReset)
 
 
 class Retryable(Exception):  # a signal between the client and Backoff.run
@@ -83,7 +83,7 @@ class Backoff:
 
     def failed(self, error: object, retry_after: float | None = None, floor: float = 0.0,
                at_once: bool = False) -> float:
-        """One more failure in a row (the first of a new streak after ``healthy_s`` without one); returns the wait
+        """One more failure in a row (the first after a reset, ``healthy_s`` without one); returns the wait
         before the next try (``floor``: see :meth:`delay`; ``at_once``: none, but for ``retry_after``)."""
         with self._lock:
             now = self.clock()
@@ -97,8 +97,8 @@ class Backoff:
             self.not_before, self.failed_at, self.last_error = now + wait, now, str(error)
             return wait
 
-    def new_streak(self) -> bool:
-        """The next failure starts a streak: none yet, or none for ``healthy_s`` after the last wait ended."""
+    def will_reset(self) -> bool:
+        """The next failure starts the backoff over: none yet, or none for ``healthy_s`` after the last wait ended."""
         with self._lock:
             return not self.failures or self._healthy(self.clock())
 
@@ -114,15 +114,15 @@ class Backoff:
                 callback()
 
     def on_answer(self, callback: Callable[[], None]) -> None:
-        """``callback()`` each time the server answers after failing (a streak ends), in the thread of the answer."""
+        """``callback()`` each time the server answers after failing (the backoff resets), in the answer's thread."""
         with self._lock:
             self._answered.append(callback)
 
     def run(self, call: Callable[[], T], refuse: Callable[[float], Exception]) -> T:
         """``call`` raises :class:`Retryable` for a server failure; the last one is re-raised. A try further off
         than ``in_call`` is not made: ``refuse(seconds)`` is raised instead. Any other outcome is an answer from
-        the server and ends the streak."""
-        # a streak already on: one try, when due; a streak that starts in this call: ``attempts`` tries
+        the server and resets the backoff."""
+        # backing off already: one try, when due; the first failure in this call: ``attempts`` tries
         tries = self.attempts if not self.failures else 1
         for attempt in range(tries):
             wait = self.wait_s()

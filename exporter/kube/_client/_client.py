@@ -246,7 +246,7 @@ class LightkubeApi:
             for typ, obj in stream_events(self._http, path_of(kind), params, what):
                 if typ == OPEN:
                     opened = True
-                    b.succeeded()  # the server answered; whether the watch works is the watch's own streak
+                    b.succeeded()  # the server answered; whether the watch works is the watch's own backoff
                     yield typ, {"timeoutSeconds": timeout}
                 else:
                     yield typ, obj

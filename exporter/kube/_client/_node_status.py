@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from .._api._api import MANAGER, Obj
+from .._api._errors import Conflict, InvalidObject
 from ._client import LightkubeApi
 
 
@@ -37,11 +38,17 @@ class LightkubeNodeApi(LightkubeApi):
             Node.Status, name, body, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True))
 
     def replace_node_taints(self, name: str, taints: Sequence[Mapping[str, object]], resource_version: str) -> None:
-        """Fails with :class:`~.._api._errors.Conflict`-like errors when the Node changed since it was read."""
+        """:class:`~.._api._errors.Conflict` when the Node changed since it was read: the patch's ``test`` operation
+        fails with 422, the conflict it is (read the Node again and retry)."""
         from lightkube.resources.core_v1 import Node
         from lightkube.types import PatchType
 
         patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
                  {"op": "add", "path": "/spec/taints", "value": [dict(t) for t in taints]}]
-        self._call(f"set the taints of node {name}", lambda: self._client.patch(
-            Node, name, patch, patch_type=PatchType.JSON))
+        what = f"set the taints of node {name}"
+        try:
+            self._call(what, lambda: self._client.patch(Node, name, patch, patch_type=PatchType.JSON))
+        except InvalidObject as exc:
+            if exc.status != 422:
+                raise
+            raise Conflict(f"{what}: the Node changed since it was read ({exc})") from exc

@@ -25,7 +25,7 @@ def error_for(what: str, code: int, message: str = "", retry_after: float | None
         Forbidden if code in (401, 403) else NotFound if code == 404 else Conflict if code == 409 else
         Expired if code == 410 else Unavailable if code in RETRYABLE else InvalidObject)
     err = cls(f"{what}: {code} {message}".rstrip())
-    err.retry_after = retry_after
+    err.retry_after, err.status = retry_after, code
     return err
 
 

@@ -37,6 +37,7 @@ class KubePublishConfig:
     gpu_driver: str = "gpu.nvidia.com"
     node_condition: bool = False
     node_taint: bool = False  # only with node_condition
+    condition_heartbeat_s: float = 300.0  # the condition written again at least this often, nothing changed
     nfd_namespace: str = "node-feature-discovery"
     features_file: Path = DEFAULT_FEATURES_FILE
     kubeconfig: str | None = None
@@ -74,7 +75,8 @@ def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.envir
         device_taints={"auto": None, "on": True, "off": False}[args.device_taints],
         device_taint_rules=args.device_taint_rules, gpu_driver=args.gpu_dra_driver,
         node_condition=args.node_condition, node_taint=args.node_taint,
-        nfd_namespace=args.nfd_namespace, features_file=args.features_file, kubeconfig=args.kubeconfig,
+        condition_heartbeat_s=args.condition_heartbeat, nfd_namespace=args.nfd_namespace,
+        features_file=args.features_file, kubeconfig=args.kubeconfig,
         owner_pod=pod)
 
 
@@ -125,5 +127,6 @@ def sinks_from_config(cfg: KubePublishConfig, api: KubeApi | None = None) -> lis
 
         if not isinstance(api, NodeStatusApi):
             raise ValueError("--node-condition needs a client with the Node status calls")
-        sinks.append(NodeConditionSink(api, node, cfg.prefix, taint=cfg.node_taint))
+        sinks.append(NodeConditionSink(api, node, cfg.prefix, taint=cfg.node_taint,
+                                       heartbeat_s=cfg.condition_heartbeat_s))
     return sinks

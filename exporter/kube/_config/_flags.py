@@ -38,7 +38,7 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
     The settings of :data:`POLICY_SETTINGS` default to their ``TOPOLINK_*`` variables (the DaemonSet sets them from the
     ConfigMap its admission policy reads); a flag on the command line wins."""
     from exporter._core._kube_names import DRIVER, NAMESPACE, NODE, PREFIX
-    from exporter._core._settings import PATH, SWITCH, TEXT, Choice, env_value
+    from exporter._core._settings import PATH, SWITCH, TEXT, Choice, env_value, seconds
 
     g = parser.add_argument_group("Kubernetes publishing")
 
@@ -79,6 +79,12 @@ def add_kube_args(parser: argparse.ArgumentParser, *, node_name: bool = True,
                    default=default("node_taint", SWITCH, False),
                    help="with --node-condition: taint this Node PREFIX/degraded:NoSchedule while its GPU links are "
                         "degraded ($TOPOLINK_NODE_TAINT)")
+    heartbeat = seconds(1, 3600, low_open=False)
+    g.add_argument("--condition-heartbeat", type=heartbeat, metavar="SECONDS",
+                   default=default("condition_heartbeat", heartbeat, 300.0),
+                   help="with --node-condition: the condition is written again at least this often with nothing "
+                        "changed (its lastHeartbeatTime; a stale one says the agent is gone) "
+                        "($TOPOLINK_CONDITION_HEARTBEAT, default: %(default)g)")
     g.add_argument("--nfd-namespace", type=NAMESPACE,
                    default=env_value(environ, "POD_NAMESPACE", NAMESPACE, "node-feature-discovery"),
                    help="namespace of the NodeFeature (default: $POD_NAMESPACE or %(default)s)")

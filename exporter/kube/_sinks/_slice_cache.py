@@ -1,30 +1,7 @@
-"""This node's ResourceSlices of our driver: the watch's store, and the sink's own writes over it.
-
-Two parts, as in an informer with client-go's integer-resourceVersion mutation cache (``tools/cache/
-mutation_cache.go``, the way the resourceslice controller of ``k8s.io/dynamic-resource-allocation`` uses one):
-
-* **The store** has one writer, the watch: a list or a watch list replaces it whole (:meth:`SliceCache.replace`),
-  and each event after changes one slice (:meth:`SliceCache.event`). Nothing else writes it, so it is always a
-  state the server had at one resourceVersion, lagging while the watch is down and caught up when it resumes.
-* **The mutations**: what the sink itself created, updated or deleted, each with the resourceVersion the
-  server gave it and a time to live (:data:`MUTATION_TTL_S`), so a pass sees its own write at once, before the
-  watch delivers its event. The newer resourceVersion always wins (an integer comparison, as etcd's revisions
-  are); an event as new as a mutation drops it; a delete leaves a tombstone, so a write's reply that is older
-  than a delete the watch saw never brings the slice back, nor one older than the state the store is at (a list
-  taken after the delete: no event will say so) that lacks the slice; either wakes the agent. After the TTL only
-  the store counts, and the next pass checks the pool against it again.
-
-A pass plans against :meth:`SliceCache.view` (the newer of both per slice) while the store is the server's view:
-the watch has a state and showed life (a state committed, an event, a bookmark, a stream the server ended at its
-timeout) within the server's bookmark interval (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a live stream gets a
-bookmark that often, kube-apiserver v1.36.2 measured 60.1 s apart). Otherwise (before the first state, a watch
-down or silent for longer, no watch at all) it gets None and lists for itself without writing here: what happened
-on the server meanwhile (kubelet wiping the pool during a fault) is seen within a bookmark interval and a pass,
-not only when the watch is back.
-The watch's events wake the agent when someone else deletes or changes a slice we published (kubelet wiping the
-pool at its start, the garbage collector, an edit): the sink's own writes are known by the resourceVersion of
-their reply, or, while the reply is on its way, by the name being written; a delete older than a write of ours
-(a pass that listed while the watch was down and created the slice again) wakes nothing.
+"""This node's ResourceSlices of our driver: the informer's store (written by the watch alone) and a mutation cache
+of the sink's own writes over it (resourceVersion-ordered, with a TTL), as the DRA resourceslice controller keeps.
+A pass plans against :meth:`SliceCache.view` while the watch is fresh, else lists for itself.
+Why: ``docs/kube-sync.md``.
 """
 
 from __future__ import annotations
@@ -114,8 +91,8 @@ class SliceCache:
             if typ == "DELETED":
                 self._store.pop(name, None)
                 known = have is not None or name in self._published
-                ours = name in self._deleting or self._tombstone(name) or self._rewritten(name, rv)
-                self._buried(name, rv, seen=name in self._writing)
+                ours = name in self._deleting or self._is_tombstone(name) or self._rewritten(name, rv)
+                self._add_tombstone(name, rv, seen=name in self._writing)
                 return f"resourceslice {name} deleted" if known and not ours else None
             self._store[name] = obj
             others = have is not None and obj != have and self._others(name, obj)
@@ -135,8 +112,8 @@ class SliceCache:
         with self._lock:
             return self._alive_until
 
-    def belied(self, until: float) -> None:
-        """What said the store was alive since it was so ``until`` proved false (a bookmark, then a 410): back to it."""
+    def revert_alive(self, until: float) -> None:
+        """The store was alive only ``until``: what said more (a bookmark, then a 410 on the same stream) was wrong."""
         with self._lock:
             self._alive_until = min(self._alive_until, until)
 
@@ -156,7 +133,7 @@ class SliceCache:
         m = self._mutations.get(name)
         return m is not None and m.obj is not None and _newer(m.rv, rv)
 
-    def _tombstone(self, name: str) -> bool:
+    def _is_tombstone(self, name: str) -> bool:
         m = self._mutations.get(name)
         return m is not None and m.obj is None
 
@@ -166,7 +143,7 @@ class SliceCache:
         if m is not None and not _newer(m.rv, rv):
             del self._mutations[name]
 
-    def _buried(self, name: str, rv: int | None, *, seen: bool) -> None:
+    def _add_tombstone(self, name: str, rv: int | None, *, seen: bool) -> None:
         """Deleted as of ``rv``: a tombstone, unless a write of ours is newer (created again after)."""
         m = self._mutations.get(name)
         if m is None or m.obj is None or not _newer(m.rv, rv):
@@ -212,7 +189,7 @@ class SliceCache:
         with self._lock:
             expires = self.clock() + self._ttl_s
             for obj in deleted:
-                self._buried(_name(obj), _rv(obj), seen=False)
+                self._add_tombstone(_name(obj), _rv(obj), seen=False)
             for obj in stored:
                 name, rv = _name(obj), _rv(obj)
                 m, have = self._mutations.get(name), self._store.get(name)

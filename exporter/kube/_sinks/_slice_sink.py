@@ -12,6 +12,7 @@ Obsolete slices go only on complete knowledge.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import Counter
@@ -82,6 +83,22 @@ class _Discovered:
     uid: str | None = None  # the Node's, for the ownerReference: read again whenever it may have changed
 
 
+class _WatchKind:
+    """The watch's own choice of API version, its thread's alone (the sync worker keeps its own in ``_Discovered``)."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self._api = api
+        self._version: str | None = None
+
+    def __call__(self) -> Kind:
+        if self._version is None:
+            self._version = pick_version(self._api, RESOURCE_GROUP, SLICE_VERSIONS, "resourceslices")
+        return slice_kind(self._version)
+
+    def forget(self) -> None:
+        self._version = None
+
+
 def pick_version(api: KubeApi, group: str, preferred: Sequence[str], plural: str) -> str:
     """The first of ``preferred`` that serves ``plural``; :class:`NotServed` when none does."""
     served = set(api.served_versions(group))
@@ -105,6 +122,9 @@ class ResourceSliceSink:
         self._adopter = Adopter(self.name)
         self._wake: Callable[[str], None] = lambda _why: None  # the watch's, once it runs
         self._watch: SliceWatch | None = None
+        # What the watch asks of the sync worker (the thread that publishes, the only one to touch ``_d``): "uid"
+        # (read the Node's uid again) or "version" (choose the API version again), taken at the next pass's start.
+        self._requests: queue.SimpleQueue[str] = queue.SimpleQueue()
 
     def _ours(self, have: Obj) -> bool:
         """Ours by every mark but the label: our driver, our node, our pool."""
@@ -113,6 +133,16 @@ class ResourceSliceSink:
                 and (spec.get("pool") or {}).get("name") == self._node)
 
     def _setup(self) -> tuple[str, SliceConfig]:
+        """The version and config to publish with: the sync worker's alone, after the watch's requests."""
+        while True:
+            try:
+                request = self._requests.get_nowait()
+            except queue.Empty:
+                break
+            if request == "uid":
+                self._d.uid = None
+            else:
+                self._d.version = None
         if self._d.version is None:
             self._d.version = pick_version(self._api, RESOURCE_GROUP, SLICE_VERSIONS, "resourceslices")
         if self._d.taints is None:
@@ -178,18 +208,20 @@ class ResourceSliceSink:
                 backoff: Backoff | None = None) -> SliceWatch:
         """The watch, to be stepped (:meth:`SliceWatch.step`) or run (:meth:`watch`)."""
         def changed(why: str) -> None:
-            self._d.uid = None
+            self._requests.put("uid")  # for the sync worker: the watch thread touches none of the sink's state
             wake(why)
 
+        kind = _WatchKind(self._api)
+
         def pick() -> None:
-            self._d.version = None
+            kind.forget()
+            self._requests.put("version")
 
         self._wake = changed
         if self._watch is None:
             self._api.on_answer(self.wake_watch)  # the server answers after failing: the watch tries at once
-        self._watch = SliceWatch(self._api, lambda: slice_kind(self._setup()[0]), fields=self._fields,
-                                 cache=self._cache, wake=changed, restarts=self._restarts, backoff=backoff, stop=stop,
-                                 early=EARLY_CLOSE_S, pick=pick)
+        self._watch = SliceWatch(self._api, kind, fields=self._fields, cache=self._cache, wake=changed,
+                                 restarts=self._restarts, backoff=backoff, stop=stop, early=EARLY_CLOSE_S, pick=pick)
         return self._watch
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
@@ -207,6 +239,11 @@ class ResourceSliceSink:
     def cache(self) -> SliceCache:
         """The watch's store and the sink's own writes over it."""
         return self._cache
+
+    def watch_error(self) -> str:
+        """Why the watch is refused, with the fix (a permission to grant); empty while it is not."""
+        watch = self._watch
+        return (watch.problem or "") if watch is not None else ""
 
     def watch_restarts(self) -> dict[str, int]:
         """Times the watch was opened again, by reason (every reason, from 0)."""

@@ -1,59 +1,7 @@
-"""Watch this node's ResourceSlices of our driver: the only writer of the sink's store (:mod:`._slice_cache`), and
-the agent's alarm when someone else deletes or changes one.
-
-Kubelet deletes every node-local slice when it starts, and the garbage collector does when the Node goes: the
-watch sees it and wakes the agent, which publishes again at once. It is client-go's reflector cut to one node
-(field selectors ``spec.nodeName`` and ``spec.driver``: only this node's slices cross the network; not our label,
-so a slice of ours that lost it stays in view). Two loops, as kopf's ``infinite_watch`` around
-``continuous_watch``: :meth:`SliceWatch.run` retries (the back-off outside), and each :meth:`SliceWatch.step`
-lists when the store needs a state, then watches once. The rules, each with the reflector function
-(``tools/cache/reflector.go``) it comes from:
-
-* **A state is committed whole** (``list``, ``watchList``): the first comes from a list (every server has
-  them); after a 410, from a watch list (``sendInitialEvents``, one request from no resourceVersion a server
-  can call too old), which replaces the store only at the bookmark annotated ``k8s.io/initial-events-end``;
-  one that fails before it commits nothing, and the next state comes from a list (``ListAndWatch``'s
-  fallback); a server that ignores the request (changes before the bookmark) or refuses it (4xx) gets lists
-  from then on.
-* **The resume resourceVersion** comes from the list, the watch list's end bookmark, or an event after the
-  state (``handleAnyWatch``'s ``eventReceivedBesidesAdded``), never from a watch list's initial ADDED events.
-* **410 Gone** (a status, or an ``ERROR`` event in the stream) drops the resume resourceVersion and gets the
-  state again: at once the first time in a streak, then on the back-off (``watch``'s ``isExpiredError``, then
-  ``RunWithContext``'s ``delayHandler``).
-* **One back-off** (:class:`~.._api._retry.Backoff`, the client's policy: exponential, jittered, bounded,
-  Retry-After as a floor) for every failure of the watch; the streak starts over only after
-  :data:`~.._api._retry.HEALTHY_S` without a failure (``defaultBackoffReset``), never because an event or a
-  bookmark came. A broken stream, or one ended cleanly before the timeout the client asked for
-  (:data:`TIMEOUT_SHARE` of it, so a proxy dropping every connection is not taken for the server's timeout
-  however old the stream; client-go's ``VeryShortWatchError`` for the same), starting a streak waits half to
-  all of a window of one default pass (:data:`ERROR_WINDOW_S`), so a fleet whose connections all drop comes
-  back spread over a pass; each failure after it in the streak doubles that window, as a repeated 410 (or
-  silence) does: a wait never shortens within a streak (client-go's backoff manager grows until its reset), so a
-  second outage within the reset period does not bring every watch back within seconds, and a watch that cannot
-  be had costs a list and a watch each time.
-  While the client backs off from a failing server nothing is sent and nothing is counted, and the watch leaves
-  the probing to the passes, which go on every interval: it waits until the server answers one of their requests
-  (the client ends its streak and pokes the watch, :meth:`SliceWatch.poke`), or the client's longest wait
-  (:data:`~.._api._retry.MAX_DELAY_S`) should no pass come (``isWatchErrorRetriable``: 429 and refused
-  connections wait). So a failing server gets the passes' requests and hardly more, and the watch is back as soon
-  as the server answers: the passes after an outage plan against its store instead of each listing.
-* **A silent stream is dead**: nothing (no event, no bookmark) for longer than the server's bookmark interval
-  plus a margin (:data:`~.._api._api.SILENT_S`) ends it; it is watched again from where it stopped, at once the
-  first time.
-* **The store is the server's view for one bookmark interval after the watch last showed life** (what an
-  informer's ``HasSynced`` cannot say of a watch that is down): a committed state, an event, a bookmark (unless
-  a 410 ends its stream before an event: the server could not give what came after the store), a stream the
-  server ended at its timeout (:data:`~.._api._api.BOOKMARK_INTERVAL_S`: a live stream gets a
-  bookmark that often, so only a watch that is down or silent lets it lapse; the stream itself is given up
-  after the margin more). After that, until the watch shows life again, each pass lists for itself, writing
-  nothing to the store: what the watch missed (kubelet wiping the pool during a fault) is set right within a
-  bookmark interval and a pass, whether the watch is backing off, silent or cannot be had at all.
-* **404 or NotFound** for the API version picks the version again (``pick``) and starts over; 403 (no
-  ``watch`` in RBAC) gives up, and each pass then lists for itself.
-
-The server ending a stream at its timeout (5 to 10 minutes) is watched again at once from the last
-resourceVersion. Each new request after the first counts in ``restarts`` by why the last one ended (``closed``,
-``expired``, ``error``), when it is sent. Needs ``list`` and ``watch`` on resourceslices.
+"""The reflector of this node's ResourceSlices of our driver: lists, then watches from the list's resourceVersion,
+and is the only writer of the store (:mod:`._slice_cache`); an event that shows someone else changed or deleted one
+of our slices queues a resync (``wake``). Every error is retried on the backoff, nothing is given up. The rules and
+the client-go functions they come from: ``docs/kube-sync.md``.
 """
 
 from __future__ import annotations
@@ -70,8 +18,9 @@ from ._slice_cache import SliceCache
 
 log = logging.getLogger(__name__)
 
-RESTART_REASONS = ("closed", "expired", "error")
-GIVE_UP = -1.0  # what :meth:`SliceWatch.step` returns when the watch cannot be had at all
+RESTART_REASONS = ("closed", "expired", "error", "refused")
+FIX_FORBIDDEN = "grant the agent's ServiceAccount list and watch on resourceslices (resource.k8s.io)"
+FIX_REFUSED = "a status the agent does not know: check that the server serves resource.k8s.io resourceslices"
 # The least window of the back-off after a stream broke (doubling, jittered, at most MAX_DELAY_S): one default
 # pass, so watches dropped together come back spread over it.
 ERROR_WINDOW_S = 60.0
@@ -93,7 +42,7 @@ class _Ended(Exception):
 
 class SliceWatch:
     """The watch: :meth:`step` lists when needed and watches once, and returns the seconds to wait before the next
-    step (:data:`GIVE_UP`: never); :meth:`run` steps until ``stop``. ``pick``: choose the API version again."""
+    step; :meth:`run` steps until ``stop``. ``pick``: choose the API version again."""
 
     def __init__(self, api: KubeApi, kind: Callable[[], Kind], *, fields: Mapping[str, str], cache: SliceCache,
                  wake: Callable[[str], None], restarts: Counter[str], backoff: Backoff | None = None,
@@ -109,19 +58,18 @@ class SliceWatch:
         self._watch_list_next = False  # the next state through a watch list (after a 410), else a list
         self._again: str | None = None  # why the next request is a restart (counted when it is sent)
         self._state: list[Obj] = []  # a watch list's state, until the bookmark that ends it
-        self._once: set[str] = set()  # failures tried again at once in this streak (a 410, a silence)
+        self._once: set[str] = set()  # failures tried again at once since the backoff last reset (a 410, a silence)
         # the store's trust before this stream's first bookmark since its last event: a 410 after takes it back
-        self._vouched: float | None = None
+        self._alive_before_bookmark: float | None = None
         self._poked = threading.Event()
+        self.problem: str | None = None  # why the watch is refused, with the fix; None while it is not
 
     def run(self) -> None:
-        """Blocks until ``stop`` is set (and the watch is woken: at its stream's next event, or :meth:`poke`) or the
-        watch cannot be had. A bug leaves the passes listing for themselves."""
+        """Blocks until ``stop`` is set (and the watch is woken: at its stream's next event, or :meth:`poke`). A bug
+        leaves the passes listing for themselves (the caller runs the watch again on its own back-off)."""
         try:
             while not self._stop.is_set():
                 wait = self.step()
-                if wait == GIVE_UP:
-                    return
                 if wait > 0:
                     self._poked.wait(wait)
         except BaseException:
@@ -153,8 +101,8 @@ class SliceWatch:
     def _after(self, exc: Exception) -> float:
         """The wait after a watch ended on ``exc``."""
         if isinstance(exc, Expired):
-            if self._vouched is not None:  # the stream's bookmarks said the store was current; its 410 says not
-                self._cache.belied(self._vouched)
+            if self._alive_before_bookmark is not None:  # the stream's bookmarks said the store was current; not so
+                self._cache.revert_alive(self._alive_before_bookmark)
             return self._failed("expired", exc, at_once=True, floor=ERROR_WINDOW_S)
         if isinstance(exc, Silent):
             return self._failed("error", exc, at_once=True, floor=ERROR_WINDOW_S)
@@ -163,25 +111,45 @@ class SliceWatch:
             self._rv = None
             return self._failed("error", exc)
         if isinstance(exc, Forbidden | InvalidObject):
-            self._cache.abandoned()
-            log.warning("resource-slices: not watching (%s); each pass lists", exc)
-            return GIVE_UP
+            return self._refused(exc)
         return self._failed("error", exc, floor=ERROR_WINDOW_S)
 
-    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0) -> float:
-        """Counts ``exc`` in the streak; the wait before the next try (``at_once``: none, the first time of its kind
-        in the streak; ``floor``: see :meth:`~.._api._retry.Backoff.delay`)."""
+    def _refused(self, exc: PublishError) -> float:
+        """A 401/403 (no ``list`` or ``watch`` in RBAC) or a status the client does not know: the passes list for
+        themselves, and the watch tries again on the back-off, so it is back without a restart once the
+        permission arrives. Logged once, with the fix; counted as the restart reason ``refused``, and said by
+        :attr:`problem` (the readiness detail, read by the sync worker: one string, replaced whole) until a watch
+        opens."""
+        self._cache.abandoned()
+        self._rv = None
+        fix = FIX_FORBIDDEN if isinstance(exc, Forbidden) else FIX_REFUSED
+        first = self.problem is None
+        self.problem = f"watch refused ({exc}): {fix}"
+        wait = self._failed("refused", exc, floor=ERROR_WINDOW_S, quiet=True)
+        if first:
+            log.warning("resource-slices: %s; each pass lists meanwhile, and the watch tries again (next in %.0f s)",
+                        self.problem, wait)
+        else:
+            log.debug("resource-slices: watch refused again (%s); again in %.0f s", exc, wait)
+        return wait
+
+    def _failed(self, reason: str, exc: Exception, *, at_once: bool = False, floor: float = 0.0,
+                quiet: bool = False) -> float:
+        """Counts ``exc`` in the backoff; the wait before the next try (``at_once``: none, the first time of its kind
+        since the backoff last reset; ``floor``: see :meth:`~.._api._retry.Backoff.delay`)."""
         self._sent()
         self._again = reason
         if reason == "expired":
             self._rv, self._watch_list_next = None, self._watch_lists
-        if self.backoff.new_streak():
+        if self.backoff.will_reset():
             self._once.clear()
         kind = type(exc).__name__
         at_once = at_once and kind not in self._once
         self._once.add(kind)
         wait = self.backoff.failed(exc, getattr(exc, "retry_after", None), floor=floor, at_once=at_once)
-        if reason == "error":  # the server or the way to it failed: an operator's concern
+        if quiet:
+            pass
+        elif reason == "error":  # the server or the way to it failed: an operator's concern
             log.warning("resource-slices: watch failed (%s); again in %.0f s", exc, wait)
         else:
             log.info("resource-slices: watch %s (%s); again in %.0f s", reason, exc, wait)
@@ -195,7 +163,7 @@ class SliceWatch:
 
     def _list_then_watch(self) -> None:
         kind = self._kind()
-        self._state, self._vouched = [], None
+        self._state, self._alive_before_bookmark = [], None
         if self._rv is None and not self._watch_list_next:
             self._list(kind)
         opened, early = self._clock(), self._early
@@ -204,6 +172,9 @@ class SliceWatch:
                 return
             if typ == "OPEN":
                 self._sent()
+                if self.problem is not None:  # permitted again (the RBAC arrived): the refusals are over
+                    log.warning("resource-slices: watching again; before: %s", self.problem)
+                    self.problem = None
                 opened = self._clock()
                 if isinstance(timeout := obj.get("timeoutSeconds"), int | float) and timeout > 0:
                     early = TIMEOUT_SHARE * timeout
@@ -243,11 +214,11 @@ class SliceWatch:
     def _changed(self, typ: str, obj: Obj) -> None:
         self._rv = resource_version(obj) or self._rv
         if typ not in ("ADDED", "MODIFIED", "DELETED"):  # a bookmark: nothing changed, and the stream is live
-            if self._vouched is None:
-                self._vouched = self._cache.alive_until()
+            if self._alive_before_bookmark is None:
+                self._alive_before_bookmark = self._cache.alive_until()
             self._cache.alive()
             return
-        self._vouched = None
+        self._alive_before_bookmark = None
         if (why := self._cache.event(typ, obj)) is not None:
             self._wake(why)
 
