@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from agent.discovery.assemble import FACT_ROWS, NAMES_ONLY, WITNESSES, fact_table_markdown, rows_reading
 from agent.discovery.assemble._fact_table import unchecked
 from tests.fakenvml import ENV_PROFILE, MACHINES, materialize
+from tests.fuzz._trees import copy_tree
 from tests.reference_data import hwloc_tarballs
 from tests.truth_sweep import EDITS, Outcome, Tree, clean_pass, real_file, sweep_file
 
@@ -33,12 +33,7 @@ PER_KIND = int(os.environ.get("TOPOLINK_SWEEP_FILES", "1"))
 SEED = os.environ.get("TOPOLINK_FUZZ_SEED", "20240607")
 # What the sweep found that is not fixed yet, by (tree, file name): these may still fail, nothing else may
 # (listed in the branch's report for issue 48; remove an entry with its fix).
-OPEN = {
-    ("gb200-tray", "numa_node"), ("gb200-tray", "numa_status"), ("gb200-tray-rack", "numa_node"),
-    ("gb200-tray-rack", "numa_status"), ("gb200-tray-degraded-bw", "numa_node"),
-    ("gb200-tray-degraded-bw", "numa_status"), ("32intel64-2p8co2t+8ve", "max_link_speed"),
-    ("dgx1-v100-vm", "max_link_speed"),
-}
+OPEN: set[tuple[str, str]] = set()
 
 
 def _tree(name: str, hwloc_tree: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -50,9 +45,7 @@ def _tree(name: str, hwloc_tree: Callable[[str], Path], tmp_path: Path, monkeypa
     unpacked = hwloc_tree(f"{name}.tar.bz2")
     if not copy:
         return Tree(name, unpacked)
-    root = tmp_path / name
-    shutil.copytree(unpacked, root, symlinks=True)
-    return Tree(name, root)
+    return Tree(name, copy_tree(unpacked, tmp_path / name))  # hard links: an edit writes a new inode
 
 
 @pytest.fixture

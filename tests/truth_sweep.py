@@ -123,8 +123,8 @@ def _alone(clean: Snapshot, edited: Snapshot, kind: str, aspect: Aspect, subject
         parent = pci.get(pci[subject].parent) if subject in pci else None
         return parent is None or parent.link is None or parent.link.current_gen is None
     if alone_where(kind, aspect) and aspect is Aspect.NUMA:
-        said = next((f.numa_node for f in edited.pci if f.id == subject), 0)
-        return said is None or _numa_alone(clean, subject)
+        said = [f.numa_node for s in (clean, edited) for f in s.pci if f.id == subject]
+        return None in said or _numa_alone(clean, subject)
     return False
 
 

@@ -4,7 +4,8 @@ alike), and a GPU's memory node against the node it names. Pure; each check is o
 
 What the kernel guarantees: a function's ``numa_node`` is a node the kernel has (``-1``: none said), that node
 holds the root complex and so has CPUs (memory-only nodes are GPU or CXL memory, never a bus's home), and its
-``local_cpus`` is that node's CPU mask (some kernels give every CPU) and names no CPU the node list lacks.
+``local_cpus`` is that node's CPU mask (some kernels give every CPU, then to every function) and names no CPU
+the node list lacks.
 A GPU's memory exposed as a NUMA node (GH200, GB200) is a node without CPUs that holds memory, one GPU's.
 """
 
@@ -24,7 +25,13 @@ def pci_numa(snap: Snapshot) -> list[Problem]:
     row = witness("pci-numa-cpus")
     nodes = {n.os_index: n for n in snap.numa_nodes}
     every = {c for n in snap.numa_nodes for c in n.cpus}
-    out = []
+    out: list[Problem] = []
+    placed = [f for f in snap.pci if f.numa_node in nodes and f.local_cpus is not None]
+    own = [f for f in placed if set(f.local_cpus or ()) == set(nodes[f.numa_node or 0].cpus) != every]
+    for f in placed if own else ():  # one kernel, one convention: node masks for all, or every CPU for all
+        if set(f.local_cpus or ()) == every != set(nodes[f.numa_node or 0].cpus):
+            out.append(row.dispute((f.id, NODE), f"node {f.numa_node}", f"every CPU local, where {own[0].id} "
+                                   "lists its node's CPUs (a kernel gives every function one kind of mask)"))
     for f in snap.pci:
         local = set(f.local_cpus) if f.local_cpus is not None else None
         stray = sorted(local - every) if local is not None else []

@@ -53,8 +53,9 @@ _PCIE_CALLS = ("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLink
 _NVLINK_CALLS = ("nvmlDeviceGetNvLinkState", "nvmlDeviceGetNvLinkVersion", "nvmlDeviceGetNvLinkRemoteDeviceType",
                  "nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetFieldValues")
 _NUMA_ALONE = ("its numa_node is -1 (real kernels give -1 beside functions of the same root complex that name a "
-               "node, with any local_cpus), or every function under its root complex says -1 or lists every CPU "
-               "(either reading then says nothing of the other)")
+               "node, with any local_cpus: -1, or a node every other reading agrees with, is all there is), or "
+               "every function under its root complex says -1 or lists every CPU (either reading then says "
+               "nothing of the other)")
 _NUMA_CHECKS = ("numa-cpus", "numa-distance", "pci-numa-cpus", "gpu-memory-numa")
 
 FACT_ROWS: tuple[FactRow, ...] = (
@@ -84,7 +85,9 @@ FACT_ROWS: tuple[FactRow, ...] = (
             checks=("gpu-uuid", "gpu-minor", "gpu-model", "gpu-driver-model", "gpu-pci-identity")),
     FactRow(kind="gpu", aspect=_A.NUMA, what="a GPU's NUMA node, CPU and memory affinity, its memory's node",
             files=(*_FN_NUMA, f"{_DRIVER}/numa_status"), calls=_AFFINITY,
-            checks=("gpu-affinity", "gpu-memory-node", "pci-numa-cpus", "gpu-memory-numa")),
+            checks=("gpu-affinity", "gpu-memory-node", "pci-numa-cpus", "gpu-memory-numa"), alone_where="its "
+            "function's numa_node is -1 (a VM's or a firmware's missing proximity: NVML's affinity is then not "
+            "compared), as for every PCI function"),
     FactRow(kind="gpu", aspect=_A.PCIE_LINK, what="a GPU's PCIe generation and width", files=_FN_LINK,
             calls=_PCIE_CALLS, checks=("gpu-pcie", "pcie-over-max", "pcie-ends")),
     FactRow(kind="gpu", aspect=_A.NVLINKS, what="a GPU's NVLinks (ends, count, version)", calls=_NVLINK_CALLS,
