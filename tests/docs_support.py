@@ -69,6 +69,12 @@ def _witnesses() -> str:
     return str(witness_markdown())
 
 
+def _facts() -> str:
+    from agent.discovery.assemble import fact_table_markdown
+
+    return str(fact_table_markdown())
+
+
 def _physics() -> str:
     from topology.fabric._physics import physics_markdown
 
@@ -134,7 +140,8 @@ def _profiles() -> str:
 # Each generated section: its name and the function of the code that writes it.
 GENERATED: dict[str, Callable[[], str]] = {"alerts": _alerts, "cli-reference": _commands, "kube-reference": _kube,
                                            "metrics": _metrics, "physics-table": _physics,
-                                           "probe-profiles": _profiles, "witness-table": _witnesses}
+                                           "probe-profiles": _profiles, "witness-table": _witnesses,
+                                           "fact-table": _facts}
 
 
 def write_generated() -> list[Path]:

@@ -67,7 +67,8 @@ def _judge(row: Witness, edit: Edit, clean: Snapshot, snap: Snapshot) -> list[st
 # Where each row runs by default: a tree that has its pair.
 HOME = {"gpu-pcie": "dgx1-v100-vm", "gpu-memory-node": "gb200-tray", "fabric": "gb200-tray",
         "nvlink-ends": "dgx1-v100", "nvml-p2p-nvlink": "rtx4090-8x",
-        "nvlink-remote-type": "a6000-8x-nvlink-pairs", "numa-distance": "40intel64-2g2n4c+pcilocality"}
+        "nvlink-remote-type": "a6000-8x-nvlink-pairs", "numa-distance": "40intel64-2g2n4c+pcilocality",
+        "gpu-memory-numa": "gh200"}
 
 
 def _cases() -> list[tuple[str, str]]:

@@ -296,7 +296,52 @@ def _pcie_ends(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] |
                 files={f"{_function_dir(root, port.id)}/current_link_width": f"{width}\n".encode()})
 
 
+def _cpumask(cpus: tuple[int, ...]) -> bytes:
+    """A CPU set as the kernel writes ``local_cpus``: 32-bit hex words, most significant first."""
+    value = sum(1 << c for c in cpus)
+    words = [f"{(value >> (32 * i)) & 0xFFFFFFFF:08x}" for i in range(max(1, (max(cpus, default=0) // 32) + 1))]
+    return (",".join(reversed(words)) + "\n").encode()
+
+
+def _local_cpus_elsewhere(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """A function (a NIC's first, else any) whose numa_node names one node lists another node's CPUs as local."""
+    nodes = {n.os_index: n for n in snap.numa_nodes if n.cpus}
+    nics = {n.pci_bus_id for n in snap.nics}
+    placed = [f for f in snap.pci if f.numa_node in nodes and f.local_cpus is not None
+              and (root / "sys/bus/pci/devices" / f.id / "local_cpus").exists()]
+    if len(nodes) < 2 or not placed:
+        return None
+    f = rng.choice([p for p in placed if p.id in nics] or placed)
+    other = nodes[next(i for i in sorted(nodes) if i != f.numa_node)]
+    return Edit(f"local_cpus of {f.id} (node {f.numa_node}) lists {other.id}'s CPUs",
+                files={f"{_function_dir(root, f.id)}/local_cpus": _cpumask(other.cpus)})
+
+
+def _empty_memory_node(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """The NUMA node holding a GPU's memory says it holds none."""
+    held = sorted({g.gpu_numa_id for g in snap.gpus if g.gpu_numa_id is not None})
+    if not held:
+        return None
+    node = rng.choice(held)
+    return Edit(f"node{node}'s meminfo (a GPU's memory) says MemTotal 0",
+                files={f"sys/devices/system/node/node{node}/meminfo": f"Node {node} MemTotal: 0 kB\n".encode()})
+
+
+def _width_down(rng: random.Random, snap: Snapshot, root: Path, nvml: list[str] | None) -> Edit | None:
+    """A trained function's current_link_width says the link is down (0) while its speed says it is up."""
+    up = [f for f in snap.pci if f.link is not None and f.link.current_gen is not None
+          and f.link.current_width is not None and (root / "sys/bus/pci/devices" / f.id).exists()]
+    if not up:
+        return None
+    f = rng.choice(up)
+    return Edit(f"current_link_width of {f.id} 0 (down) under a current speed",
+                files={f"{_function_dir(root, f.id)}/current_link_width": b"0\n"})
+
+
 PLANNERS: dict[str, Planner] = {
+    "pcie-speed-width": _width_down,
+    "pci-numa-cpus": _local_cpus_elsewhere,
+    "gpu-memory-numa": _empty_memory_node,
     "nvlink-version": _bond_version,
     "nvlink-remote-type": _plan(r"^gpu (\d+) link (\d+) 1 (\d+) 0 ", lambda m: f"gpu {m[1]} link {m[2]} 1 {m[3]} 2 ",
                                 "NVML calls a GPU at the far end of an NVLink an NVSwitch", _direct),

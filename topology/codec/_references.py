@@ -14,14 +14,17 @@ Checked, with the field named on failure:
 - the NUMA node of a GPU, a NIC, a PCI function and a host bridge, and a GPU's memory affinity, are NUMA
   nodes of the snapshot (when NUMA was read);
 - a matrix's ids are devices or NUMA nodes of the snapshot;
-- no PCI function is two devices: GPUs, NICs and NVSwitches have distinct bus ids.
+- no PCI function is two devices: GPUs, NICs and NVSwitches have distinct bus ids; no two GPUs share a
+  UUID or a minor number;
+- a PCIe link joins a PCI function to its parent and carries the function's link state: the ends are what
+  they name and the numbers are those of the structure they describe (when its PCIe path is known).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..model._entities import Snapshot
+from ..model._entities import LinkKind, Snapshot
 from ..model._errors import SchemaError
 from ..model._facts import Aspect, Knowledge
 
@@ -38,6 +41,8 @@ def references(snap: Snapshot, k: Knowledge) -> None:
     _on_pci("nics", ((n.id, n.pci_bus_id) for n in snap.nics), pci, k, ".pci_bus_id")
     _on_pci("nvswitches", ((s.id, s.id if s.visible_on_pci else None) for s in snap.nvswitches), pci, k)
     _distinct(snap)
+    _identities(snap)
+    _pcie_links(snap, k)
     numa = {n.os_index for n in snap.numa_nodes}
     _on_numa("gpus", ((g.id, (g.numa_node, *g.memory_affinity)) for g in snap.gpus), numa, k)
     _on_numa("nics", ((n.id, (n.numa_node,)) for n in snap.nics), numa, k)
@@ -77,3 +82,31 @@ def _distinct(snap: Snapshot) -> None:
             raise SchemaError(f"snapshot.{where}: {bus_id!r} is also {owner[bus_id]}: one PCI function, two "
                               "devices")
         owner[bus_id] = f"snapshot.{where}"
+
+
+def _identities(snap: Snapshot) -> None:
+    for field in ("uuid", "minor"):
+        owner: dict[object, int] = {}
+        for i, g in enumerate(snap.gpus):
+            value = getattr(g, field)
+            if value is None:
+                continue
+            if value in owner:
+                raise SchemaError(f"snapshot.gpus[{i}].{field}: {value!r} is also snapshot.gpus[{owner[value]}]'s: "
+                                  f"one {field}, two GPUs")
+            owner[value] = i
+
+
+def _pcie_links(snap: Snapshot, k: Knowledge) -> None:
+    funcs = {f.id: f for f in snap.pci}
+    for i, link in enumerate(snap.links):
+        if link.kind is not LinkKind.PCIE or not k.knows(link.a, Aspect.PCIE_PATH):
+            continue
+        f = funcs.get(link.a)
+        if f is None:
+            raise SchemaError(f"snapshot.links[{i}].a: a PCIe link from {link.a!r}, which is no PCI function")
+        if link.b != f.parent:
+            raise SchemaError(f"snapshot.links[{i}].b: a PCIe link from {link.a} to {link.b!r}, yet its parent is "
+                              f"{f.parent!r}")
+        if link.pcie != f.link and k.knows(link.a, Aspect.PCIE_LINK):
+            raise SchemaError(f"snapshot.links[{i}].pcie: {link.pcie!r} is not {link.a}'s link state {f.link!r}")

@@ -1,8 +1,9 @@
 """Access to the machine: the file system below a movable root, and NVML behind one narrow port.
 
 Everything discovery reads passes through here: ``FsRoot`` (every ``/sys`` and ``/proc`` read, jailed
-when the root is a gathered tree) and ``NvmlPort`` (every NVML call, its errors translated once), with the
-``DiscoveryContext`` that says which root and which NVML library a pass uses.
+when the root is a gathered tree) and ``NvmlPort`` (every NVML call, its errors translated once), each
+recorded while a ``Reads`` watches the pass, with the ``DiscoveryContext`` that says which root and which
+NVML library a pass uses.
 Imports: ``topology`` only (and ``pynvml`` inside functions). Imported by the sources, the assembly, the
 serve loop's idleness check and the command line.
 """
@@ -22,6 +23,7 @@ from ._nvml_errors import (
     NvmlUnknown,
 )
 from ._nvml_port import Handle, NvmlPort, RawFabric, RawField, open_nvml
+from ._record import Reads
 
 __all__ = [
     "AttributeTooLarge",
@@ -42,5 +44,6 @@ __all__ = [
     "NvmlUnknown",
     "RawFabric",
     "RawField",
+    "Reads",
     "open_nvml",
 ]

@@ -4,6 +4,7 @@ A root other than ``/`` is a jail. Paths are resolved component by component bel
 ``openat2(RESOLVE_IN_ROOT)`` does: absolute symlink targets restart at the root, ``..`` stops at the root and a
 chain of more than 40 links fails with ``ELOOP``. The live root skips that walk and uses plain calls. Either
 way only regular files are read, each in one bounded read. ``FsRoot`` is a plain class, not a dataclass (start-up).
+Every read is recorded while a pass is watched (``_record``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
+from . import _record
 from ._jail import (
     ABSENT,
     MAX_ATTR_BYTES,
@@ -69,12 +71,9 @@ class FsRoot:
         return self._live
 
     def attr(self, *parts: str) -> str | None:
-        """One bounded read of a sysfs attribute, stripped; ``None`` when it does not exist.
-
-        Permission errors and I/O errors (a device that fell off the bus) propagate as OSError, and so do
-        :class:`NotARegularFile` and :class:`AttributeTooLarge`: the caller records them as a problem on
-        the device it was reading.
-        """
+        """One bounded read of a sysfs attribute, stripped; ``None`` when it does not exist. Permission and
+        I/O errors (a device that fell off the bus) propagate as OSError, and so do :class:`NotARegularFile`
+        and :class:`AttributeTooLarge`: the caller records them as a problem on the device it was reading."""
         return self._text(self._read(parts, MAX_ATTR_BYTES + 1), parts)
 
     def read_bytes(self, *parts: str, limit: int = 4096) -> bytes | None:
@@ -96,14 +95,15 @@ class FsRoot:
 
     def listdir(self, *parts: str) -> list[str]:
         """Sorted entries of a directory; empty when it does not exist or is not a directory."""
+        if _record.ACTIVE:
+            _record.dir_read(self._join(parts))
         try:
             return sorted(os.listdir(self._resolved(parts)))
         except ABSENT:
             return []
 
     def directory(self, *parts: str) -> Directory:
-        """A directory to read many entries of: resolved once, on its first read (no call until then)."""
-        return Directory(self, parts)
+        return Directory(self, parts)  # many entries of a directory: resolved once, on its first read
 
     def exists(self, *parts: str) -> bool:
         """Whether the path exists; a symlink counts even when its target does not."""
@@ -121,19 +121,18 @@ class FsRoot:
             return False
 
     def is_plain_dir(self, *parts: str) -> bool:
-        """Whether the path is a directory itself, not a link to one (sysfs device directories are never
-        links): ``is_dir`` and no ``readlink`` in one call. Other errors propagate as OSError."""
+        """Whether the path is a directory itself, not a link to one (sysfs device directories never are)."""
         try:
             return stat.S_ISDIR(os.lstat(self._unfollowed(parts)).st_mode)
         except ABSENT:
             return False
 
     def realpath(self, *parts: str) -> str:
-        """The symlink target of ``parts`` relative to the root, with a leading ``/``.
-
-        Resolves inside the root, so an absolute link in a fixture never escapes to the live machine.
-        Components that do not exist are kept as written, as ``os.path.realpath`` does.
-        """
+        """The symlink target of ``parts`` relative to the root, with a leading ``/``. Resolves inside the root,
+        so an absolute link in a fixture never escapes to the live machine. Components that do not exist are
+        kept as written, as ``os.path.realpath`` does."""
+        if _record.ACTIVE:
+            _record.link_read(self._join(parts))
         if self._live:
             return os.path.realpath(self._join(parts))
         return self._walk("", components(parts), LinkBudget(), strict=False)[0] or "/"
@@ -145,6 +144,8 @@ class FsRoot:
 
     def readlink(self, *parts: str) -> str | None:
         """A symlink's target as written (one syscall, unlike ``realpath``); ``None`` when not a link."""
+        if _record.ACTIVE:
+            _record.link_read(self._join(parts))
         try:
             return os.readlink(self._unfollowed(parts))
         except ABSENT:
@@ -195,11 +196,9 @@ class FsRoot:
         return os.open(self._resolved(parts), OPEN_FLAGS | os.O_NOFOLLOW)
 
     def _walk(self, start: str, names: list[str], budget: LinkBudget, *, strict: bool) -> tuple[str, bool]:
-        """Resolve ``names`` from ``start`` (a resolved path below the root, ``""`` for the root itself).
-
-        Returns the resolved path below the root and whether it is a directory. ``strict`` raises
-        FileNotFoundError for a missing component; otherwise missing components are kept as written.
-        """
+        """Resolve ``names`` from ``start`` (a resolved path below the root, ``""`` for the root itself): the
+        resolved path below the root and whether it is a directory. ``strict`` raises FileNotFoundError for a
+        missing component; otherwise missing components are kept as written."""
         here, is_dir = start, True
         for name in names:
             if name == "..":
@@ -251,8 +250,9 @@ class Directory:
         self._flags = OPEN_FLAGS if root.is_live else OPEN_FLAGS | os.O_NOFOLLOW
 
     def names(self) -> frozenset[str] | None:
-        """The entries, listed now; ``None`` where :meth:`FsRoot.is_dir` is false. Other errors
-        (permission, a loop) propagate as OSError."""
+        """The entries, listed now; ``None`` where :meth:`FsRoot.is_dir` is false; OSError as FsRoot's reads."""
+        if _record.ACTIVE:
+            _record.dir_read(self._root._join(self._parts))
         try:
             return frozenset(os.listdir(self._host or self._root._resolved(self._parts)))
         except ABSENT:

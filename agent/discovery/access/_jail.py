@@ -7,6 +7,8 @@ import os
 import stat
 from collections.abc import Callable
 
+from . import _record
+
 MAX_ATTR_BYTES = 65536
 _MAX_LINKS = 40  # the kernel's MAXSYMLINKS
 # O_NONBLOCK: opening a FIFO planted in the tree returns at once instead of waiting for a writer.
@@ -62,6 +64,8 @@ class LinkBudget:
 def read_regular(fd: int, limit: int, filename: Callable[[], str]) -> bytes:
     """One read of at most ``limit`` bytes from ``fd``, which it closes; NotARegularFile unless it is a file.
     ``filename`` names it in the error (computed only then)."""
+    if _record.ACTIVE:
+        _record.file_read(filename())
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):  # sysfs attributes are regular files, whatever size they report

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NewType, TypeVar
 
+from . import _record
 from ._nvml_errors import (
     KINDS,
     NvmlError,
@@ -94,6 +95,8 @@ class NvmlPort(PlatformCalls):
 
     def _call(self, name: str, fn: Callable[..., T], *args: Any) -> T:
         self.calls += 1
+        if _record.ACTIVE:
+            _record.call_made(name)
         try:
             return fn(*args)
         except self._nv.NVMLError as exc:

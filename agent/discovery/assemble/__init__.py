@@ -9,11 +9,20 @@ Imports the sources' fact types and ``topology``; imported by ``agent.discovery.
 """
 
 from ._crosscheck import CHECK_OF, CHECKS, cross_check, witnessed
+from ._fact_table import (
+    FACT_ROWS,
+    NAMES_ONLY,
+    FactRow,
+    alone_where,
+    fact_table_markdown,
+    one_witness,
+    rows_reading,
+)
 from ._nvml import merge_nvml
 from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
 from ._witness import WITNESSES, Overrule, Stage, Witness, witness, witness_markdown
 
-__all__ = ["CHECKS", "CHECK_OF", "NVML_ONLY", "WITNESSES", "Overrule", "Stage", "Witness", "assemble", "cross_check",
-           "merge_nvml", "nvml_unread", "witness", "witness_markdown",
-           "witnessed"]
+__all__ = ["CHECKS", "CHECK_OF", "FACT_ROWS", "NAMES_ONLY", "NVML_ONLY", "WITNESSES", "FactRow", "Overrule", "Stage",
+           "Witness", "alone_where", "assemble", "cross_check", "fact_table_markdown", "merge_nvml", "nvml_unread",
+           "one_witness", "rows_reading", "witness", "witness_markdown", "witnessed"]

@@ -29,10 +29,16 @@ def link_ends(facts: NvmlFacts, placed: Mapping[int, str]) -> list[Problem]:
     return out
 
 
-def remote_type(bus: str, link: int, said: int | None, remote: str, *, is_gpu: bool, pci_switch: bool
-                ) -> Problem | None:
-    """``nvlink-remote-type``: NVML's type of the far end against what is at its bus id."""
+def remote_type(bus: str, link: int, said: int | None, remote: str, *, is_gpu: bool, pci_switch: bool,
+                on_pci: bool = False) -> Problem | None:
+    """``nvlink-remote-type``: NVML's type of the far end against what is at its bus id (an NVSwitch the bus
+    lists must be NVIDIA's bridge-class function: another function there leaves what it is unknown too)."""
     there = "a GPU" if is_gpu else "an NVSwitch" if pci_switch else None
+    if said == REMOTE_SWITCH and on_pci and not is_gpu and not pci_switch:
+        p = witness("nvlink-remote-type").dispute((bus,), f"link {link} reaches an NVSwitch",
+                                                  f"{remote} is a PCI function that is no NVSwitch")
+        return Problem(source=p.source, subject=p.subject, message=p.message,
+                       unknown=(*p.unknown, Fact(subject=remote, aspect=Aspect.IDENTITY)))
     if (said == REMOTE_SWITCH and is_gpu) or (said == REMOTE_GPU and pci_switch and not is_gpu):
         told = "an NVSwitch" if said == REMOTE_SWITCH else "a GPU"
         return witness("nvlink-remote-type").dispute((bus,), f"link {link} reaches {told}", f"{remote} is {there}")

@@ -30,6 +30,7 @@ from topology import (
 
 from . import _crosscheck_ends as ends
 from . import _crosscheck_gpu as gpu
+from . import _crosscheck_numa as numa
 from ._crosscheck_physics import physics
 from ._witness import WITNESSES, Stage, witness
 
@@ -101,6 +102,21 @@ def _link_over_max(snap: Snapshot) -> list[Problem]:
     return out
 
 
+def _speed_without_width(snap: Snapshot) -> list[Problem]:
+    out = []
+    for f in snap.pci:
+        link = f.link
+        if link is None:
+            continue
+        for what, gen, width in (("current", link.current_gen, link.current_width),
+                                 ("maximum", link.max_gen, link.max_width)):
+            if (gen is None) != (width is None):
+                out.append(witness("pcie-speed-width").dispute((f.id,), f"{what} {'unknown' if gen is None else gen}",
+                                                               f"width {'down' if width is None else width}"))
+                break
+    return out
+
+
 def _nvml_ancestor(snap: Snapshot) -> list[Problem]:
     m = snap.matrix("nvml_common_ancestor")
     if m is None:
@@ -157,10 +173,11 @@ def _rdma_without_infiniband(snap: Snapshot) -> list[Problem]:
 
 CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "numa-cpus": _numa_cpus, "numa-distance": _numa_distances, "root-numa": _root_numa,
-    "pcie-over-max": _link_over_max, "gpu-pcie": gpu.pcie, "gpu-affinity": gpu.affinity,
+    "pcie-over-max": _link_over_max, "pcie-speed-width": _speed_without_width, "gpu-pcie": gpu.pcie,
+    "gpu-affinity": gpu.affinity,
     "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
     "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband, "gpu-model": ends.gpu_model,
-    "pcie-ends": ends.pcie_ends,
+    "pcie-ends": ends.pcie_ends, "pci-numa-cpus": numa.pci_numa, "gpu-memory-numa": numa.gpu_memory_node,
 }
 CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
 

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from topology import Aspect, Fact, Gpu, Problem, facts_of, node_fact
+from topology import NODE, Aspect, Fact, Gpu, Problem, facts_of, node_fact
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import NvmlGpuFacts
@@ -82,7 +82,9 @@ def reconcile(gpus: dict[str, Gpu], driver: Iterable[DriverGpuFacts] | None, pro
                                          ("gpu-memory-node", "gpu_numa_id", g.gpu_numa_id, d.memory_node)):
             if mine is not None and theirs is not None and mine != theirs:
                 changes[field] = None  # nobody may use it (a GPU memory node NVML alone said is no node's)
-                problems.append(witness(row).dispute((bus,), mine, theirs))
+                # which node holds a GPU's memory is a fact of the node list too (its node is marked so)
+                subjects = (bus, NODE) if field == "gpu_numa_id" else (bus,)
+                problems.append(witness(row).dispute(subjects, mine, theirs))
         if changes:
             gpus[bus] = replace(g, **changes)  # type: ignore[arg-type]
         model = driver_model(bus, g.name, d.model)

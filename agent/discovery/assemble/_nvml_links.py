@@ -82,7 +82,7 @@ def _far_end(bus: str, link: NvLinkFact, ends: _Ends, problems: list[Problem]) -
                                 f"{remote}", unknown=facts_of(bus, Aspect.NVLINKS)))
         return None
     disputed = _counts.remote_type(bus, link.link, link.remote_type, remote, is_gpu=remote in ends.gpus,
-                                   pci_switch=_pci_switch(ends.snap, remote))
+                                   pci_switch=_pci_switch(ends.snap, remote), on_pci=remote in ends.pci_ids)
     if disputed is not None:
         problems.append(disputed)
         return None

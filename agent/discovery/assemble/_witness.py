@@ -107,8 +107,18 @@ WITNESSES: tuple[Witness, ...] = (
     Witness(key="root-numa", fact="the NUMA node of a root complex", first="one function's numa_node",
             second="another function's under the same root complex (-1 says nothing)", unknown=(_A.NUMA,),
             source="pci"),
+    Witness(key="pci-numa-cpus", fact="the NUMA node of a PCI function (a GPU's, a NIC's, a bridge's)",
+            first="its numa_node", second="its local_cpus and the node's cpulist (the node exists and has CPUs, "
+            "local_cpus is its CPUs or every CPU and names no CPU outside the nodes)", unknown=(_A.NUMA,),
+            source="pci"),
+    Witness(key="gpu-memory-numa", fact="the NUMA node of a GPU's memory", first="the GPU's memory node "
+            "(NVML, the driver's numa_status)", second="the node list (the node exists, lists no CPU and holds memory)",
+            unknown=(_A.NUMA,)),
     Witness(key="pcie-over-max", fact="a PCIe link's state", first="current_link_speed/width",
             second="max_link_speed/width (current above maximum)", unknown=(_A.PCIE_LINK,), source="pci"),
+    Witness(key="pcie-speed-width", fact="whether a PCIe link is up", first="its speed (current_link_speed, or "
+            "max_link_speed)", second="its width (current_link_width, or max_link_width: a link that is down has "
+            "neither, one that is up both)", unknown=(_A.PCIE_LINK,), source="pci"),
     Witness(key="pcie-ends", fact="a PCIe link's trained state", first="the device's current_link_speed/width",
             second="its upstream port's (one link has one trained state; a port a hypervisor emulates, vendor "
             "1b36 QEMU or 15ad VMware, reports its own link and is not compared)", unknown=(_A.PCIE_LINK,),
