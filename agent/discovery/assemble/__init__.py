@@ -8,16 +8,9 @@ sources' readings into a problem. Pure: no reads, no clock.
 Imports the sources' fact types and ``topology``; imported by ``agent.discovery._discover``.
 """
 
+from topology._lazy import lazy_names as _lazy_names
+
 from ._crosscheck import CHECK_OF, CHECKS, cross_check, witnessed
-from ._fact_table import (
-    FACT_ROWS,
-    NAMES_ONLY,
-    FactRow,
-    alone_where,
-    fact_table_markdown,
-    one_witness,
-    rows_reading,
-)
 from ._nvml import merge_nvml
 from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
@@ -26,3 +19,8 @@ from ._witness import WITNESSES, Overrule, Stage, Witness, witness, witness_mark
 __all__ = ["CHECKS", "CHECK_OF", "FACT_ROWS", "NAMES_ONLY", "NVML_ONLY", "WITNESSES", "FactRow", "Overrule", "Stage",
            "Witness", "alone_where", "assemble", "cross_check", "fact_table_markdown", "merge_nvml", "nvml_unread",
            "one_witness", "rows_reading", "witness", "witness_markdown", "witnessed"]
+
+# The facts table documents discovery and drives the truth sweep; a pass never reads it, so it loads on first use.
+_WHERE = {name: "_fact_table" for name in ("FACT_ROWS", "NAMES_ONLY", "FactRow", "alone_where", "fact_table_markdown",
+                                           "one_witness", "rows_reading")}
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)
