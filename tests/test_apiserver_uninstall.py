@@ -50,6 +50,13 @@ def _names(http: httpx.Client, path: str) -> set[str]:
     return {o["metadata"]["name"] for o in http.get(path).raise_for_status().json()["items"]}
 
 
+def _ours(http: httpx.Client, path: str) -> list[str]:
+    """The objects at ``path`` with our label and fields of our field manager: what the docs' last step looks for."""
+    left = http.get(path, params={"labelSelector": "app.kubernetes.io/managed-by=topolink"}).json()["items"]
+    return [o["metadata"]["name"] for o in left
+            if any(f.get("manager") == "topolink" for f in o["metadata"].get("managedFields", []))]
+
+
 def _prune_account(http: httpx.Client, server: ApiServer) -> Path:
     """The prune overlay's ServiceAccount, ClusterRole and binding as shipped; a kubeconfig with its token."""
     paths = {"Namespace": "/api/v1/namespaces", "ServiceAccount": "/api/v1/namespaces/topolink/serviceaccounts",
@@ -71,21 +78,21 @@ def test_prune_all_nodes_removes_our_claim_objects_and_only_ours(kube_apiserver:
         _apply(http, templates, _template("uninstall-ours", OURS), "topolink")
         _apply(http, templates, _template("uninstall-theirs", {}), "someone-else")
 
+        # the shared server may hold claim objects earlier tests' `cluster --apply` made: those are ours too
+        ours = {path: len(_ours(http, f"{RESOURCE}/{path}")) for path in ("deviceclasses", "resourceclaimtemplates")}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG"))}
         run = subprocess.run([sys.executable, "-m", "agent.cli", "prune", "--all-nodes", "--kubeconfig",
                               str(kubeconfig)], capture_output=True, text=True, timeout=120, check=False,
                              env={**env, "PYTHONPATH": str(REPO)})
         assert run.returncode == 0, run.stdout + run.stderr
-        assert "1 DeviceClass(s) removed" in run.stdout and "1 ResourceClaimTemplate(s) removed" in run.stdout
+        assert f"{ours['deviceclasses']} DeviceClass(s) removed" in run.stdout, run.stdout
+        assert f"{ours['resourceclaimtemplates']} ResourceClaimTemplate(s) removed" in run.stdout, run.stdout
         classes = _names(http, f"{RESOURCE}/deviceclasses")
         assert "uninstall-ours" not in classes and {"uninstall-same-label", "uninstall-theirs"} <= classes
         assert _names(http, templates) >= {"uninstall-theirs"} and "uninstall-ours" not in _names(http, templates)
         # the docs' last step: nothing of ours is left (our label, on every kind an uninstall removes)
         for path in (f"{RESOURCE}/deviceclasses", f"{RESOURCE}/resourceclaimtemplates", f"{RESOURCE}/resourceslices"):
-            left = http.get(path, params={"labelSelector": "app.kubernetes.io/managed-by=topolink"}).json()["items"]
-            mine = [o["metadata"]["name"] for o in left
-                    if any(f.get("manager") == "topolink" for f in o["metadata"].get("managedFields", []))]
-            assert mine == [], (path, mine)
+            assert _ours(http, path) == [], path
         for name in ("uninstall-same-label", "uninstall-theirs"):
             http.delete(f"{RESOURCE}/deviceclasses/{name}")
         http.delete(f"{templates}/uninstall-theirs")
