@@ -19,9 +19,8 @@ from hypothesis import strategies as st
 
 from exporter.kube._api._api import Kind, NodeView, Obj
 from tests.kmock_support import a100_node
-from tests.slice_script import FAULTS, ScriptedServer, names
-from tests.test_kube_watch_loop import NAME, Agent
-from tests.test_kube_watch_model import STALE, Checked, play
+from tests.slice_script import FAULTS, ScriptedServer
+from tests.test_kube_watch_model import Checked, assert_converges, play
 
 # The model test's actions, less a watch step inside a write (here the watch is a thread of its own)
 ACTIONS = st.sampled_from([
@@ -154,12 +153,4 @@ def test_the_pass_and_the_watch_in_threads_keep_the_model_tests_rules(history: l
     assert not errors, errors
     assert "watch" not in touched, "the watch thread touched the sink's state"
     assert owners(server) <= {"uid-n1"}, f"a slice written with owner uids {owners(server)}"
-    server.faults, server.during_write = [], None
-    for _ in range(2):
-        agent.step()
-        agent.publish()
-    assert NAME in server.objects and STALE not in server.objects
-    assert Agent(server).sink.publish(a100_node("n1")).written == 0, "the server does not hold what the agent wants"
-    woken = len(agent.woken)
-    agent.step()
-    assert agent.view() == names(list(server.objects.values())) and len(agent.woken) == woken
+    assert_converges(agent, server)
