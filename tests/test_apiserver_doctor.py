@@ -25,6 +25,15 @@ REPO = Path(__file__).resolve().parents[1]
 NS = "doctor"
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 RUNTIME = "/apis/node.k8s.io/v1/runtimeclasses"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+NFD_NS = "node-feature-discovery"  # serve's --nfd-namespace default outside a pod
+NFD_CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",  # NFD's, schema left open
+           "metadata": {"name": "nodefeatures.nfd.k8s-sigs.io"},
+           "spec": {"group": "nfd.k8s-sigs.io", "scope": "Namespaced",
+                    "names": {"kind": "NodeFeature", "listKind": "NodeFeatureList", "plural": "nodefeatures",
+                              "singular": "nodefeature"},
+                    "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
 def doctor(*args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -93,3 +102,48 @@ def test_the_driver_check_loads_nvml_as_discovery_does() -> None:
     run = doctor("--no-cluster", "--nvml-library", "/nonexistent/libnvidia-ml.so.1")
     assert run.returncode == 1 and run.stdout.startswith("MISSING NVIDIA driver (NVML): ")
     assert "fix: install the NVIDIA driver" in run.stdout
+
+
+def test_serve_warns_at_start_and_names_the_missing_nodefeature_crd_once(kube_apiserver: ApiServer,
+                                                                         tmp_path: Path) -> None:
+    """NFD mode without NFD: serve's preflight (doctor's checks) says once that the CRD is not served, with the
+    fix; every failed write says it once per failure streak, not a bare 404; the agent still serves."""
+    from tests.apiserver_agent import create_node, ensure, json_lines, start_serve, wait_until
+    from tests.fakenvml import materialize
+
+    node = "preflight-nfd"
+    with kube_apiserver.admin() as http:
+        assert http.get("/apis/nfd.k8s-sigs.io/v1alpha1").status_code == 404  # the premise: no NFD here
+        create_node(http, node)
+    served = start_serve(kube_apiserver, materialize("hgx-h100", tmp_path / "machine"), node, tmp_path,
+                         "--labels-via", "nodefeature", "--no-resource-slices")
+    try:
+        served.pass_now()
+        served.pass_now()
+        assert "topolink_sink_publish_total" in served.metrics()  # still serving after failed passes
+
+        def events(name: str) -> list[dict[str, object]]:
+            return [e for e in json_lines(served.lines()) if e.get("event") == name]
+
+        pre = wait_until("the preflight line", lambda: events("preflight: missing"))
+        assert [e["check"] for e in pre] == ["NodeFeature CRD (nfd.k8s-sigs.io/v1alpha1)"], pre
+        assert str(pre[0]["fix"]).startswith("install Node Feature Discovery") and "--labels-via node" in str(
+            pre[0]["fix"])
+        failed = [e for e in events("publish failed") if e["sink"] == "node-feature"]
+        assert len(failed) == 1, failed  # three failed passes, one line
+        detail = str(failed[0]["detail"])
+        assert detail.startswith("NotFound: the NodeFeature CRD (nfd.k8s-sigs.io/v1alpha1) is not served"), detail
+        assert "install Node Feature Discovery" in detail and "--labels-via node" in detail
+
+        with kube_apiserver.admin() as http:  # the fix arrives: the agent writes without a restart
+            assert http.post(CRDS, json=NFD_CRD).status_code == 201
+            wait_until("NodeFeatures served", lambda: http.get("/apis/nfd.k8s-sigs.io/v1alpha1").status_code == 200)
+            ensure(http, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": NFD_NS}})
+        served.pass_now()
+        assert [e["failed_passes"] for e in events("publish recovered") if e["sink"] == "node-feature"] == [3]
+    finally:
+        assert served.stop() == 0
+        with kube_apiserver.admin() as http:  # as the tier found it: no NFD
+            http.delete(f"{CRDS}/{NFD_CRD['metadata']['name']}")
+            wait_until("NodeFeatures gone", lambda: http.get("/apis/nfd.k8s-sigs.io/v1alpha1").status_code == 404)

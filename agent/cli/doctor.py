@@ -13,10 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from exporter.kube._config._doctor import Finding
+from typing import Any
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 _EPILOG = ("Run it on a GPU node (or in a pod like the agent's) for the driver check, with the agent's kubeconfig "
@@ -52,29 +49,13 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.set_defaults(handler=_cmd_doctor)
 
 
-def _driver(library: str | None) -> Finding:
-    from agent.discovery.access import NvmlError, open_nvml
-    from exporter.kube._config._doctor import Finding
-
-    check = "NVIDIA driver (NVML)"
-    try:
-        port = open_nvml(library)
-    except NvmlError as exc:
-        return Finding(check, False, str(exc), "install the NVIDIA driver on the node; in a pod, runtimeClassName "
-                       "nvidia and NVIDIA_VISIBLE_DEVICES=all inject it (docs/operator.md, How the DaemonSet reads "
-                       "the node); without it the agent discovers from sysfs alone")
-    try:
-        count = port.device_count()
-    finally:
-        port.close()
-    return Finding(check, True, f"{count} GPU(s)")
-
-
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from exporter.kube import BadConfig, InvalidObject, LightkubeApi, PublishError, config_from_args
     from exporter.kube._config._doctor import cluster_findings
 
-    findings = [_driver(args.nvml_library)] if args.node else []
+    from ._checks import driver
+
+    findings = [driver(args.nvml_library)] if args.node else []
     if args.cluster:
         try:
             cfg = config_from_args(args)
@@ -91,3 +72,4 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         if not f.ok:
             print(f"        fix: {f.fix}")
     return EXIT_OK if all(f.ok for f in findings) else EXIT_MISSING
+

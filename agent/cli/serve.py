@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from exporter import Sink
+    from exporter.kube import KubePublishConfig
 
 _EPILOG = ("Probes measure this machine only: with a --sysfs-root that is a gathered tree (not this kernel's "
            "sysfs and procfs mounted there, as the DaemonSet's /host is) or an --nvml-library given as a file path "
@@ -105,11 +106,22 @@ def _add_probe_args(s: argparse.ArgumentParser, default: Callable[[str, Any, obj
 
 
 def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> list[Sink]:
-    """The Kubernetes sinks the flags ask for. Outside a cluster (no service account environment, no
-    kubeconfig) nothing is published through the API: serve then runs as a local agent, and says so."""
+    """The Kubernetes sinks the flags ask for (``publish_config``)."""
+    return sinks_for(publish_config(args, env))
+
+
+def sinks_for(cfg: KubePublishConfig) -> list[Sink]:
+    from exporter.kube import sinks_from_config
+
+    return [] if cfg.labels_via == "none" and not cfg.needs_api else sinks_from_config(cfg)
+
+
+def publish_config(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> KubePublishConfig:
+    """What the flags ask to publish. Outside a cluster (no service account environment, no kubeconfig)
+    nothing is published through the API: serve then runs as a local agent, and says so."""
     import dataclasses
 
-    from exporter.kube import config_from_args, sinks_from_config
+    from exporter.kube import config_from_args
 
     cfg = config_from_args(args, env)
     reachable = bool(env.get("KUBERNETES_SERVICE_HOST") or cfg.kubeconfig or env.get("KUBECONFIG"))
@@ -118,9 +130,32 @@ def build_sinks(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
               "are not published", file=sys.stderr)
         cfg = dataclasses.replace(cfg, labels_via="none" if cfg.labels_via != "file" else "file",
                                   resource_slices=False, device_taint_rules=False)
-    if cfg.labels_via == "none" and not cfg.needs_api:
-        return []
-    return sinks_from_config(cfg)
+    return cfg
+
+
+def start_preflight(args: argparse.Namespace, cfg: KubePublishConfig, on_this_machine: bool) -> None:
+    """Doctor's checks for what serve was asked to do, in a thread (serving never waits on them): each thing
+    missing logged once, one line with its fix. A warning, not an exit: the agent serves and publishes when
+    the fix arrives."""
+    import logging
+    import threading
+
+    from ..serve import LOGGER, event, setup_log
+    from ._checks import preflight
+
+    setup_log(args.log_format)
+
+    def check() -> None:
+        log = logging.getLogger(LOGGER)
+        try:
+            missing = preflight(cfg, args.nvml_library, node=on_this_machine)
+        except Exception as exc:  # a check's bug must not take the agent down: it only warns
+            event(log, "preflight failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            return
+        for f in missing:
+            event(log, "preflight: missing", logging.WARNING, check=f.check, detail=f.detail, fix=f.fix)
+
+    threading.Thread(target=check, name="preflight", daemon=True).start()
 
 
 def _probe_token(path: Path | None) -> str | None:
@@ -171,10 +206,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from exporter.kube import BadConfig
 
     try:
-        sinks = build_sinks(args)
+        cfg = publish_config(args)
+        sinks = sinks_for(cfg)
     except (BadConfig, ValueError) as exc:  # an unreadable --kubeconfig, no node name: usage, no traceback
         print(f"topolink serve: {exc}", file=sys.stderr)
         return 2
+    start_preflight(args, cfg, probes_off is None)
     return run(config, lambda: discover_from_args(args), nvml_busy(args.nvml_library), sinks,
                render_bandwidth_matrix)
 

@@ -14,7 +14,9 @@ imported by the command line (``agent.cli.serve``).
 
 from ._agent import Agent, next_probe_at
 from ._config import ServeConfig
+from ._log import LOGGER, event
+from ._log import setup as setup_log
 from ._probe import nvml_busy
 from ._run import run
 
-__all__ = ["Agent", "ServeConfig", "next_probe_at", "nvml_busy", "run"]
+__all__ = ["LOGGER", "Agent", "ServeConfig", "event", "next_probe_at", "nvml_busy", "run", "setup_log"]

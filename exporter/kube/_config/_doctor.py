@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from .._api._api import NODE_FEATURE, Kind, KubeApi
 from .._api._errors import PublishError
+from .._sinks._label_sinks import NFD_FIX
 from ._config import KubePublishConfig
 from ._rbac import PERMISSIONS
 
@@ -60,8 +61,7 @@ def node_feature_crd(api: KubeApi, cfg: KubePublishConfig) -> list[Finding]:
     if NODE_FEATURE.version in served:
         return [Finding(check, True, "served")]
     return [Finding(check, False, f"not served (versions: {', '.join(served) or 'none'}): labelsVia=nodefeature "
-                    "writes nothing", "install Node Feature Discovery (its CRDs and master), or set labelsVia=node "
-                    "with the default overlay")]
+                    "writes nothing", NFD_FIX)]
 
 
 def _allowed(api: KubeApi, group: str, resource: str, verb: str, *, namespace: str | None,

@@ -17,7 +17,7 @@ from topology import Snapshot
 from ..._core._files import UnsafeFile, read_regular, write_file
 from ..._core._sink import PublishResult
 from .._api._api import MANAGED_BY, NODE_FEATURE, KubeApi, NodeView, Obj
-from .._api._errors import InvalidObject, PublishError
+from .._api._errors import InvalidObject, NotFound, PublishError
 from .._desired._compat import COMPAT
 from .._desired._labels import LabelConfig, catalogue, desired_labels
 from .._desired._names import check_labels, is_label_value, object_name
@@ -26,6 +26,8 @@ from ._adopt import Adopter
 log = logging.getLogger(__name__)
 NODE_NAME_LABEL = "nfd.node.kubernetes.io/node-name"
 FEATURE_FILE_LIMIT = 65536
+NFD_FIX = ("install Node Feature Discovery (its CRDs and master), or publish on the Node instead "
+           "(--labels-via node; labelsVia=node with the default overlay)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,8 +121,22 @@ class NodeFeatureSink:
                 raise self._adopter.disown(NODE_FEATURE, name)
             self._api.apply(NODE_FEATURE, want)
             return PublishResult(written=1)
+        except NotFound as exc:
+            return _failed(self.name, self._why_not_found(exc))
         except PublishError as exc:
             return _failed(self.name, exc)
+
+    def _why_not_found(self, exc: NotFound) -> PublishError:
+        """A 404 writing a NodeFeature: the CRD not served (NFD not installed; one more request, on failure only)
+        said so with its fix, else the server's own answer (a namespace that is not there)."""
+        try:
+            served = self._api.served_versions(NODE_FEATURE.group)
+        except PublishError:
+            return exc
+        if NODE_FEATURE.version in served:
+            return exc
+        return NotFound(f"the NodeFeature CRD ({NODE_FEATURE.group}/{NODE_FEATURE.version}) is not served "
+                        f"(versions: {', '.join(served) or 'none'}): {NFD_FIX}")
 
 
 def _meta_same(current: Obj, want: Obj) -> bool:
