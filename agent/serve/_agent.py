@@ -146,8 +146,7 @@ class Agent:
             self._rebuild()
 
     def resync(self, whys: dict[str, str]) -> None:
-        """Every sink compares the served snapshot with what is there again (the named sinks' watch saw a change by
-        someone else: a Node created again needs its labels as much as its slices); no discovery."""
+        """Every sink compares the served snapshot with what is there again, no discovery (a watch saw a change)."""
         with self._lock:
             served = self._served
         if served is not None and whys:
