@@ -51,8 +51,12 @@ def _names(http: httpx.Client, path: str) -> set[str]:
 
 
 def _ours(http: httpx.Client, path: str) -> list[str]:
-    """The objects at ``path`` with our label and fields of our field manager: what the docs' last step looks for."""
-    left = http.get(path, params={"labelSelector": "app.kubernetes.io/managed-by=topolink"}).json()["items"]
+    """The objects at ``path`` with our label and fields of our field manager: what the docs' last step looks for
+    (slices: of the driver prune ran for, the default; the shared server holds other tests' drivers' slices)."""
+    params = {"labelSelector": "app.kubernetes.io/managed-by=topolink"}
+    if path.endswith("/resourceslices"):
+        params["fieldSelector"] = "spec.driver=gpu.topology"
+    left = http.get(path, params=params).json()["items"]
     return [o["metadata"]["name"] for o in left
             if any(f.get("manager") == "topolink" for f in o["metadata"].get("managedFields", []))]
 

@@ -249,6 +249,10 @@ def test_labels_and_slices_equal_the_agent_outside(kube_control_plane: ApiServer
             raise AssertionError(f"{exc}: {logs}") from None
         outside = published(running.outside_node)
     assert inside[0] and inside[1]
+    # The container's agent runs its probe pass (the DaemonSet's default), the one outside none (--probe-interval 0):
+    # its figures may name their profile on the Node, and nothing else of what was measured reaches a label or slice.
+    profile = inside[0].pop(f"{PREFIX}probe-profile", None)
+    assert profile in (None, "quick"), profile
     assert inside == outside
 
 
