@@ -266,9 +266,15 @@ def by(events: list[dict[str, Any]], user: str = AGENT_USER) -> list[dict[str, A
     return [e for e in events if e["user"]["username"] == user]
 
 
+# Reviews are a "create" that stores nothing: the agent's start-up preflight asks one per permission it needs.
+REVIEW_GROUPS = frozenset({"authorization.k8s.io", "authentication.k8s.io"})
+
+
 def writes(events: list[dict[str, Any]], user: str = AGENT_USER) -> list[dict[str, Any]]:
-    """The write requests (create, update, patch, delete, deletecollection) ``user`` made."""
-    return [e for e in by(events, user) if e["verb"] in WRITES]
+    """The write requests (create, update, patch, delete, deletecollection) ``user`` made; access reviews, which
+    store nothing, are not writes."""
+    return [e for e in by(events, user)
+            if e["verb"] in WRITES and (e.get("objectRef") or {}).get("apiGroup") not in REVIEW_GROUPS]
 
 
 def calls(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
