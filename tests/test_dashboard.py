@@ -62,7 +62,9 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Clien
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             def scraped() -> bool:
-                try:
+                try:  # a Prometheus still starting answers 503 "Service Unavailable" as text: not ready yet
+                    if http.get("/-/ready").status_code != 200:
+                        return False
                     got = query(http, "count(count_over_time(topolink_snapshot_info[30s]) >= 5)")
                 except httpx.HTTPError:
                     return False
