@@ -17,7 +17,7 @@ import pytest
 
 from exporter.kube import policy_rules
 from tests.apiserver import ApiServer
-from tests.apiserver_agent import agent_token
+from tests.apiserver_agent import agent_token, wait_until
 
 pytestmark = [pytest.mark.apiserver]
 
@@ -56,6 +56,13 @@ def _grant(http: httpx.Client, uses: tuple[str, ...]) -> None:
         assert resp.status_code in (200, 201), resp.text
 
 
+def _without_nfd(http: httpx.Client) -> None:
+    """The premise of both NFD tests, made rather than assumed: the shared server may hold the CRD another test
+    file installed."""
+    http.delete(f"{CRDS}/{NFD_CRD['metadata']['name']}")
+    wait_until("NodeFeatures gone", lambda: http.get("/apis/nfd.k8s-sigs.io/v1alpha1").status_code == 404)
+
+
 def _lines(out: str) -> dict[str, str]:
     return {line.split(":", 1)[0][8:]: line[:8].strip() for line in out.splitlines() if not line.startswith(" ")}
 
@@ -64,6 +71,7 @@ def test_what_is_missing_is_named_with_its_fix_until_it_is_there(kube_apiserver:
     admin = kube_apiserver.kubeconfig()
     with kube_apiserver.admin() as http:
         http.delete(f"{RUNTIME}/nvidia")
+        _without_nfd(http)
         agent_token(http, "doctor-node", namespace=NS)  # the namespace and the agent's ServiceAccount
         _grant(http, ("resource-slices",))
         run = doctor("--no-node", "--service-account", f"{NS}/topolink", "--labels-via", "nodefeature",
@@ -108,12 +116,12 @@ def test_serve_warns_at_start_and_names_the_missing_nodefeature_crd_once(kube_ap
                                                                          tmp_path: Path) -> None:
     """NFD mode without NFD: serve's preflight (doctor's checks) says once that the CRD is not served, with the
     fix; every failed write says it once per failure streak, not a bare 404; the agent still serves."""
-    from tests.apiserver_agent import create_node, ensure, json_lines, start_serve, wait_until
+    from tests.apiserver_agent import create_node, ensure, json_lines, start_serve
     from tests.fakenvml import materialize
 
     node = "preflight-nfd"
     with kube_apiserver.admin() as http:
-        assert http.get("/apis/nfd.k8s-sigs.io/v1alpha1").status_code == 404  # the premise: no NFD here
+        _without_nfd(http)
         create_node(http, node)
     served = start_serve(kube_apiserver, materialize("hgx-h100", tmp_path / "machine"), node, tmp_path,
                          "--labels-via", "nodefeature", "--no-resource-slices")
