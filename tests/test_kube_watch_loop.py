@@ -100,6 +100,23 @@ def test_a_slice_deleted_while_its_write_is_in_flight_is_created_again(order: st
     assert agent.publish() and NAME in server.objects
 
 
+def test_a_write_the_store_went_past_without_it_is_not_believed() -> None:
+    """Kubelet deletes the slice while the create's reply is on its way, and the watch, expired, gets its next state
+    after both: the store's resourceVersion has reached the write, so the mutation cache drops it (client-go's rule
+    of the newer copy alone would believe it for its TTL, the store lacking the name), the view lacks the slice, a
+    sync is queued, and it creates the slice again."""
+    server = ScriptedServer()
+    agent = Agent(server)
+    agent.step()
+    server.during_write = lambda: server.delete_as_kubelet(NAME)
+    assert agent.publish() and agent.view() == [NAME]  # the reply, over a store that has not seen it yet
+    server.faults = ["410"]
+    agent.step()
+    agent.step()  # the next state, after the create and the delete
+    assert agent.view() == [] and agent.woken == [f"resourceslice {NAME} missing"]
+    assert agent.publish() and NAME in server.objects
+
+
 @pytest.mark.parametrize("order", ["watch, reply", "reply, watch"])
 def test_the_sinks_own_writes_are_reconciled_to_nothing_in_either_order(order: str) -> None:
     """The event of a write of the sink's own: after its reply, it only brings the store up to the mutation cache

@@ -1,12 +1,8 @@
-"""The ResourceSlice applier: observe ours (the watch's cache, or one list), plan, write the difference.
-
-Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps the store of this
-node's slices and wakes the agent when someone else deletes or changes one, so a wiped slice is created again at
-once (on the next pass when the watch is not permitted). A pass plans against the cache's view (the watch's
-store with the sink's own writes over it) while the watch is alive, and otherwise (before its first state, after
-a bookmark interval of a watch down or silent, with no watch) lists this node's slices for itself, writing nothing
-to the cache.
-Obsolete slices go only on complete knowledge.
+"""The ResourceSlice sink: reconciles this node's slices as the DRA resourceslice controller does. Each sync compares
+the desired slices (from the last discovery) with the actual ones (the cache's view: the watch's store with the
+mutation cache of our writes over it; or one list of the sync's own while the store may be stale) and writes only
+the difference; obsolete slices go only on complete knowledge. :meth:`ResourceSliceSink.watch` feeds the store
+and queues a sync when the view changes (kubelet wiping the pool at its start). Why: ``docs/kube-sync.md``.
 """
 
 from __future__ import annotations
@@ -228,9 +224,8 @@ class ResourceSliceSink:
         return self._watch
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
-        """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
-        changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
-        slices whose owner is gone)."""
+        """Until ``stop``: keep the store fresh, and call ``wake`` with a reason when the view of this node's slices
+        changes (the Node's uid is then read again: the garbage collector deletes slices whose owner is gone)."""
         self.watcher(stop, wake, backoff).run()
 
     def wake_watch(self) -> None:
