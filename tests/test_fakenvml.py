@@ -71,7 +71,7 @@ def _fabric_call(version: int) -> tuple[int, bytes]:
     """Calls nvmlDeviceGetGpuFabricInfoV on GPU 0 with a 64-byte buffer of 0xAB carrying ``version``."""
     buf = (ctypes.c_ubyte * 64)(*([0xAB] * 64))
     ctypes.memmove(buf, ctypes.byref(ctypes.c_uint(version)), 4)
-    fn = pynvml.nvmlLib.nvmlDeviceGetGpuFabricInfoV
+    fn = ctypes.CDLL("libnvidia-ml.so.1", mode=os.RTLD_NOLOAD).nvmlDeviceGetGpuFabricInfoV  # the session's NVML
     rc = fn(pynvml.nvmlDeviceGetHandleByIndex(0), ctypes.byref(buf))
     return int(rc), bytes(buf)
 

@@ -100,18 +100,40 @@ def test_a_slice_deleted_while_its_write_is_in_flight_is_created_again(order: st
     assert agent.publish() and NAME in server.objects
 
 
+def test_a_write_the_store_went_past_without_it_is_not_believed() -> None:
+    """Kubelet deletes the slice while the create's reply is on its way, and the watch, expired, gets its next state
+    after both: the store's resourceVersion has reached the write, so the mutation cache drops it (client-go's rule
+    of the newer copy alone would believe it for its TTL, the store lacking the name), the view lacks the slice, a
+    sync is queued, and it creates the slice again."""
+    server = ScriptedServer()
+    agent = Agent(server)
+    agent.step()
+    server.during_write = lambda: server.delete_as_kubelet(NAME)
+    assert agent.publish() and agent.view() == [NAME]  # the reply, over a store that has not seen it yet
+    server.faults = ["410"]
+    agent.step()
+    agent.step()  # the next state, after the create and the delete
+    assert agent.view() == [] and agent.woken == [f"resourceslice {NAME} missing"]
+    assert agent.publish() and NAME in server.objects
+
+
 @pytest.mark.parametrize("order", ["watch, reply", "reply, watch"])
-def test_the_sinks_own_writes_wake_nothing_in_either_order(order: str) -> None:
+def test_the_sinks_own_writes_are_reconciled_to_nothing_in_either_order(order: str) -> None:
+    """The event of a write of the sink's own: after its reply, it only brings the store up to the mutation cache
+    (the view does not change: no sync queued); before its reply, it changes the view and queues a sync, which
+    finds nothing to write. Nobody records who wrote what."""
     agent = published()
     agent.server.versions = ["v1"]
     smaller = a100_node("n1", gpus=3)
     if order == "watch, reply":
         agent.server.during_write = agent.step
         assert agent.sink.publish(smaller).ok
+        assert agent.woken == [f"resourceslice {NAME} changed"]
     else:
         assert agent.sink.publish(smaller).ok
         agent.step()
-    assert agent.woken == [] and agent.sink.publish(smaller).written == 0
+        assert agent.woken == []
+    assert agent.sink.publish(smaller).written == 0
 
 
 def test_an_edit_by_someone_else_wakes_the_agent() -> None:
@@ -144,7 +166,8 @@ def test_a_failed_pass_leaves_the_store_to_the_watch_and_a_later_delete_stands()
     assert "LIST" not in agent.since(mark)
     agent.step()
     assert server.requests[-1] == f"WATCH {deleted_at}"  # resumed from the delete, never from before it
-    assert agent.view() == [NAME] and agent.woken == [f"resourceslice {NAME} deleted"]
+    # each event changed the view (the lost reply left nothing in the mutation cache): a sync queued for each
+    assert agent.view() == [NAME] and agent.woken == [f"resourceslice {NAME} added", f"resourceslice {NAME} deleted"]
 
 
 def test_a_pass_before_the_watchs_first_state_lists_for_itself_and_writes_nothing_to_the_cache() -> None:
@@ -165,8 +188,9 @@ def test_a_write_the_watch_never_confirms_stands_for_its_ttl_then_the_store_coun
     assert agent.publish() and agent.view() == [NAME]
     server.now += 61.0
     assert agent.view() == []  # not confirmed: the next pass writes it again (an apply changes nothing)
-    agent.step()
-    assert agent.view() == [NAME] and agent.woken == []
+    agent.step()  # the event changes the view (the write's TTL ran out): a sync, which finds nothing to write
+    assert agent.view() == [NAME] and agent.woken == [f"resourceslice {NAME} added"]
+    assert agent.sink.publish(a100_node("n1")).written == 0
 
 
 # -- the server's view: while the watch is down, a pass lists -------------------------------------------------
@@ -289,7 +313,8 @@ def test_a_watch_list_broken_part_way_commits_nothing_and_the_state_comes_from_a
     assert agent.step() > 0 and agent.view() == [NAME]  # broken: the store is as it was
     agent.step()
     assert agent.since(mark) == ["WATCH 101", "WATCHLIST", "LIST", f"WATCH {server.rv}"]
-    assert agent.woken == [f"resourceslice {NAME} missing"] and agent.view() == ["n1-other"]
+    assert agent.woken == [f"resourceslice {NAME} missing", "resourceslice n1-other added"]
+    assert agent.view() == ["n1-other"]
 
 
 def test_a_server_that_sends_a_bookmark_then_a_410_on_every_watch_is_backed_off() -> None:

@@ -415,25 +415,23 @@ def test_the_system_library_is_looked_up_as_pynvml_would(fake_machine: MakeMachi
         assert out == ["False False", "not found 12"]
 
 
-_SWITCH_LIBRARIES = """
+_LIBRARIES_IN_TURN = """
 import sys
 from agent.discovery.access import NvmlError, open_nvml
-test_nvml, other = sys.argv[1], sys.argv[2]
-print("test NVML", open_nvml(test_nvml).device_count())
-try:
-    open_nvml(other)
-except NvmlError as exc:
-    print("other", exc.code)
-else:
-    print("other answered")
-print("test NVML again", open_nvml(test_nvml).device_count())
+for label, library in zip(sys.argv[1::2], sys.argv[2::2]):
+    try:
+        print(label, open_nvml(library).device_count())
+    except NvmlError as exc:
+        print(label, exc.code, exc)
 """
 
 
-def test_a_process_that_changes_library_calls_the_new_one(fake_machine: MakeMachine) -> None:
-    """pynvml keeps the function pointers it looked up by name: after a change of library every call must
-    go to the new one (here a library without NVML's functions, so nvmlInit is not found), never to the
-    pointers of the one before."""
+@pytest.mark.parametrize("first", ["test NVML", "other"])
+def test_a_process_has_one_nvml_library_and_sets_no_pynvml_internals(fake_machine: MakeMachine, first: str) -> None:
+    """The library named is loaded by its path and nvidia-ml-py's own ``dlopen`` of ``libnvidia-ml.so.1`` gets it
+    from the dynamic linker (its SONAME): nothing of pynvml is set. So a library under another SONAME (here libc)
+    is refused with the reason, not handed to pynvml (whose nvmlInit would then fail on a missing function, 13),
+    and once a process has its NVML, another library is refused and the first goes on answering."""
     import ctypes.util
     import os
     import subprocess
@@ -444,10 +442,18 @@ def test_a_process_that_changes_library_calls_the_new_one(fake_machine: MakeMach
     assert libc is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")}
     env.update({k: v for k, v in node.env().items() if k != "TOPOLINK_NVML_LIBRARY"})
-    out = subprocess.run([sys.executable, "-c", _SWITCH_LIBRARIES, str(node.nvml_library), libc],
+    turns = {"test NVML": str(node.nvml_library), "other": libc}
+    order = [first, *(t for t in turns if t != first), first]
+    out = subprocess.run([sys.executable, "-c", _LIBRARIES_IN_TURN, *(x for t in order for x in (t, turns[t]))],
                          capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1],
                          timeout=120, check=True).stdout.splitlines()
-    assert out == ["test NVML 8", "other 13", "test NVML again 8"]  # 13: NVML_ERROR_FUNCTION_NOT_FOUND
+    if first == "other":  # 12: NVML_ERROR_LIBRARY_NOT_FOUND
+        assert out[0].startswith("other 12 ") and "its SONAME is not libnvidia-ml.so.1" in out[0]
+        assert out[1] == "test NVML 8"  # libc never became this process's NVML: the test NVML does
+        assert out[2].startswith("other 12 ") and f"this process's NVML is {node.nvml_library} already" in out[2]
+    else:
+        assert out[0] == "test NVML 8" and out[2] == "test NVML 8"
+        assert out[1].startswith("other 12 ") and f"this process's NVML is {node.nvml_library} already" in out[1]
 
 
 @pytest.mark.parametrize(("profile", "enum", "why"), [

@@ -56,7 +56,8 @@ def add_discovery_args(p: argparse.ArgumentParser) -> None:
                         "A root other than / turns NVML off unless --nvml-library names the tree's own")
     p.add_argument("--nvml-library", type=TEXT, metavar="PATH",
                    default=env_value(None, _ENV_NVML_LIBRARY, TEXT, None),
-                   help=f"load NVML from PATH instead of libnvidia-ml.so.1; default ${_ENV_NVML_LIBRARY}")
+                   help="load NVML from PATH instead of libnvidia-ml.so.1 (its SONAME must be libnvidia-ml.so.1, as "
+                        f"NVIDIA's and the test NVML's are); default ${_ENV_NVML_LIBRARY}")
     p.add_argument("--node-name", type=TEXT, metavar="NAME", help="node name to record (default: the host name)")
     for name, enabled_by_default, help_text in SOURCE_FLAGS:
         p.add_argument(f"--source.{name}", dest=f"source_{name}", action=argparse.BooleanOptionalAction,

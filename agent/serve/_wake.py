@@ -1,5 +1,5 @@
 """What wakes the sync worker (the discovery thread) before its interval: a discovery pass (SIGHUP, stop), or a
-resync when a sink's watch saw its objects changed by someone else: delayed a little and coalesced, as the DRA
+resync when a sink's watch saw the view of its objects change: delayed a little and coalesced, as the DRA
 resourceslice controller queues its syncs, and never a discovery pass (the hardware did not change)."""
 
 from __future__ import annotations

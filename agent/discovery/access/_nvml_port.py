@@ -4,12 +4,11 @@
 translated here, once, into :class:`NvmlError` kinds chained ``from`` the original. Every call through
 the port is counted.
 
-A specific library (a machine profile's test NVML) is loaded by handing nvidia-ml-py the ``CDLL``
-before ``nvmlInit``: pynvml keeps the library in the module global ``nvmlLib`` and loads
-``libnvidia-ml.so.1`` only while that is ``None``; setting ``LD_LIBRARY_PATH`` would be too late in a
-running process. pynvml caches function pointers per name, so when the library changes after one was
-used, pynvml is reloaded first (``importlib.reload``: its state starts afresh); one process can then
-discover several profiles in turn.
+A specific library (a machine profile's test NVML, ``--nvml-library``) is loaded by its path before
+``nvmlInit``: nvidia-ml-py then opens ``libnvidia-ml.so.1`` by name, and the dynamic linker hands it the
+library already loaded under that SONAME (glibc's ``dlopen`` matches loaded objects' SONAMEs), so no
+library internal is set. One library per process: the first named is the process's NVML (a test NVML
+reads its profile at every ``nvmlInit``, so one process can still discover several profiles in turn).
 """
 
 from __future__ import annotations
@@ -57,32 +56,38 @@ class RawField:
 
 
 _lock = threading.Lock()
-_loaded: str | None = None  # the library this module put into pynvml, None for pynvml's default
-_used = False  # whether pynvml may have loaded a library in this process (and cached its pointers)
+_loaded: str | None = None  # the library named first in this process: its NVML from then on
 
 
-def _use_library(pynvml: Any, library: str | None) -> None:
-    global _loaded, _used  # noqa: PLW0603 - one process, one pynvml: which library it holds is process state
+def _use_library(library: str) -> None:
+    """Loads ``library`` as this process's ``libnvidia-ml.so.1``, the name nvidia-ml-py opens; refuses a library
+    that the linker would not hand it (another SONAME, or another library of that name loaded already)."""
+    global _loaded  # noqa: PLW0603 - one process, one dynamic linker: which NVML it holds is process state
+    import ctypes
+    import os
+
     with _lock:
-        changed, used, _used = library != _loaded, _used, True
-        if not changed:
+        if library == _loaded:
             return
-        if used:  # pynvml caches the last library's function pointers by name: start it afresh
-            import importlib
-
-            importlib.reload(pynvml)
-        if library is None:
-            lib = None  # back to pynvml's own lookup of libnvidia-ml.so.1
-        else:
-            import ctypes  # loaded with pynvml already
-
-            try:
-                lib = ctypes.CDLL(library)
-            except OSError as exc:
-                raise NvmlLibraryNotFound("dlopen", 12, f"{library}: {exc}") from exc
-        with pynvml.libLoadLock:
-            pynvml.nvmlLib = lib
+        if _loaded is not None:
+            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: this process's NVML is {_loaded} already")
+        try:
+            lib = ctypes.CDLL(library)
+        except OSError as exc:
+            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: {exc}") from exc
+        try:
+            named = ctypes.CDLL(_DEFAULT_LIBRARY, mode=os.RTLD_NOLOAD)
+        except OSError as exc:
+            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: its SONAME is not {_DEFAULT_LIBRARY}, "
+                                      "the name nvidia-ml-py loads") from exc
+        if _address(ctypes, lib) != _address(ctypes, named):
+            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: another {_DEFAULT_LIBRARY} is loaded already")
         _loaded = library
+
+
+def _address(ctypes: Any, lib: Any) -> int | None:
+    """Where ``lib``'s ``nvmlInitWithFlags`` is: the same library loaded twice has it at one address."""
+    return ctypes.cast(lib.nvmlInitWithFlags, ctypes.c_void_p).value  # type: ignore[no-any-return]
 
 
 class NvmlPort(PlatformCalls):
@@ -288,7 +293,8 @@ def open_nvml(library: str | None) -> NvmlPort:
         import pynvml
     except ImportError as exc:
         raise NvmlLibraryNotFound("import pynvml", None, f"nvidia-ml-py is not installed: {exc}") from exc
-    _use_library(pynvml, library)
+    if library is not None:
+        _use_library(library)
     port = NvmlPort(pynvml)
     port._call("nvmlInitWithFlags", pynvml.nvmlInit)
     return port

@@ -2,9 +2,9 @@
 difference through the port.
 
   ``_label_sinks``  node labels on the Node (server-side apply), an NFD ``NodeFeature``, or an NFD feature file
-  ``_slice_sink``   the ResourceSlice applier
-  ``_slice_watch``  the watch on this node's slices that keeps the cache fresh and wakes the agent
-  ``_slice_cache``  this node's slices as the watch last saw them
+  ``_slice_sink``   the ResourceSlice sink: reconciles desired slices with the store and mutation cache
+  ``_slice_watch``  the watch (informer) on this node's slices: feeds the store, queues a resync
+  ``_slice_cache``  the store (the watch's alone) and the mutation cache of the sink's own writes
   ``_taint_sink``   the DeviceTaintRule applier (opt-in)
   ``_adopt``        a create answered 409: ours by every other mark is taken over, someone else's reported once
 

@@ -1,12 +1,8 @@
-"""The ResourceSlice applier: observe ours (the watch's cache, or one list), plan, write the difference.
-
-Kubelet deletes every node-local slice when it starts: :meth:`ResourceSliceSink.watch` keeps the store of this
-node's slices and wakes the agent when someone else deletes or changes one, so a wiped slice is created again at
-once (on the next pass when the watch is not permitted). A pass plans against the cache's view (the watch's
-store with the sink's own writes over it) while the watch is alive, and otherwise (before its first state, after
-a bookmark interval of a watch down or silent, with no watch) lists this node's slices for itself, writing nothing
-to the cache.
-Obsolete slices go only on complete knowledge.
+"""The ResourceSlice sink: reconciles this node's slices as the DRA resourceslice controller does. Each sync compares
+the desired slices (from the last discovery) with the actual ones (the cache's view: the watch's store with the
+mutation cache of our writes over it; or one list of the sync's own while the store may be stale) and writes only
+the difference; obsolete slices go only on complete knowledge. :meth:`ResourceSliceSink.watch` feeds the store
+and queues a sync when the view changes (kubelet wiping the pool at its start). Why: ``docs/kube-sync.md``.
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ from topology import Snapshot
 
 from ..._core._sink import PublishResult
 from .._api._api import MANAGED_BY, RESOURCE_GROUP, SLICE_VERSIONS, Kind, KubeApi, Obj, slice_kind
-from .._api._errors import PublishError, Unavailable
+from .._api._errors import NotFound, PublishError, Unavailable
 from .._api._retry import Backoff
 from .._desired._slices import SliceConfig, build_slices, desired_devices, devices_of
 from ._adopt import Adopter, NotOurs
@@ -158,8 +154,10 @@ class ResourceSliceSink:
         return self._api.list_versioned(kind, {}, self._fields)[0]
 
     def publish(self, snapshot: Snapshot) -> PublishResult:
+        """One sync: the desired slices (from ``snapshot``, the last discovery) against the actual ones (the cache's
+        view, or a list of the pass's own), writing only the difference."""
         stored: list[Obj] = []
-        deleted: list[Obj] = []
+        deleted: list[str] = []
         try:
             version, cfg = self._setup()
             kind = slice_kind(version)
@@ -170,14 +168,11 @@ class ResourceSliceSink:
             plan = plan_slices(observed, devices, node=self._node, uid=self._d.uid, cfg=cfg, version=version,
                                complete=snapshot.complete)
             if plan.empty:
-                self._cache.written((), (), [_name(o) for o in observed])
                 return PublishResult(unchanged=len(observed))
-            pool = [_name(o) for o in [*plan.update, *plan.create]]
-            self._cache.writing(pool, plan.delete)
             try:
-                self._write(kind, plan, {_name(o): o for o in observed}, stored, deleted)
+                self._write(kind, plan, stored, deleted)
             finally:
-                for why in self._cache.written(stored, deleted, pool):
+                for why in self._cache.mutated(stored):  # the store already went past a write: sync again
                     self._wake(why)
             if cfg.taints and any(o.get("spec", {}).get("devices") and not devices_of(o)[0].get("taints")
                                   for o in stored):
@@ -195,11 +190,15 @@ class ResourceSliceSink:
             log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
 
-    def _write(self, kind: Kind, plan: Plan, current: dict[str, Obj], stored: list[Obj], deleted: list[Obj]) -> None:
-        """The plan's requests; what the server did lands in ``stored`` (its replies) and ``deleted``."""
+    def _write(self, kind: Kind, plan: Plan, stored: list[Obj], deleted: list[str]) -> None:
+        """The plan's requests; what the server did lands in ``stored`` (its replies) and ``deleted``. A slice to
+        delete that is gone already (the store had not seen its delete yet) is what was wanted."""
         for name in plan.delete:
-            self._api.delete(kind, name)
-            deleted.append(current[name])
+            try:
+                self._api.delete(kind, name)
+            except NotFound:
+                continue
+            deleted.append(name)
         stored += [self._api.apply(kind, o) for o in plan.update]
         stored += [self._adopter.create(self._api, kind, o, self._ours) for o in plan.create
                    if not self._adopter.foreign(_name(o))]
@@ -225,9 +224,8 @@ class ResourceSliceSink:
         return self._watch
 
     def watch(self, stop: threading.Event, wake: Callable[[str], None], backoff: Backoff | None = None) -> None:
-        """Until ``stop``: keep the cache fresh, and call ``wake`` with a reason when someone else deletes or
-        changes one of this node's slices (the Node's uid is then read again: the garbage collector deletes
-        slices whose owner is gone)."""
+        """Until ``stop``: keep the store fresh, and call ``wake`` with a reason when the view of this node's slices
+        changes (the Node's uid is then read again: the garbage collector deletes slices whose owner is gone)."""
         self.watcher(stop, wake, backoff).run()
 
     def wake_watch(self) -> None:

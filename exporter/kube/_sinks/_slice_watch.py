@@ -1,6 +1,6 @@
 """The reflector of this node's ResourceSlices of our driver: lists, then watches from the list's resourceVersion,
-and is the only writer of the store (:mod:`._slice_cache`); an event that shows someone else changed or deleted one
-of our slices queues a resync (``wake``). Every error is retried on the backoff, nothing is given up. The rules and
+and is the only writer of the store (:mod:`._slice_cache`); an event or a state that changes the view of our slices
+queues a resync (``wake``). Every error is retried on the backoff, nothing is given up. The rules and
 the client-go functions they come from: ``docs/kube-sync.md``.
 """
 
