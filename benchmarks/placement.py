@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="topolink-placement-") as tmp:
         work = Path(tmp)
         search(args.runs, work)
-        served(max(3, args.runs // 4), work)
+        served(min(args.runs, max(3, args.runs // 4)), work)  # a quarter of the runs, at least 3, at most --runs
         estimates(work)
         fleet(args.nodes, work)
         cluster(args.nodes, work)

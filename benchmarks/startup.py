@@ -1,7 +1,7 @@
 """Start-up and discovery overhead against lstopo and nvidia-smi, paired and interleaved: prints tables of ratios.
 Not a test.
 
-    .venv/bin/python benchmarks/startup.py [--runs N]
+    .venv/bin/python benchmarks/startup.py [--runs N] [--trees NAME,...]
 
 Every whole-process row alternates the two commands it compares (A B A B ...), so load from others on the
 machine falls on both; medians and the ratio of medians are printed, with peak RSS (ru_maxrss of the child).
@@ -53,11 +53,18 @@ TOPOLINK = [VENV_PY, "-m", "agent.cli"]
 _PACKAGES = ("agent", "topology", "probes", "exporter")
 
 
-def hwloc_trees(dest: Path) -> list[tuple[str, Path]]:
-    """Every gathered hwloc tree of the test data, unpacked below ``dest``: (name, root)."""
+def hwloc_trees(dest: Path, only: Sequence[str] = ()) -> list[tuple[str, Path]]:
+    """The gathered hwloc trees of the test data (``only``: those named; default every one), unpacked below
+    ``dest``: (name, root)."""
+    names = [t.name.removesuffix(".tar.bz2") for t in hwloc_tarballs()]
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        raise SystemExit(f"startup: no hwloc tree {', '.join(unknown)} in tests/data/hwloc/linux ({', '.join(names)})")
     trees = []
     for tarball in hwloc_tarballs():
         name = tarball.name.removesuffix(".tar.bz2")
+        if only and name not in only:
+            continue
         (dest / name).mkdir()
         trees.append((name, unpack_hwloc_tree(tarball, dest / name)))
     return trees
@@ -397,12 +404,15 @@ def main() -> int:
     ap.add_argument("--only", choices=("budget", "lstopo", "calls", "profiles"), help="one group of tables only")
     ap.add_argument("--scaled-gpus", default=",".join(map(str, SCALED_GPUS)),
                     help="GPU counts of the synthetic NVSwitch machines, comma separated (default %(default)s)")
+    ap.add_argument("--trees", default="", help="the hwloc trees of the lstopo and discovery-call tables, by name, "
+                    "comma separated (default: every tree in tests/data/hwloc/linux)")
     args = ap.parse_args()
     print(f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r}, "
           f"{os.cpu_count()} CPUs, interpreter {VENV_PY}; peak RSS of this process "
           f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     with tempfile.TemporaryDirectory() as tmp:
-        trees = hwloc_trees(Path(tmp)) if args.only in (None, "lstopo", "calls") else []
+        only = [n for n in args.trees.split(",") if n]
+        trees = hwloc_trees(Path(tmp), only) if args.only in (None, "lstopo", "calls") else []
         if args.only in (None, "budget"):
             venv = install_wheel(REPO, VENV_PY, Path(tmp) / "installed")
             print(f"\ntopolink installed from its wheel into {venv.python.parent.parent} (a temporary virtual "

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import topology as t
+from tests.budget import examples
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
 from topology.model._carry_forward import carry_forward
 
@@ -135,7 +136,7 @@ FACTS = st.sets(st.builds(t.Fact, subject=st.sampled_from((G0, G1, G2, G3)), asp
                 max_size=8)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(60, 600), deadline=None)
 @given(unknown_now=FACTS, unknown_before=FACTS)
 def test_known_facts_are_never_replaced_and_unknown_ones_are_previous(
         unknown_now: set[t.Fact], unknown_before: set[t.Fact]) -> None:

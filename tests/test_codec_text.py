@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import topology as t
 from agent.discovery import discover
 from agent.discovery.access import DiscoveryContext, FsRoot
+from tests.budget import examples
 from tests.fakenvml import ENV_CALLS, ENV_PROFILE, MACHINES, FakeNode, materialize, write_scaled
 from tests.fakenvml.fixtures import MakeMachine
 from topology.codec._jsontext import dumps_indented
@@ -69,7 +70,7 @@ def test_a_64_gpu_machine_is_written_as_json_dumps_writes_it(tmp_path: Path, mon
     _assert_same_text(snap)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(60, 600), deadline=None)
 @given(snapshots)
 def test_any_snapshot_is_written_as_json_dumps_writes_it(snap: t.Snapshot) -> None:
     _assert_same_text(snap)
@@ -82,7 +83,7 @@ _documents = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=5) | 
                           | st.dictionaries(_text, inner, max_size=5), max_leaves=40)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(150, 1500), deadline=None)
 @given(_documents, st.integers(min_value=0, max_value=4))
 def test_any_json_document_is_indented_as_json_dumps_indents_it(doc: Any, indent: int) -> None:
     assert dumps_indented(doc, indent) == json.dumps(doc, indent=indent, allow_nan=False)

@@ -22,6 +22,7 @@ from exporter.kube import (
 )
 from exporter.kube._desired._names import is_attribute_name, is_dns_label, is_label_key, is_label_value
 from exporter.kube._sinks._label_sinks import node_feature, render_feature_file
+from tests.budget import examples
 from tests.kube_support import K8S, PROFILES, TAINT_RULE_VERSION, discover_profile, validate
 from tests.strategies import snapshots
 
@@ -102,7 +103,7 @@ def test_many_devices_split_into_slices_of_at_most_64_when_tainted() -> None:
         validate(s, "1.37")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60, 600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots)
 def test_no_snapshot_yields_an_invalid_label_taint_or_slice(snap: t.Snapshot) -> None:
     from exporter.kube._desired._names import is_label_value

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from exporter.kube._api._api import BOOKMARK_INTERVAL_S, Kind, Obj
 from exporter.kube._api._errors import Unavailable
+from tests.budget import examples
 from tests.kmock_support import a100_node
 from tests.slice_script import FAULTS, ScriptedServer, names
 from tests.test_kube_watch_loop import NAME, Agent
@@ -150,7 +151,7 @@ def assert_converges(agent: Checked, server: ScriptedServer) -> None:
     assert agent.view() == names(list(server.objects.values())) and len(agent.woken) == woken
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(250, 2400), deadline=None)
 @given(st.lists(ACTIONS, max_size=30))
 def test_any_history_keeps_the_reflectors_invariant_a_fresh_view_and_converges(history: list[Any]) -> None:
     server = ScriptedServer()

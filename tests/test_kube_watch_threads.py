@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporter.kube._api._api import Kind, NodeView, Obj
+from tests.budget import examples
 from tests.kmock_support import a100_node
 from tests.slice_script import FAULTS, ScriptedServer
 from tests.test_kube_watch_model import Checked, assert_converges, play
@@ -116,7 +117,7 @@ def owners(server: ScriptedServer) -> set[Any]:
             for ref in obj["metadata"].get("ownerReferences") or []}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(80, 600), deadline=None)
 @given(st.lists(ACTIONS, max_size=30))
 def test_the_pass_and_the_watch_in_threads_keep_the_model_tests_rules(history: list[Any]) -> None:
     server = LockedServer()

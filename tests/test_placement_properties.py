@@ -10,13 +10,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import topology as t
+from tests.budget import examples
 from tests.placement_support import Switch, pcie_box
 
 GIB = 1 << 30
 # Below every link of these boxes (Gen4 x4 at 0.8 is 6.3 GB/s; the SMP default 16 GB/s): a measured copy at
 # this rate is slower than whatever the model had for that pair.
 SLOWER_THAN_ANY_LINK = 6e9
-PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(40, 320), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _gpu = st.just("gpu")
 _leaf = st.builds(lambda kids, w: Switch(tuple(kids), width=w), st.lists(_gpu, min_size=1, max_size=3),

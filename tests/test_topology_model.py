@@ -9,18 +9,19 @@ import pytest
 from hypothesis import given, settings
 
 import topology as t
+from tests.budget import examples
 
 from .strategies import snapshots
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(60, 600), deadline=None)
 @given(snapshots)
 def test_json_round_trips_losslessly(snap: t.Snapshot) -> None:
     assert t.loads(t.dumps(snap), validate=False) == snap
     assert t.loads(t.dumps(snap, indent=None), validate=False) == snap
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(25, 240), deadline=None)
 @given(snapshots)
 def test_structure_hash_ignores_time_measurements_and_problems(snap: t.Snapshot) -> None:
     moved = dataclasses.replace(
