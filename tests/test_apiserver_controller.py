@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -197,3 +198,84 @@ def test_two_replicas_keep_the_fleets_objects_current(kube_apiserver: ApiServer,
                 proc.kill()
                 proc.wait()
         http.delete(f"{PATHS['hypernodes']}/{ns}-foreign")
+
+
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+POLICIES = "/apis/admissionregistration.k8s.io/v1"
+SHIPPED = {"ServiceAccount": "/api/v1/namespaces/topolink/serviceaccounts", "ClusterRole": f"{RBAC}/clusterroles",
+           "ClusterRoleBinding": f"{RBAC}/clusterrolebindings", "Role": f"{RBAC}/namespaces/topolink/roles",
+           "RoleBinding": f"{RBAC}/namespaces/topolink/rolebindings",
+           "ValidatingAdmissionPolicy": f"{POLICIES}/validatingadmissionpolicies",
+           "ValidatingAdmissionPolicyBinding": f"{POLICIES}/validatingadmissionpolicybindings"}
+
+
+def _controller_token(http: httpx.Client) -> str:
+    """The shipped ServiceAccount, RBAC and admission policy of the controller (the default overlay, as
+    kustomize builds it) on the server, and a token of that ServiceAccount."""
+    from tests.chart_support import kustomize
+
+    http.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "topolink"}})
+    for obj in kustomize("default"):
+        if obj["kind"] in SHIPPED and obj["metadata"]["name"].startswith("topolink-controller"):
+            got = http.post(SHIPPED[obj["kind"]], json=obj)
+            assert got.status_code in (201, 409), got.text
+    got = http.post("/api/v1/namespaces/topolink/serviceaccounts/topolink-controller/token",
+                    json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                          "spec": {"expirationSeconds": 3600}})
+    assert got.status_code == 201, got.text
+    return str(got.json()["status"]["token"])
+
+
+def test_the_shipped_rbac_and_policy_let_the_controller_do_its_work_and_nothing_else(
+        kube_apiserver: ApiServer, fleet: Fleet, tmp_path: Path) -> None:
+    http, ns = fleet.http, fleet.tag
+    token = _controller_token(http)
+    as_controller = httpx.Client(base_url=kube_apiserver.url, timeout=30,
+                                 verify=ssl.create_default_context(cafile=str(kube_apiserver.ca)),
+                                 headers={"Authorization": f"Bearer {token}"})
+    theirs = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+              "metadata": {"name": f"{ns}-theirs", "labels": {"app.kubernetes.io/managed-by": "someone"}},
+              "spec": {"selectors": [{"cel": {"expression": "true"}}]}}
+    assert http.post(PATHS["classes"], json=theirs).status_code == 201
+
+    def refused() -> bool:  # the policy is in force once the server refuses a delete RBAC would allow
+        got = as_controller.delete(f"{PATHS['classes']}/{ns}-theirs", params={"dryRun": "All"})
+        assert got.status_code in (200, 403), got.text
+        return got.status_code == 403
+    try:
+        wait_until("the controller's admission policy in force", refused, timeout=30, every=0.3)
+        other_cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"{ns}-x", "labels": {
+            "app.kubernetes.io/managed-by": "topolink-controller"}}}
+        assert as_controller.post("/api/v1/namespaces/topolink/configmaps", json=other_cm).status_code == 403
+        unlabelled = theirs | {"metadata": {"name": f"{ns}-mine"}}
+        assert as_controller.post(PATHS["classes"], json=unlabelled).status_code == 403
+        config = tmp_path / "kubeconfig"
+        config.write_text(kube_apiserver.kubeconfig_text(token))
+        argv = [sys.executable, "-m", "agent.cli", "controller", "--kubeconfig", str(config), "--lease-namespace",
+                "topolink", "--namespace", ns, "--identity", "sa", "--label-prefix", fleet.prefix,
+                "--dra-driver-name", fleet.prefix, "--resync", str(RESYNC), "--delay", "0.2"]
+        log = tmp_path / "sa.log"
+        proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+        try:
+            def done() -> bool:
+                return (_slurm(http, "topolink") is not None and len(_names(http, "templates", ns)) > 2
+                        and all(_names(http, what) for what in ("flavors", "kueue", "kai", "hypernodes")))
+            wait_until("the objects, written as the ServiceAccount", done, timeout=30, every=0.3)
+            fleet.drop_node("hgx-0")
+            fleet.drop_node("hgx-1")  # the H100 class's last node: its templates deleted, as the ServiceAccount
+            h100 = fleet.nodes["hgx-0"]["metadata"]["labels"][f"{fleet.prefix}/claim-class"]
+            wait_until("the H100 templates deleted", lambda: not any(h100 in n for n in _names(http, "templates", ns)),
+                       timeout=20)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        text = log.read_text()
+        assert "Forbidden" not in text and "403" not in text and "Traceback" not in text, text
+        assert http.get(f"{PATHS['classes']}/{ns}-theirs").status_code == 200
+    finally:
+        http.delete(f"{PATHS['classes']}/{ns}-theirs")
+        http.delete("/api/v1/namespaces/topolink/configmaps/topolink-slurm-topology")
+        as_controller.close()
