@@ -260,7 +260,10 @@ def test_the_shipped_rbac_and_policy_let_the_controller_do_its_work_and_nothing_
             def done() -> bool:
                 return (_slurm(http, "topolink") is not None and len(_names(http, "templates", ns)) > 2
                         and all(_names(http, what) for what in ("flavors", "kueue", "kai", "hypernodes")))
-            wait_until("the objects, written as the ServiceAccount", done, timeout=30, every=0.3)
+            try:
+                wait_until("the objects, written as the ServiceAccount", done, timeout=30, every=0.3)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}: {log.read_text()}") from None
             fleet.drop_node("hgx-0")
             fleet.drop_node("hgx-1")  # the H100 class's last node: its templates deleted, as the ServiceAccount
             h100 = fleet.nodes["hgx-0"]["metadata"]["labels"][f"{fleet.prefix}/claim-class"]

@@ -24,6 +24,7 @@ from exporter.kube._fleet._claims_read import claim_classes
 REPO = Path(__file__).resolve().parent.parent
 FLEET = REPO / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
 P = "gpu.topology"
+NS = {"resourceclaimtemplates": "default", "configmaps": "default"}
 
 
 class MemoryApi:
@@ -126,18 +127,18 @@ def test_sync_writes_only_the_difference_and_deletes_only_its_own() -> None:
     api = MemoryApi()
     parts = ["claims", "kueue", "volcano", "slurm"]
     every = _wanted(nodes, slices, Parts()).objects
-    first = sync(api, every, parts, ["default"])
+    first = sync(api, every, parts, NS)
     assert len(first.applied) == len([o for o in every.values() if o["kind"] != "Topology"
                                       or kind_of(o).group == "kueue.x-k8s.io"])
     api.writes.clear()
-    again = sync(api, every, parts, ["default"])
+    again = sync(api, every, parts, NS)
     assert not api.writes and not again.applied and again.unchanged == len(first.applied)
     # an object carrying our label that another manager made is never deleted
     flavor = Kind("kueue.x-k8s.io", "v1beta2", "ResourceFlavor", "resourceflavors")
     api.put(flavor, {"metadata": {"name": "theirs", "labels": {"app.kubernetes.io/managed-by": MANAGER}}}, "kubectl")
     del nodes["hgx-0"], nodes["hgx-1"]
     fewer = _wanted(nodes, slices, Parts()).objects
-    result = sync(api, fewer, parts, ["default"])
+    result = sync(api, fewer, parts, NS)
     gone = {k for k, o in every.items() if k not in fewer and kind_of(o).group != "kai.scheduler"}
     assert result.deleted and set(result.deleted) == gone
     assert any(o["kind"] == "ResourceClaimTemplate" for k, o in every.items() if k in gone)
@@ -152,7 +153,7 @@ def test_an_object_of_the_same_name_another_manager_made_is_left_alone() -> None
     kind = kind_of(cm)
     api.put(kind, {**cm, "metadata": {**cm["metadata"], "labels": {"app.kubernetes.io/managed-by": "helm"}},
                    "data": {"topology.yaml": "theirs"}}, "helm")
-    result = sync(api, every, ["slurm"], ["default"])
+    result = sync(api, every, ["slurm"], NS)
     assert not result.applied and result.left_alone == ["ConfigMap default/topolink-slurm-topology (managed by helm)"]
     assert api.get(kind, cm["metadata"]["name"], "default")["data"] == {"topology.yaml": "theirs"}  # type: ignore[index]
 
@@ -160,7 +161,7 @@ def test_an_object_of_the_same_name_another_manager_made_is_left_alone() -> None
 def test_a_sync_stops_writing_when_leadership_ends() -> None:
     nodes, slices = _fleet()
     api = MemoryApi()
-    result = sync(api, _wanted(nodes, slices, Parts()).objects, ["claims"], ["default"], leading=lambda: False)
+    result = sync(api, _wanted(nodes, slices, Parts()).objects, ["claims"], NS, leading=lambda: False)
     assert not api.writes and not result.applied
 
 

@@ -15,10 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 EXIT_OK, EXIT_USAGE = 0, 2
-_EPILOG = ("Needs, in its namespace: get, create and patch on leases (coordination.k8s.io) and on configmaps (the "
-           "Slurm topology); cluster-wide: list and watch on nodes and resourceslices; list, get, patch and delete "
-           "on deviceclasses, on the templates' namespace's resourceclaimtemplates and on the schedulers' kinds it "
-           "writes (daemonset/). Exit status: 0 stopped by a signal; 2 usage or no readable kubeconfig.")
+_EPILOG = ("Needs, in its namespace: get, create and patch on leases (coordination.k8s.io), and get, list, create, "
+           "patch and delete on configmaps (the Slurm topology); cluster-wide: list and watch on nodes and "
+           "resourceslices; get, list, create, patch and delete on deviceclasses, resourceclaimtemplates and the "
+           "schedulers' kinds it writes (daemonset/base/controller.yaml). Exit status: 0 stopped by a signal; 2 "
+           "usage or no readable kubeconfig.")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -106,6 +107,7 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         api = LightkubeApi.connect(kubeconfig=args.kubeconfig, manager="topolink-controller")
+        lease_api = LightkubeApi.connect(kubeconfig=args.kubeconfig, manager="topolink-controller")
     except BadConfig as exc:
         print(f"topolink controller: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -114,5 +116,5 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     _log(f"{cfg.identity}: candidate for lease {cfg.namespace}/{cfg.lease_name}; parts: "
          f"{', '.join(cfg.parts.on()) or 'none'}")
-    Controller(api, cfg, _log).run(stop)
+    Controller(api, cfg, _log, lease_api=lease_api).run(stop)
     return EXIT_OK

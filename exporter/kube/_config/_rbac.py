@@ -56,12 +56,14 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
               _p(RESOURCE_GROUP, "deviceclasses", "list", "delete"),
               _p(RESOURCE_GROUP, "resourceclaimtemplates", "list", "delete")),
     # the fleet controller (``topolink controller``): its informers list and watch Nodes and slices; each kind it
-    # keeps is listed (its own, by label), read by name before a first write (whose is it?), applied and deleted;
-    # the Lease and the Slurm ConfigMap in its own namespace
+    # keeps is listed (its own, by label), read by name before a first write (whose is it?), applied (a server-side
+    # apply that makes an object needs create as well as patch) and deleted; the Lease and the Slurm ConfigMap in
+    # its own namespace
     "controller": (_p("", "nodes", "list", "watch"), _p(RESOURCE_GROUP, "resourceslices", "list", "watch"),
-                   *(_p(group, plural, "get", "list", "patch", "delete") for group, plural in CONTROLLER_KINDS),
+                   *(_p(group, plural, "get", "list", "create", "patch", "delete")
+                     for group, plural in CONTROLLER_KINDS),
                    _p("coordination.k8s.io", "leases", "get", "create", "patch", namespaced=True),
-                   _p("", "configmaps", "get", "list", "patch", "delete", namespaced=True)),
+                   _p("", "configmaps", "get", "list", "create", "patch", "delete", namespaced=True)),
 }
 
 

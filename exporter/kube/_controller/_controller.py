@@ -38,8 +38,12 @@ class ControllerConfig:
 
 
 class Controller:
-    def __init__(self, api: KubeApi, cfg: ControllerConfig, log: Callable[[str], None]) -> None:
+    def __init__(self, api: KubeApi, cfg: ControllerConfig, log: Callable[[str], None],
+                 lease_api: KubeApi | None = None) -> None:
+        """``lease_api``: a client of its own for the Lease (default ``api``), whose backoff a failing sync does
+        not share: renewals go on while the sync backs off."""
         self._api, self._cfg, self._log = api, cfg, log
+        self._lease_api = lease_api or api
         self._said: dict[str, str] = {}  # part -> what was last said of it ('' served)
         self.syncs = 0  # syncs done (tests wait on it)
 
@@ -76,7 +80,8 @@ class Controller:
             by_node.setdefault(obj["spec"].get("nodeName", ""), []).append(obj)
         read = claim_classes(members, lambda node: by_node.get(node, []), self._cfg.driver)
         want = wanted(labels, read.classes, parts, on=served)
-        result = sync(self._api, want.objects, served, [parts.claim.namespace, parts.namespace],
+        namespaces = {"resourceclaimtemplates": parts.claim.namespace, "configmaps": parts.namespace}
+        result = sync(self._api, want.objects, served, namespaces,
                       leading=lambda: not lost.is_set())
         self.syncs += 1
         if result.applied or result.deleted or result.left_alone:
@@ -103,6 +108,9 @@ class Controller:
         while queue.get(lost):
             if not (nodes.synced.is_set() and slices.synced.is_set()):
                 continue  # the first sync waits for both lists (each list queues one)
+            if (due := backoff.wait_s()) > 0:  # failing: a change does not bring the next try forward
+                queue.add(due)
+                continue
             try:
                 if served is None or recheck.is_set():
                     recheck.clear()
@@ -118,7 +126,7 @@ class Controller:
 
     def run(self, stop: threading.Event) -> None:
         cfg = self._cfg
-        elector = LeaderElector(self._api, name=cfg.lease_name, namespace=cfg.namespace, identity=cfg.identity,
+        elector = LeaderElector(self._lease_api, name=cfg.lease_name, namespace=cfg.namespace, identity=cfg.identity,
                                 times=cfg.times, log=self._log)
         elector.run(stop, self.lead)
 

@@ -62,15 +62,17 @@ def served_parts(api: KubeApi, parts: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _namespaces(kind: Kind, wanted: Mapping[Key, Obj], namespaces: Sequence[str]) -> Sequence[str | None]:
+def _namespaces(kind: Kind, wanted: Mapping[Key, Obj], namespaces: Mapping[str, str]) -> Sequence[str | None]:
+    """Where the kind's objects are looked for: cluster-wide, or the namespace the controller writes it in (and
+    any a wanted object names): never every namespace, which its RBAC does not grant."""
     if not kind.namespaced:
         return [None]
-    return sorted({*namespaces, *(k[1] for k, o in wanted.items() if kind_of(o) == kind)})
+    return sorted({namespaces[kind.plural], *(k[1] for k, o in wanted.items() if kind_of(o) == kind)})
 
 
-def sync(api: KubeApi, wanted: Mapping[Key, Obj], parts: Sequence[str], namespaces: Sequence[str],
+def sync(api: KubeApi, wanted: Mapping[Key, Obj], parts: Sequence[str], namespaces: Mapping[str, str],
          leading: Callable[[], bool] = lambda: True) -> SyncResult:
-    """Write what differs for the kinds of ``parts`` (namespaced kinds: in ``namespaces`` and the wanted objects');
+    """Write what differs for the kinds of ``parts`` (a namespaced kind in ``namespaces[plural]``);
     stop writing as soon as ``leading()`` is False."""
     result = SyncResult()
     actual: dict[Key, Obj] = {}
