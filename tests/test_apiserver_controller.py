@@ -282,3 +282,32 @@ def test_the_shipped_rbac_and_policy_let_the_controller_do_its_work_and_nothing_
         http.delete(f"{PATHS['classes']}/{ns}-theirs")
         http.delete("/api/v1/namespaces/topolink/configmaps/topolink-slurm-topology")
         as_controller.close()
+
+
+def test_two_candidates_racing_for_the_lease_one_wins(kube_apiserver: ApiServer) -> None:
+    """The election's safety on the real server: a candidate's write carries the resourceVersion it read, so of
+    two that read the same expired Lease, the second write is refused (409) and that candidate stays one."""
+    from exporter.kube import Conflict, LightkubeApi
+    from exporter.kube._controller._lease import LEASE, LeaderElector, LeaseTimes
+
+    ns = "ctl" + uuid.uuid4().hex[:6]
+    with kube_apiserver.admin() as http:
+        assert http.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": ns}}).status_code == 201
+        try:
+            api = LightkubeApi.connect(kubeconfig=str(kube_apiserver.kubeconfig()), manager="topolink-controller")
+            times = LeaseTimes(duration=1.0, renew_deadline=0.8, retry=0.1)
+            a, b = (LeaderElector(api, name="race", namespace=ns, identity=who, times=times, log=lambda _: None)
+                    for who in ("a", "b"))
+            assert a._try()
+            stale = api.get(LEASE, "race", ns)
+            assert stale is not None
+            assert a._try()  # renewed: the resourceVersion read before is stale now
+            with pytest.raises(Conflict):
+                api.apply(LEASE, {**stale, "spec": {**stale["spec"], "holderIdentity": "b"},
+                                  "metadata": {"name": "race", "namespace": ns,
+                                               "resourceVersion": stale["metadata"]["resourceVersion"]}})
+            assert not b._try()  # held, and renewed as b saw it
+            assert api.get(LEASE, "race", ns)["spec"]["holderIdentity"] == "a"  # type: ignore[index]
+        finally:
+            http.delete(f"/api/v1/namespaces/{ns}")

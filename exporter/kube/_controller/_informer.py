@@ -58,8 +58,10 @@ class Informer:
         self.synced.set()
         self._changed()
 
-    def _watch(self) -> None:
+    def _watch(self, stop: threading.Event) -> None:
         for typ, obj in self._api.watch(self._kind, {}, self._fields, resource_version=self._rv):
+            if stop.is_set():  # leadership ended: at the stream's next event or bookmark (a minute at most)
+                return
             if typ == "OPEN":
                 continue
             if rv := resource_version(obj):
@@ -71,13 +73,13 @@ class Informer:
                 self._changed()
 
     def run(self, stop: threading.Event) -> None:
-        """List and watch until ``stop`` (checked between streams: a stream ends at its next event, at the
-        latest at the server's next bookmark)."""
+        """List and watch until ``stop`` (checked at each event: a stream ends at its next event, at the latest
+        at the server's next bookmark, a minute apart)."""
         while not stop.is_set():
             try:
                 if self._rv is None:
                     self._list()
-                self._watch()
+                self._watch(stop)
                 self._backoff.succeeded()
             except Expired:
                 self._rv = None  # list again, at once
