@@ -237,3 +237,60 @@ def test_the_command_refuses_in_one_line(args: list[str], says: str) -> None:
                           timeout=60, check=False, cwd=REPO)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+class FleetApi(MemoryApi):
+    """A fleet's Nodes and slices to list and watch (the watch quiet), and list calls failing ``fail`` times with
+    a 429 whose Retry-After is ``after``."""
+
+    def __init__(self, fail: int, after: float) -> None:
+        super().__init__()
+        self.fail, self.after, self.failed_at = fail, after, list[float]()
+        items = json.loads(FLEET.read_text())["items"]
+        self.fleet = {"nodes": [o for o in items if o["kind"] == "Node"],
+                      "resourceslices": [o for o in items if o["kind"] == "ResourceSlice"]}
+        self.quiet = threading.Event()
+
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
+                       fields: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
+        return json.loads(json.dumps(self.fleet[kind.plural])), "1"
+
+    def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
+              resource_version: str | None = None, initial: bool = False) -> Any:
+        yield "OPEN", {}
+        self.quiet.wait(0.2)
+
+    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None,
+             fields: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        import time
+
+        from exporter.kube import Unavailable
+
+        if self.fail:
+            self.fail -= 1
+            self.failed_at.append(time.monotonic())
+            err = Unavailable("list: 429 too many requests")
+            err.retry_after = self.after
+            raise err
+        return super().list(kind, labels, namespace, fields)
+
+
+def test_a_failing_server_is_tried_again_no_sooner_than_it_asked_and_never_given_up() -> None:
+    import time
+
+    api, said = FleetApi(fail=2, after=0.4), list[str]()
+    ctl = Controller(api, ControllerConfig(delay_s=0.05, resync_s=3600), said.append)  # type: ignore[arg-type]
+    lost = threading.Event()
+    worker = threading.Thread(target=ctl.lead, args=(lost,), daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not any(o["kind"] == "ResourceClaimTemplate" for o in api.objects.values()):
+            assert time.monotonic() < deadline, said
+            time.sleep(0.05)
+    finally:
+        lost.set()
+        worker.join(timeout=5)
+    gaps = [b - a for a, b in zip(api.failed_at, api.failed_at[1:], strict=False)]
+    assert len(api.failed_at) == 2 and all(g >= 0.4 for g in gaps), gaps
+    assert sum("sync: list: 429 too many requests; again in" in line for line in said) == 2, said

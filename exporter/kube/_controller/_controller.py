@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._api._api import Kind, KubeApi, Obj, slice_kind
-from .._api._errors import NotFound, PublishError
+from .._api._errors import PublishError
 from .._api._retry import Backoff
 from .._fleet._claims_read import claim_classes
 from .._fleet._levels import HOSTNAME
@@ -117,8 +117,6 @@ class Controller:
                     served = self._say(served_parts(self._api, self._cfg.parts.on()))
                 self._sync_once(nodes, slices, served, lost)
                 backoff.succeeded()
-            except NotFound:
-                queue.add(0.0)  # an object deleted under the sync: again, at once
             except PublishError as exc:
                 wait = backoff.failed(exc, exc.retry_after)
                 self._log(f"sync: {exc}; again in {wait:.1f} s")
