@@ -294,3 +294,5 @@ def test_a_failing_server_is_tried_again_no_sooner_than_it_asked_and_never_given
     gaps = [b - a for a, b in zip(api.failed_at, api.failed_at[1:], strict=False)]
     assert len(api.failed_at) == 2 and all(g >= 0.4 for g in gaps), gaps
     assert sum("sync: list: 429 too many requests; again in" in line for line in said) == 2, said
+    said_out = [line for line in said if line.startswith("left out: class ")]
+    assert any("no switch template for 2 GPUs: no PCIe switch joins GPUs" in line for line in said_out), said

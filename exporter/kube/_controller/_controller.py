@@ -45,6 +45,7 @@ class Controller:
         self._api, self._cfg, self._log = api, cfg, log
         self._lease_api = lease_api or api
         self._said: dict[str, str] = {}  # part -> what was last said of it ('' served)
+        self._notes: tuple[str, ...] = ()  # what the last sync left out, and why (said when it changes)
         self.syncs = 0  # syncs done (tests wait on it)
 
     def _keep_node(self, obj: Obj) -> Obj | None:
@@ -84,6 +85,11 @@ class Controller:
         result = sync(self._api, want.objects, served, namespaces,
                       leading=lambda: not lost.is_set())
         self.syncs += 1
+        notes = (*read.problems, *want.notes)
+        if notes != self._notes:
+            self._notes = notes
+            for note in notes:
+                self._log(f"left out: {note}")
         if result.applied or result.deleted or result.left_alone:
             self._log(f"sync: applied {len(result.applied)}, deleted {len(result.deleted)}, unchanged "
                       f"{result.unchanged}" + "".join(f"; left alone: {w}" for w in result.left_alone))
@@ -117,8 +123,8 @@ class Controller:
                     served = self._say(served_parts(self._api, self._cfg.parts.on()))
                 self._sync_once(nodes, slices, served, lost)
                 backoff.succeeded()
-            except PublishError as exc:
-                wait = backoff.failed(exc, exc.retry_after)
+            except (PublishError, ValueError) as exc:  # ValueError: a fleet whose names would meet (never seen)
+                wait = backoff.failed(exc, getattr(exc, "retry_after", None))
                 self._log(f"sync: {exc}; again in {wait:.1f} s")
                 queue.add(wait)
 

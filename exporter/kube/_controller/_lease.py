@@ -111,6 +111,9 @@ class LeaderElector:
             worker.start()
             renewed = self._clock()
             while not stop.wait(self._times.retry):
+                if not worker.is_alive():  # the lead ended on its own (a bug): lead again from the start
+                    self._log("the lead stopped: stop leading")
+                    break
                 if self._attempt():
                     renewed = self._clock()
                 elif (self._clock() - renewed >= self._times.renew_deadline
