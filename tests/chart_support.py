@@ -51,6 +51,7 @@ IMAGE_TEMPLATE = ("{{ .Values.image.repository }}{{ if .Values.image.digest }}@{
 # same from the ConfigMap's hash suffix).
 CHECKSUM = "checksum/settings"
 CHECKSUM_TEMPLATE = '{{ include (print $.Template.BasePath "/configmap-topolink-agent.yaml") . | sha256sum }}'
+ROLLED = (("DaemonSet", "topolink"), ("Deployment", "topolink-controller"))  # the pods that read the settings
 _HASHED = re.compile(rf"{SETTINGS}-[a-z0-9]{{10}}")
 
 
@@ -106,7 +107,7 @@ def templates() -> tuple[dict[str, str], dict[str, str]]:
             templated = _templated(obj)
             if k == ("ConfigMap", SETTINGS):
                 templated["data"] = {s: f"{{{{ .Values.settings.{s} }}}}" for s in obj["data"]}
-            if k == ("DaemonSet", "topolink"):
+            if k in ROLLED:
                 templated["spec"]["template"]["metadata"].setdefault("annotations", {})[CHECKSUM] = CHECKSUM_TEMPLATE
             text = yaml.safe_dump(templated, sort_keys=False, width=1000)
             if k not in other:

@@ -96,10 +96,18 @@ def add_runtime_class(http: httpx.Client) -> None:
 
 
 def remove_agents(http: httpx.Client) -> None:
-    """The DaemonSet, then every pod of its namespace at once: no kubelet confirms a graceful deletion, so
-    they are deleted with no grace period, or the namespace could not go."""
+    """The DaemonSet and the fleet controller's Deployment, then every pod of their namespace: no kubelet confirms
+    a graceful deletion, so they are deleted with no grace period (again, until none is left: the Deployment's
+    ReplicaSet may make one more before the garbage collector takes it), or the namespace could not go."""
     http.delete(DAEMONSET, params={"propagationPolicy": "Background"})
-    http.delete(PODS, params={"gracePeriodSeconds": "0"})
+    http.delete(f"/apis/apps/v1/namespaces/{NS}/deployments/topolink-controller",
+                params={"propagationPolicy": "Background"})
+
+    def none_left() -> bool:
+        http.delete(PODS, params={"gracePeriodSeconds": "0"})
+        sets = http.get(f"/apis/apps/v1/namespaces/{NS}/replicasets").json().get("items", [])
+        return not sets and not http.get(PODS).json().get("items")
+    wait_until("every pod of the namespace gone", none_left, timeout=60, every=0.5)
 
 
 def agent_pods(http: httpx.Client) -> list[dict[str, Any]]:

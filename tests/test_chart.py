@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from tests.apiserver import SKIP, ApiServer, assets, running
-from tests.chart_support import CHART, CHECKSUM, DASHBOARD, chart_files, key, kustomize, unhashed
+from tests.chart_support import CHART, CHECKSUM, DASHBOARD, ROLLED, chart_files, key, kustomize, unhashed
 
 helm = pytest.importorskip("helm_sdkpy", reason="helm-sdkpy is not installed: scripts/test.sh installs it "
                                                 "(pip install --ignore-requires-python helm-sdkpy)")
@@ -81,8 +81,9 @@ def test_helm_installs_what_kustomize_builds(choice: str, helm_config: Any) -> N
     installed = _objects(release["manifest"])
     # The chart rolls its agents by a checksum of the settings, kustomize by the ConfigMap's hashed name: the
     # rest is the same, object by object.
-    template = installed[("DaemonSet", "topolink")]["spec"]["template"]["metadata"]
-    assert set(template["annotations"]) == {CHECKSUM} and len(template.pop("annotations")[CHECKSUM]) == 64
+    for rolled in ROLLED:  # the agents and the fleet controller
+        template = installed[rolled]["spec"]["template"]["metadata"]
+        assert set(template["annotations"]) == {CHECKSUM} and len(template.pop("annotations")[CHECKSUM]) == 64
     shipped = [*unhashed(kustomize(choice)), *kustomize(DASHBOARD)]  # the chart ships the dashboard too
     built = {k: o for k, o in ((key(o), o) for o in shipped) if k[0] != "Namespace"}
     assert sorted(installed) == sorted(built)

@@ -26,10 +26,10 @@ OVERLAYS = ("default", "nfd", "prometheus-operator", "probes-off", "prune")
 AGENT_SA = "system:serviceaccount:topolink:topolink"
 # What each ServiceAccount of each overlay may do, by use of exporter.kube.PERMISSIONS.
 USES = {
-    "default": {"topolink": {"node-labels", "resource-slices"}},
-    "nfd": {"topolink": {"node-feature", "resource-slices"}},
-    "prometheus-operator": {"topolink": {"node-labels", "resource-slices"}},
-    "probes-off": {"topolink": {"node-labels", "resource-slices"}},
+    "default": {"topolink": {"node-labels", "resource-slices"}, "topolink-controller": {"controller"}},
+    "nfd": {"topolink": {"node-feature", "resource-slices"}, "topolink-controller": {"controller"}},
+    "prometheus-operator": {"topolink": {"node-labels", "resource-slices"}, "topolink-controller": {"controller"}},
+    "probes-off": {"topolink": {"node-labels", "resource-slices"}, "topolink-controller": {"controller"}},
     "prune": {"topolink-prune": {"prune"}},
 }
 CRDS = {"monitoring.coreos.com/v1"}
@@ -267,8 +267,35 @@ def test_the_admission_policy_reads_the_agents_settings(overlay: str,
     """The binding's parameters are the ConfigMap the DaemonSet reads, in the namespace kustomize put it in."""
     docs = rendered[overlay]
     settings = one(docs, "ConfigMap")["metadata"]
-    ref = one(docs, "ValidatingAdmissionPolicyBinding")["spec"]["paramRef"]
+    (ref,) = (b["spec"]["paramRef"] for b in objects(docs, "ValidatingAdmissionPolicyBinding")
+              if b["metadata"]["name"] == "topolink-agent-own-node")
     assert (ref["name"], ref["namespace"]) == (settings["name"], settings["namespace"])
     env = pod(docs)["containers"][0]["env"]
     assert {e["valueFrom"]["configMapKeyRef"]["name"] for e in env if "configMapKeyRef" in e.get("valueFrom", {})
             } == {settings["name"]}
+
+
+@pytest.mark.parametrize("overlay", [o for o in OVERLAYS if o != "prune"])
+def test_the_fleet_controller_runs_two_replicas_as_its_own_account(
+        overlay: str, rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Two replicas (one leads by the Lease), spread over hosts, its own ServiceAccount, the agents' prefix and
+    driver from their settings, the Lease's namespace from its own, nothing of the host, and the admission policy
+    that keeps it to its own objects bound."""
+    docs = rendered[overlay]
+    (deploy,) = (d for d in objects(docs, "Deployment") if d["metadata"]["name"] == "topolink-controller")
+    spec = deploy["spec"]["template"]["spec"]
+    assert deploy["spec"]["replicas"] == 2
+    assert spec["serviceAccountName"] == "topolink-controller"
+    assert "hostNetwork" not in spec and "volumes" not in spec
+    (container,) = spec["containers"]
+    assert container["args"][0] == "controller"
+    env = {e["name"]: e["valueFrom"] for e in container["env"]}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    settings = one(docs, "ConfigMap")["metadata"]["name"]
+    assert {env[v]["configMapKeyRef"]["name"] for v in ("TOPOLINK_LABEL_PREFIX", "TOPOLINK_DRA_DRIVER_NAME")} == {
+        settings}
+    assert container["securityContext"]["readOnlyRootFilesystem"] and spec["securityContext"]["runAsNonRoot"]
+    term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    bindings = {b["spec"]["policyName"] for b in objects(docs, "ValidatingAdmissionPolicyBinding")}
+    assert "topolink-controller-own-objects" in bindings

@@ -39,6 +39,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("serve", "serve", "run the node agent: discovery, probes, metrics and the HTTP API"),
     ("prune", "prune", "remove every label, NodeFeature, ResourceSlice and taint rule topolink made"),
     ("cluster", "cluster", "the fleet from its labels and slices: classes, outliers, where N GPUs fit"),
+    ("controller", "controller", "keep the schedulers' objects current for the fleet (one leader of replicas)"),
     ("doctor", "doctor", "check what the agent needs on this node and in the cluster, with the fixes"),
 )
 _MODULE_OF = {name: module for name, module, _ in _COMMANDS}

@@ -94,13 +94,10 @@ def apply_plan(api: Any, plan: ClaimPlan) -> None:
     error stops at the object it names (``PublishError``, which the command reports)."""
     import sys
 
-    from exporter.kube import Kind
+    from exporter.kube import kind_of
 
-    kinds = {"DeviceClass": Kind("resource.k8s.io", "v1", "DeviceClass", "deviceclasses"),
-             "ResourceClaimTemplate": Kind("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates",
-                                           namespaced=True)}
-    for obj in plan.objects:
-        api.apply(kinds[obj["kind"]], obj)
+    for obj in plan.objects:  # the kinds of the fleet controller's, which computes its objects with this same code
+        api.apply(kind_of(obj), obj)
     print(f"topolink cluster: applied {len(plan.objects)} objects", file=sys.stderr)
 
 

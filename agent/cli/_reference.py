@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 # The order of the reference: the order of ``topolink --help``, each command's companions beside it.
-COMMANDS = ("discover", "topo", "place", "probe", "selftest", "serve", "prune", "cluster", "doctor")
+COMMANDS = ("discover", "topo", "place", "probe", "selftest", "serve", "prune", "cluster", "controller", "doctor")
 _DISCOVERY = "--sysfs-root"  # the first of the discovery flags: the shared ones are tabled once
 _EXIT = re.compile(r"Exit status:\s*(.*?)\.?$", re.DOTALL)
 _CODE = re.compile(r"(?:^|;\s*)(\d)\s+")

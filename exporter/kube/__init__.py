@@ -11,7 +11,10 @@ above ``_api`` (the ``KubeApi`` port, its errors, the retry rule). import-linter
 (pyproject.toml).
 
 Imports: ``exporter._core`` (the sink protocol, file I/O, the health rule), ``topology``.
-Imported by: ``agent`` (``serve``, ``prune``, ``cluster``), through the names below.
+``_controller`` (the fleet controller: leader election, informers, the sync of what ``_fleet._wanted`` wants)
+sits between ``_config`` and the layer it composes.
+
+Imported by: ``agent`` (``serve``, ``prune``, ``cluster``, ``controller``), through the names below.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING
@@ -29,6 +32,8 @@ if _TYPE_CHECKING:
     from ._config._prune import PruneResult, prune
     from ._config._rbac import PERMISSIONS, Permission, policy_rules
     from ._config._reference import reference_markdown
+    from ._controller._controller import Controller, ControllerConfig
+    from ._controller._lease import LeaseTimes
     from ._desired._claims import ClaimClass, ClaimConfig, ClaimPlan, claim_plan, node_class
     from ._desired._labels import LabelConfig, catalogue, desired_labels
     from ._desired._node_condition import CONDITION, verdict
@@ -41,6 +46,7 @@ if _TYPE_CHECKING:
     from ._fleet._saved import MAX_SAVED_BYTES, SavedApi, read_saved
     from ._fleet._schedulers_text import EMITS, emit_text, read_node_labels
     from ._fleet._slurm import NoBlocks
+    from ._fleet._wanted import PARTS, Parts, Wanted, kind_of, wanted
     from ._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink, plan_node_labels
     from ._sinks._node_condition_sink import NodeConditionSink
     from ._sinks._slice_sink import ResourceSliceSink, plan_slices
@@ -50,6 +56,7 @@ __all__ = [
     "CONDITION",
     "EMITS",
     "MAX_SAVED_BYTES",
+    "PARTS",
     "PERMISSIONS",
     "POLICY_SETTINGS",
     "Backoff",
@@ -60,6 +67,8 @@ __all__ = [
     "ClaimRead",
     "ClusterRead",
     "Conflict",
+    "Controller",
+    "ControllerConfig",
     "DeviceTaintRuleSink",
     "Expired",
     "FeatureFileSink",
@@ -69,6 +78,7 @@ __all__ = [
     "KubeApi",
     "KubePublishConfig",
     "LabelConfig",
+    "LeaseTimes",
     "LightkubeApi",
     "LightkubeNodeApi",
     "NoBlocks",
@@ -76,6 +86,7 @@ __all__ = [
     "NodeFeatureSink",
     "NodeLabelSink",
     "NodeView",
+    "Parts",
     "Permission",
     "PruneResult",
     "PublishError",
@@ -83,6 +94,7 @@ __all__ = [
     "SavedApi",
     "SliceConfig",
     "Unavailable",
+    "Wanted",
     "add_kube_args",
     "build_slices",
     "catalogue",
@@ -96,6 +108,7 @@ __all__ = [
     "desired_labels",
     "desired_rules",
     "emit_text",
+    "kind_of",
     "node_class",
     "plan_node_labels",
     "plan_slices",
@@ -109,10 +122,19 @@ __all__ = [
     "reference_markdown",
     "sinks_from_config",
     "verdict",
+    "wanted",
 ]
 
 # Names load on first use, so the serve command's flags cost nothing until serve runs.
 _WHERE = {
+    'Controller': '_controller._controller',
+    'ControllerConfig': '_controller._controller',
+    'LeaseTimes': '_controller._lease',
+    'PARTS': '_fleet._wanted',
+    'Parts': '_fleet._wanted',
+    'Wanted': '_fleet._wanted',
+    'kind_of': '_fleet._wanted',
+    'wanted': '_fleet._wanted',
     'Backoff': '_api._retry',
     'BadConfig': '_api._errors',
     'ClaimClass': '_desired._claims',

@@ -54,14 +54,15 @@ def _node_view(node: Any) -> NodeView:
 
 
 class LightkubeApi:
-    def __init__(self, client: Any, backoff: Backoff | None = None, http: Any = None) -> None:
+    def __init__(self, client: Any, backoff: Backoff | None = None, http: Any = None, manager: str = MANAGER) -> None:
         self._client = client  # lightkube's
+        self._manager = manager  # the field manager of every apply: the agent's, or the fleet controller's
         self._http = http  # an httpx client for what lightkube has no call for: auth, TLS, base URL as lightkube's
         self._backoff = backoff or Backoff()
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, server: str | None = None, timeout: float = 10.0,
-                backoff: Backoff | None = None, transport: Any = None) -> LightkubeApi:
+                backoff: Backoff | None = None, transport: Any = None, *, manager: str = MANAGER) -> LightkubeApi:
         """In-cluster service account, ``$KUBECONFIG`` or ``~/.kube/config``, or an explicit file or URL.
         :class:`~._errors.BadConfig` when none can be read. ``transport``: an httpx transport (tests and
         benchmarks count the bytes of the responses through one)."""
@@ -94,7 +95,7 @@ class LightkubeApi:
         except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
             where = f"--kubeconfig {kubeconfig}" if kubeconfig else "Kubernetes configuration"
             raise BadConfig(f"{where}: {exc}") from exc
-        return cls(client, backoff, http)
+        return cls(client, backoff, http, manager)
 
 
     def _refuse(self, what: str) -> Callable[[float], Exception]:
@@ -221,7 +222,8 @@ class LightkubeApi:
         res, meta = _resource(kind), obj["metadata"]
         kw = {"namespace": meta.get("namespace")} if kind.namespaced else {}
         return dict(self._call(f"apply {kind.kind} {meta['name']}", lambda: self._client.patch(
-            res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=MANAGER, force=True, **kw)).to_dict())
+            res, meta["name"], obj, patch_type=PatchType.APPLY, field_manager=self._manager, force=True,
+            **kw)).to_dict())
 
     def on_answer(self, callback: Callable[[], None]) -> None:
         self._backoff.on_answer(callback)

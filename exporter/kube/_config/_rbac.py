@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._api._api import NODE_FEATURE, RESOURCE_GROUP
+from .._fleet._wanted import KINDS
 
 # The RBAC verb each port method needs (apply is a server-side apply: PATCH).
 VERBS: Mapping[str, str] = {
@@ -34,6 +35,7 @@ def _p(group: str, resource: str, *verbs: str, namespaced: bool = False) -> Perm
 
 
 NODE_FEATURES = NODE_FEATURE.plural
+CONTROLLER_KINDS = sorted({(k.group, k.plural) for k in KINDS.values() if k.kind != "ConfigMap"})
 PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
     "node-labels": (_p("", "nodes", "get", "patch"),),
     "node-feature": (_p(NODE_FEATURE.group, NODE_FEATURES, "get", "create", "patch", namespaced=True),),
@@ -53,6 +55,15 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
               # every node's prune: the claim objects of `topolink cluster --apply` (_prune.CLUSTER_KINDS)
               _p(RESOURCE_GROUP, "deviceclasses", "list", "delete"),
               _p(RESOURCE_GROUP, "resourceclaimtemplates", "list", "delete")),
+    # the fleet controller (``topolink controller``): its informers list and watch Nodes and slices; each kind it
+    # keeps is listed (its own, by label), read by name before a first write (whose is it?), applied (a server-side
+    # apply that makes an object needs create as well as patch) and deleted; the Lease and the Slurm ConfigMap in
+    # its own namespace
+    "controller": (_p("", "nodes", "list", "watch"), _p(RESOURCE_GROUP, "resourceslices", "list", "watch"),
+                   *(_p(group, plural, "get", "list", "create", "patch", "delete")
+                     for group, plural in CONTROLLER_KINDS),
+                   _p("coordination.k8s.io", "leases", "get", "create", "patch", namespaced=True),
+                   _p("", "configmaps", "get", "list", "create", "patch", "delete", namespaced=True)),
 }
 
 

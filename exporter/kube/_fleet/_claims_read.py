@@ -11,7 +11,7 @@ out, and the reason is said.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +64,22 @@ def read_claim_classes(api: PageApi, *, prefix: str = "gpu.topology", driver: st
     if version is None:
         return ClaimRead(classes=(), problems=("the server serves no ResourceSlices",) if members else ())
     path = f"/apis/{RESOURCE_GROUP}/{version}/resourceslices"
+
+    def slices_of(node: str) -> list[dict[str, Any]]:
+        selector = f"spec.nodeName={node},spec.driver={driver}"
+        return [s for page in pages(api, path, {"fieldSelector": selector}, _ANY, limit=limit) for s in page]
+    return claim_classes(members, slices_of, driver)
+
+
+def claim_classes(members: Mapping[str, Iterable[str]], slices_of: Callable[[str], Iterable[dict[str, Any]]],
+                  driver: str) -> ClaimRead:
+    """The classes of ``members`` (class id -> its nodes), most nodes first, each class's groups from the
+    slices of its first member (by name) that has any, of at most :data:`TRIES` (``slices_of(node)``: the
+    node's slices, or more); the one rule of ``topolink cluster`` and the fleet controller (from its store)."""
     classes, problems = [], []
-    for class_id, names in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        names.sort()
+    for class_id, names in sorted(((c, sorted(n)) for c, n in members.items()), key=lambda kv: (-len(kv[1]), kv[0])):
         for node in names[:TRIES]:  # a member whose agent has not published its slices yet: the next one
-            selector = f"spec.nodeName={node},spec.driver={driver}"
-            items = [s for page in pages(api, path, {"fieldSelector": selector}, _ANY, limit=limit) for s in page]
-            if devices := _pool_devices(items, node, driver):
+            if devices := _pool_devices(slices_of(node), node, driver):
                 break
         else:
             problems.append(f"class {class_id}: none of nodes {', '.join(names[:TRIES])} has a ResourceSlice of "

@@ -1,0 +1,81 @@
+"""The fleet controller's sync at fleet scale, in process (no API server): the time to compute everything a
+fleet wants (claim classes from the store, every part) for N nodes, and the sync's writes when nothing changed
+and when one node changed class. The saved GB200-racks fleet (tests/data/fleet) repeated under new names and
+NVLink domains. Measured on this machine; the 10 s bound of the issue is for the whole path with the real API
+server, which this does not measure.
+
+    .venv/bin/python -m benchmarks.controller [--nodes 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from exporter.kube import Parts, wanted
+from exporter.kube._controller._sync import sync
+from exporter.kube._fleet._claims_read import claim_classes
+from tests.test_controller import NS, MemoryApi
+
+FLEET = Path(__file__).resolve().parents[1] / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
+P = "gpu.topology"
+
+
+def fleet(n: int) -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, Any]]]]:
+    items = json.loads(FLEET.read_text())["items"]
+    base = [o for o in items if o["kind"] == "Node" and f"{P}/gpu.count" in o["metadata"]["labels"]]
+    slices = {o["spec"]["nodeName"]: [o] for o in items if o["kind"] == "ResourceSlice"}
+    nodes: dict[str, dict[str, str]] = {}
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    for i in range(n):
+        src = base[i % len(base)]
+        name = f"n{i:05d}-{src['metadata']['name']}"
+        labels = dict(src["metadata"]["labels"]) | {"kubernetes.io/hostname": name}
+        labels[f"{P}/nvlink-domain"] = f"{labels[f'{P}/nvlink-domain']}-{i // 36}"  # racks of 36 nodes
+        nodes[name] = labels
+        by_node[name] = [o | {"spec": o["spec"] | {"nodeName": name}} for o in slices[src["metadata"]["name"]]]
+    return nodes, by_node
+
+
+def compute(nodes: dict[str, dict[str, str]], by_node: dict[str, list[dict[str, Any]]]) -> Any:
+    members: dict[str, list[str]] = {}
+    for name, labels in nodes.items():
+        members.setdefault(labels[f"{P}/claim-class"], []).append(name)
+    read = claim_classes(members, lambda n: by_node.get(n, []), P)
+    return wanted(nodes, read.classes, Parts(gpus=(2, 4, 8)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nodes", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    nodes, by_node = fleet(args.nodes)
+    times = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        made = compute(nodes, by_node)
+        times.append(time.perf_counter() - start)
+    api = MemoryApi()
+    parts = ["claims", "kueue", "kai", "volcano", "slurm"]
+    first = sync(api, made.objects, parts, NS)
+    api.writes.clear()
+    again = sync(api, made.objects, parts, NS)
+    quiet = len(api.writes)
+    moved = next(iter(nodes))
+    nodes[moved] = dict(nodes[moved]) | {f"{P}/nvlink-domain": "elsewhere"}
+    api.writes.clear()
+    sync(api, compute(nodes, by_node).objects, parts, NS)
+    print(f"| nodes | objects | compute median (s, measured) | first sync writes | unchanged sync writes | "
+          f"one node moved: writes |\n|---|---|---|---|---|---|\n| {args.nodes} | {len(made.objects)} | "
+          f"{statistics.median(times):.3f} | {len(first.applied)} | {quiet} (unchanged {again.unchanged}) | "
+          f"{len(api.writes)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

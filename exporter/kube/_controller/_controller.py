@@ -1,0 +1,136 @@
+"""The fleet controller: while it holds the Lease, two informers (Nodes with our labels, our driver's
+ResourceSlices) feed one coalescing queue, and each sync computes what the fleet wants (``_fleet._wanted``, the
+code ``topolink cluster`` runs) and writes only the difference (``_sync``). A resync every ``resync_s`` asks the
+server again which kinds it serves (a part whose CRDs are not served is said once, and written once they are)
+and syncs. A failed sync is tried again on the backoff (Retry-After a floor): nothing is given up.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .._api._api import Kind, KubeApi, Obj, slice_kind
+from .._api._errors import PublishError
+from .._api._retry import Backoff
+from .._fleet._claims_read import claim_classes
+from .._fleet._levels import HOSTNAME
+from .._fleet._wanted import Parts, wanted
+from ._informer import Informer
+from ._lease import LeaderElector, LeaseTimes
+from ._queue import SyncQueue
+from ._sync import served_parts, sync
+
+NODES = Kind("", "v1", "Node", "nodes")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerConfig:
+    parts: Parts = field(default_factory=Parts)
+    driver: str = "gpu.topology"  # the agents' ResourceSlice driver
+    namespace: str = "topolink"  # the Lease's
+    lease_name: str = "topolink-controller"
+    identity: str = "topolink-controller"
+    times: LeaseTimes = field(default_factory=LeaseTimes)
+    resync_s: float = 300.0
+    delay_s: float = 1.0  # a sync waits this long after the first change it follows: changes in between join it
+
+
+class Controller:
+    def __init__(self, api: KubeApi, cfg: ControllerConfig, log: Callable[[str], None],
+                 lease_api: KubeApi | None = None) -> None:
+        """``lease_api``: a client of its own for the Lease (default ``api``), whose backoff a failing sync does
+        not share: renewals go on while the sync backs off."""
+        self._api, self._cfg, self._log = api, cfg, log
+        self._lease_api = lease_api or api
+        self._said: dict[str, str] = {}  # part -> what was last said of it ('' served)
+        self._notes: tuple[str, ...] = ()  # what the last sync left out, and why (said when it changes)
+        self.syncs = 0  # syncs done (tests wait on it)
+
+    def _keep_node(self, obj: Obj) -> Obj | None:
+        prefix = self._cfg.parts.claim.prefix
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        named = {*self._cfg.parts.levels, self._cfg.parts.slurm_node_label, HOSTNAME}
+        kept = {k: v for k, v in labels.items() if k.startswith(prefix + "/") or k in named}
+        return kept if f"{prefix}/gpu.count" in kept or f"{prefix}/claim-class" in kept else None
+
+    def _keep_slice(self, obj: Obj) -> Obj | None:
+        spec = obj.get("spec") or {}
+        if spec.get("driver") != self._cfg.driver:
+            return None
+        return {"spec": {k: spec[k] for k in ("nodeName", "driver", "pool", "devices") if k in spec}}
+
+    def _say(self, served: dict[str, str]) -> list[str]:
+        for part, missing in served.items():
+            if self._said.get(part) != missing:
+                self._log(f"{part}: not written: the server does not serve {missing} (install its CRDs, or switch "
+                          f"it off with --no-{part})" if missing else f"{part}: served: kept current")
+                self._said[part] = missing
+        return [p for p, missing in served.items() if not missing]
+
+    def _sync_once(self, nodes: Informer, slices: Informer, served: list[str], lost: threading.Event) -> None:
+        parts, prefix = self._cfg.parts, self._cfg.parts.claim.prefix
+        labels = nodes.items()
+        members: dict[str, list[str]] = {}
+        for name, held in labels.items():
+            if cls := held.get(f"{prefix}/claim-class"):
+                members.setdefault(cls, []).append(name)
+        by_node: dict[str, list[Obj]] = {}
+        for obj in slices.items().values():
+            by_node.setdefault(obj["spec"].get("nodeName", ""), []).append(obj)
+        read = claim_classes(members, lambda node: by_node.get(node, []), self._cfg.driver)
+        want = wanted(labels, read.classes, parts, on=served)
+        namespaces = {"resourceclaimtemplates": parts.claim.namespace, "configmaps": parts.namespace}
+        result = sync(self._api, want.objects, served, namespaces,
+                      leading=lambda: not lost.is_set())
+        self.syncs += 1
+        notes = (*read.problems, *want.notes)
+        if notes != self._notes:
+            self._notes = notes
+            for note in notes:
+                self._log(f"left out: {note}")
+        if result.applied or result.deleted or result.left_alone:
+            self._log(f"sync: applied {len(result.applied)}, deleted {len(result.deleted)}, unchanged "
+                      f"{result.unchanged}" + "".join(f"; left alone: {w}" for w in result.left_alone))
+
+    def lead(self, lost: threading.Event) -> None:
+        """Informers, resync and syncs until ``lost``."""
+        queue, backoff = SyncQueue(self._cfg.delay_s), Backoff()
+        nodes = Informer(self._api, NODES, keep=self._keep_node, changed=queue.add, log=self._log)
+        slices = Informer(self._api, slice_kind("v1"), keep=self._keep_slice, changed=queue.add, log=self._log,
+                          fields={"spec.driver": self._cfg.driver})
+        for informer in (nodes, slices):
+            threading.Thread(target=informer.run, args=(lost,), daemon=True, name="topolink-informer").start()
+
+        recheck = threading.Event()  # ask the server again which kinds it serves
+
+        def resync() -> None:
+            while not lost.wait(self._cfg.resync_s):
+                recheck.set()
+                queue.add(0.0)
+        threading.Thread(target=resync, daemon=True, name="topolink-resync").start()
+        served: list[str] | None = None
+        while queue.get(lost):
+            if not (nodes.synced.is_set() and slices.synced.is_set()):
+                continue  # the first sync waits for both lists (each list queues one)
+            if (due := backoff.wait_s()) > 0:  # failing: a change does not bring the next try forward
+                queue.add(due)
+                continue
+            try:
+                if served is None or recheck.is_set():
+                    recheck.clear()
+                    served = self._say(served_parts(self._api, self._cfg.parts.on()))
+                self._sync_once(nodes, slices, served, lost)
+                backoff.succeeded()
+            except (PublishError, ValueError) as exc:  # ValueError: a fleet whose names would meet (never seen)
+                wait = backoff.failed(exc, getattr(exc, "retry_after", None))
+                self._log(f"sync: {exc}; again in {wait:.1f} s")
+                queue.add(wait)
+
+    def run(self, stop: threading.Event) -> None:
+        cfg = self._cfg
+        elector = LeaderElector(self._lease_api, name=cfg.lease_name, namespace=cfg.namespace, identity=cfg.identity,
+                                times=cfg.times, log=self._log)
+        elector.run(stop, self.lead)
+

@@ -1,0 +1,91 @@
+"""An informer: one list, then a watch from the list's resourceVersion; its thread is the only writer of its store.
+
+The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is opened again from the last
+resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
+Retry-After a floor, the wait jittered and doubling up to 5 minutes, at least ``ERROR_WINDOW_S`` after a stream
+broke so that replicas dropped together come back spread) and tries again: nothing is given up. Every change
+calls ``changed()`` (the controller's queue coalesces them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+from .._api._api import Kind, KubeApi, Obj, resource_version
+from .._api._errors import BackingOff, Expired, PublishError
+from .._api._retry import Backoff
+
+ERROR_WINDOW_S = 2.0
+
+
+class Informer:
+    def __init__(self, api: KubeApi, kind: Kind, *, keep: Callable[[Obj], Obj | None],
+                 changed: Callable[[], None], log: Callable[[str], None], fields: Mapping[str, str] | None = None,
+                 backoff: Backoff | None = None) -> None:
+        """``keep(obj)``: what the store holds of an object (None: not ours to hold)."""
+        self._api, self._kind, self._keep, self._changed, self._log = api, kind, keep, changed, log
+        self._fields = dict(fields or {})
+        self._backoff = backoff or Backoff()
+        self._lock = threading.Lock()
+        self._store: dict[str, Obj] = {}
+        self._rv: str | None = None
+        self.synced = threading.Event()  # the store holds one whole list
+
+    def items(self) -> dict[str, Obj]:
+        """A copy of the store (name -> what ``keep`` held)."""
+        with self._lock:
+            return dict(self._store)
+
+    def _put(self, name: str, obj: Obj | None) -> bool:
+        with self._lock:
+            if obj is None:
+                return self._store.pop(name, None) is not None
+            if self._store.get(name) == obj:
+                return False
+            self._store[name] = obj
+            return True
+
+    def _list(self) -> None:
+        items, rv = self._api.list_versioned(self._kind, {}, self._fields)
+        fresh: dict[str, Obj] = {}
+        for obj in items:
+            if (held := self._keep(obj)) is not None:
+                fresh[obj["metadata"]["name"]] = held
+        with self._lock:
+            self._store = fresh
+        self._rv = rv or None
+        self.synced.set()
+        self._changed()
+
+    def _watch(self, stop: threading.Event) -> None:
+        for typ, obj in self._api.watch(self._kind, {}, self._fields, resource_version=self._rv):
+            if stop.is_set():  # leadership ended: at the stream's next event or bookmark (a minute at most)
+                return
+            if typ == "OPEN":
+                continue
+            if rv := resource_version(obj):
+                self._rv = rv
+            if typ == "BOOKMARK":
+                continue
+            name = obj["metadata"]["name"]
+            if self._put(name, None if typ == "DELETED" else self._keep(obj)):
+                self._changed()
+
+    def run(self, stop: threading.Event) -> None:
+        """List and watch until ``stop`` (checked at each event: a stream ends at its next event, at the latest
+        at the server's next bookmark, a minute apart)."""
+        while not stop.is_set():
+            try:
+                if self._rv is None:
+                    self._list()
+                self._watch(stop)
+                self._backoff.succeeded()
+            except Expired:
+                self._rv = None  # list again, at once
+            except BackingOff as exc:
+                stop.wait(exc.retry_in)
+            except PublishError as exc:
+                wait = self._backoff.failed(exc, exc.retry_after, floor=ERROR_WINDOW_S)
+                self._log(f"watch {self._kind.plural}: {exc}; again in {wait:.1f} s")
+                stop.wait(wait)

@@ -1,0 +1,114 @@
+"""One reconcile: what the fleet wants against what the controller made, and the writes between them.
+
+Ours is what carries the controller's label (``app.kubernetes.io/managed-by: topolink-controller``) and names its
+field manager in ``managedFields``: only such an object is ever deleted. A wanted object is applied (server-side,
+the controller's field manager, forced) only where the server's copy differs from it; an object of the same name
+that another manager made (its managed-by label neither ours nor ``topolink``, the one-off ``topolink cluster
+--apply``'s, which the controller adopts) is left alone, and said so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._api._api import Kind, KubeApi, Obj
+from .._api._errors import NotFound
+from .._fleet._wanted import KINDS, PART_KINDS, Key, key, kind_of
+
+MANAGER = "topolink-controller"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+ADOPTED = frozenset({"topolink", MANAGER})
+
+
+def contains(actual: Any, wanted: Any) -> bool:
+    """Whether ``actual`` (the server's copy, with its defaults) holds everything of ``wanted``."""
+    if isinstance(wanted, Mapping):
+        return isinstance(actual, Mapping) and all(k in actual and contains(actual[k], v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(actual, list) and len(actual) == len(wanted) and all(
+            contains(a, w) for a, w in zip(actual, wanted, strict=True))
+    return bool(actual == wanted)
+
+
+def ours(obj: Obj) -> Obj:
+    """The wanted object as the controller writes it: its own managed-by label."""
+    meta = dict(obj["metadata"])
+    meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY: MANAGER}
+    return {**obj, "metadata": meta}
+
+
+def _made_by_us(obj: Obj) -> bool:
+    return any(e.get("manager") == MANAGER for e in (obj.get("metadata") or {}).get("managedFields") or [])
+
+
+@dataclass(slots=True)
+class SyncResult:
+    applied: list[Key] = field(default_factory=list)
+    deleted: list[Key] = field(default_factory=list)
+    unchanged: int = 0
+    left_alone: list[str] = field(default_factory=list)  # objects of the same name another manager made
+
+
+def served_parts(api: KubeApi, parts: Sequence[str]) -> dict[str, str]:
+    """Each part -> '' when every kind it writes is served, else what is missing."""
+    out = {}
+    for part in parts:
+        missing = [f"{k.plural}.{k.group}/{k.version}" for k in (KINDS[n] for n in PART_KINDS[part])
+                   if k.plural not in api.served_resources(k.group, k.version)]
+        out[part] = ", ".join(missing)
+    return out
+
+
+def _namespaces(kind: Kind, wanted: Mapping[Key, Obj], namespaces: Mapping[str, str]) -> Sequence[str | None]:
+    """Where the kind's objects are looked for: cluster-wide, or the namespace the controller writes it in (and
+    any a wanted object names): never every namespace, which its RBAC does not grant."""
+    if not kind.namespaced:
+        return [None]
+    return sorted({namespaces[kind.plural], *(k[1] for k, o in wanted.items() if kind_of(o) == kind)})
+
+
+def sync(api: KubeApi, wanted: Mapping[Key, Obj], parts: Sequence[str], namespaces: Mapping[str, str],
+         leading: Callable[[], bool] = lambda: True) -> SyncResult:
+    """Write what differs for the kinds of ``parts`` (a namespaced kind in ``namespaces[plural]``);
+    stop writing as soon as ``leading()`` is False."""
+    result = SyncResult()
+    actual: dict[Key, Obj] = {}
+    for part in parts:
+        for name in PART_KINDS[part]:
+            kind = KINDS[name]
+            for ns in _namespaces(kind, wanted, namespaces):
+                for obj in api.list(kind, {MANAGED_BY: MANAGER}, namespace=ns):
+                    obj.setdefault("apiVersion", kind.api_version)
+                    obj.setdefault("kind", kind.kind)
+                    actual[key(obj)] = obj
+    kinds = {KINDS[n] for p in parts for n in PART_KINDS[p]}
+    for k, obj in sorted(wanted.items()):
+        kind = kind_of(obj)
+        if kind not in kinds:
+            continue
+        mine = ours(obj)
+        if k in actual:
+            if contains(actual[k], mine):
+                result.unchanged += 1
+                continue
+        else:
+            there = api.get(kind, obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            owner = ((there or {}).get("metadata", {}).get("labels") or {}).get(MANAGED_BY)
+            if there is not None and owner not in ADOPTED:
+                result.left_alone.append(f"{kind.kind} {'/'.join(k[1:]).lstrip('/')} (managed by {owner or 'no one'})")
+                continue
+        if not leading():
+            return result
+        api.apply(kind, mine)
+        result.applied.append(k)
+    for k, obj in sorted(actual.items()):
+        if k not in wanted and _made_by_us(obj):
+            if not leading():
+                return result
+            with suppress(NotFound):  # gone already
+                api.delete(kind_of(obj), obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            result.deleted.append(k)
+    return result
