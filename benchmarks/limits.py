@@ -21,6 +21,10 @@ resident memory (``ru_maxrss``). At each limit the target is 2 s of CPU and 300 
   pairs (G x N, four families); NIC pairs are never needed. Building them reads the snapshot once per
   family, not once per pair (``PathIndex``).
 
+- ``discover`` at 8 GPUs and 1,024 NICs: the first discovery pass (``discover --format json -o``, a process of its
+  own) on a sysfs tree and test NVML grown from the ``hgx-h100`` profile (tests/fakenvml) with RDMA NICs under
+  PCIe switches in host bridges of their own until the NIC limit; target 3 s of CPU.
+
 Past a limit (the last row of each), ``topo --from`` must refuse the snapshot with exit 3 before reading
 its entries.
 """
@@ -111,13 +115,52 @@ def _write(path: Path, size: dict[str, int]) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
+DISCOVERY_TARGET_S = 3.0
+
+
+def _discovery_at_nic_limit(tmp: Path) -> tuple[str, str, str]:
+    """The first discovery pass on the test NVML's hgx-h100 with RDMA NICs added up to the NIC limit: 30 under
+    each PCIe switch (at most 32 ports), six switches a host bridge, each host bridge in a PCI domain of its own
+    (a domain has 256 buses)."""
+    import yaml
+
+    from tests.fakenvml import materialize, profile_path
+
+    doc = yaml.safe_load(profile_path("hgx-h100").read_text())
+    count = sum(1 for line in profile_path("hgx-h100").read_text().splitlines() if "nic: {name:" in line)
+    domain = 0x10
+    while count < LIMITS["nics"]:
+        switches = []
+        for _ in range(6):
+            names = [f"mlx5_{n}" for n in range(count, min(count + 30, LIMITS["nics"]))]
+            switches += [{"switch": [{"nic": {"name": name}} for name in names]}] if names else []
+            count += len(names)
+        doc["pci"].append({"host_bridge": f"{domain:04x}:00", "numa": domain % 2, "gen": 5, "children": switches})
+        domain += 1
+    (tmp / "nics.yaml").write_text(yaml.safe_dump(doc))
+    node = materialize(tmp / "nics.yaml", tmp / "nics")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPOLINK_")} | node.env()
+    start = time.perf_counter()
+    command = [sys.executable, "-m", "agent.cli", "discover", "--format", "json", "-o", str(tmp / "n.json")]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall, cpu = time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+    snap = json.loads((tmp / "n.json").read_text())
+    ok = cpu <= DISCOVERY_TARGET_S and os.waitstatus_to_exitcode(status) in (0, 1) and len(snap["nics"]) == count
+    return (f"discover {len(snap['gpus'])} GPUs, {len(snap['nics'])} NICs, {len(snap['pci'])} PCI (a sysfs tree)",
+            f"{cpu:.2f} s CPU, {wall:.2f} s wall, {usage.ru_maxrss / 1024:.0f} MB measured",
+            f"{'ok' if ok else 'OVER'} (limit nics: {DISCOVERY_TARGET_S:g} s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=0, help="only the first N sizes of each ladder (0: all)")
-    ap.add_argument("--only", choices=tuple(_ladders()), help="one limit's ladder only")
+    ap.add_argument("--only", choices=(*_ladders(), "discover"), help="one limit's ladder (or the discovery) only")
     args = ap.parse_args()
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        if args.only in (None, "discover"):
+            rows.append(_discovery_at_nic_limit(Path(tmp)))
         for limit, ladder in _ladders().items():
             if args.only and limit != args.only:
                 continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import re
 import shutil
 import subprocess
 import zlib
@@ -249,3 +250,21 @@ def test_promtool_check_metrics_is_clean(tmp_path: Path) -> None:
 def test_the_documented_metric_table_is_generated_from_the_code() -> None:
     path, section = marked("metrics")
     assert section == metrics_markdown(), f"{path}: python -m tests.docs_support (or topolink serve --print-metrics)"
+
+
+def test_openmetrics_is_rendered_unescaped_as_every_name_is_legacy(hgx: t.Snapshot) -> None:
+    """The OpenMetrics body asks for no name escaping (``allow-utf-8``; the default, ``underscores``, rewrites each
+    sample's name a character at a time: most of a 256-GPU scrape). That is the same text only while every
+    metric and label name is in the legacy character set: each is held to it, and the bytes to the default's."""
+    from prometheus_client.openmetrics.exposition import generate_latest as openmetrics
+
+    from exporter._metrics._metrics import families
+
+    view = View(snapshot=full_measurements(hgx), generation=1)
+    built = list(families(view))
+    legacy = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+    assert [(s.name, k) for f in built for s in f.samples for k in ("", *s.labels)
+            if not legacy.fullmatch(k or s.name)] == []
+    registry = prometheus_client.CollectorRegistry(auto_describe=False)
+    registry.register(type("Built", (), {"collect": staticmethod(lambda: built)})())
+    assert MetricsCache(lambda: view).body(openmetrics=True, gzipped=False) == openmetrics(registry)  # type: ignore[no-untyped-call]

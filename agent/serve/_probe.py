@@ -19,8 +19,6 @@ import threading
 import time
 from collections.abc import Callable, Collection
 
-import psutil
-
 import probes
 from probes.core import BUSY_ANY, busy_of, is_unknown, spec, specs_for, unknown, with_collective_timing
 from probes.harness import ProbeProcess, assemble
@@ -114,6 +112,8 @@ def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[st
 def kill_children() -> int:
     """SIGKILL every descendant of this process, a group leader with its process group (a probe child leads
     its own session, so its gloo ranks and perftest go with it). Returns how many were signalled."""
+    import psutil  # only at shutdown: 0.8 MiB (measured) resident in every agent otherwise
+
     killed = 0
     for child in (c.pid for c in psutil.Process().children(recursive=True)):
         try:

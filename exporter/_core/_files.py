@@ -27,7 +27,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 
 from topology import TopolinkError
 
@@ -222,5 +221,13 @@ def write_file(path: str, data: bytes, *, durable: bool) -> None:
 
 
 def _new_private_file(parent: str, name: str) -> tuple[int, str]:
-    """A new file beside ``name``, mode 0600, made with O_EXCL under a random name (``tempfile.mkstemp``)."""
-    return tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=parent)
+    """A new file beside ``name``, mode 0600, made with O_EXCL under a random name, as ``tempfile.mkstemp``
+    makes one (tempfile, and the random module it loads, would be most of ``discover -o``'s output cost)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = os.path.join(parent, f".{name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", parent)

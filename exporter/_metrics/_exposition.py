@@ -19,6 +19,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import ALLOWUTF8
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from .._core._http_limits import HttpStats
@@ -31,8 +32,10 @@ _GZIP = 16 + zlib.MAX_WBITS  # a gzip header and trailer around the deflate stre
 
 def _render(registry: CollectorRegistry, openmetrics: bool) -> bytes:
     """The registry's families; OpenMetrics without its closing ``# EOF`` (the caller appends it last)."""
-    if openmetrics:
-        return bytes(generate_openmetrics(registry)).removesuffix(_EOF)  # type: ignore[no-untyped-call]
+    if openmetrics:  # every name is in the legacy character set (tests/test_metrics.py), which no escaping keeps as
+        # is: the default (underscores) rewrites each sample's name a character at a time, 70% of a 256-GPU scrape
+        body = generate_openmetrics(registry, escaping=ALLOWUTF8)  # type: ignore[no-untyped-call]
+        return bytes(body).removesuffix(_EOF)
     return generate_latest(registry)
 
 

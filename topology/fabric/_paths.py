@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..model._entities import LinkKind, Nic, Snapshot
 from ..model._facts import Aspect
@@ -50,8 +50,7 @@ NVML_TOPOLOGY_LEVEL = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PathInfo:
+class PathInfo(NamedTuple):
     """The class of a path, and for NVLink its link count and the PCIe class beneath."""
 
     kind: PathClass
@@ -62,8 +61,7 @@ class PathInfo:
         return f"NV{self.nvlinks}" if self.kind is PathClass.NVLINK else self.kind.value
 
 
-@dataclass(frozen=True, slots=True)
-class _Place:
+class _Place(NamedTuple):
     """Where a device sits under the host bridges."""
 
     root: str | None  # host bridge id, None when unknown

@@ -10,13 +10,12 @@ are said as a problem by whoever meets them, never a silent null. docs/reference
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 GB = 1e9
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NvlinkGeneration:
+class NvlinkGeneration(NamedTuple):
     """One NVLink generation: its NVML names and rate per link."""
 
     version: int  # NVLink generation (NVLink 1.0 is 1, 2.0 and 2.2 are 2, 3.0 and 3.1 are 3...)
@@ -25,8 +24,7 @@ class NvlinkGeneration:
     source: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PcieGeneration:
+class PcieGeneration(NamedTuple):
     """One PCIe generation: its transfer rate and bytes per lane after line coding."""
 
     gen: int
@@ -35,8 +33,7 @@ class PcieGeneration:
     source: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GpuFamily:
+class GpuFamily(NamedTuple):
     """A GPU model family: how NVML and the PCI ids name it, and its NVLinks."""
 
     name: str  # what NVML's product name says, as a whole word ("A100" in "NVIDIA A100-SXM4-40GB")

@@ -21,7 +21,7 @@ The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..model._entities import LinkKind, PcieLinkState, Snapshot
 from ..model._errors import SchemaError
@@ -49,8 +49,7 @@ _GENS = frozenset((None, *(g.gen for g in PCIE)))
 _WIDTHS = frozenset((None, *PCIE_WIDTHS))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Breach:
+class Breach(NamedTuple):
     """A number above what the links allow, and where it is."""
 
     where: str  # the field, as the reader names it (snapshot.links[3].bytes_per_second)

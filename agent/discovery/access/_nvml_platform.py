@@ -4,14 +4,12 @@ module of a GPU, as NVML writes them (struct version 2; version 1 had a rack GUI
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class RawPlatform:
+class RawPlatform(NamedTuple):
     """``nvmlPlatformInfo_t`` as NVML wrote it."""
 
     chassis_serial: str  # up to 16 characters; empty where NVML wrote none

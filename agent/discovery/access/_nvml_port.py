@@ -16,8 +16,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NewType, TypeVar
+from typing import Any, NamedTuple, NewType, TypeVar
 
 from . import _record
 from ._nvml_errors import (
@@ -36,8 +35,7 @@ _AFFINITY_SCOPE_NODE = 0
 _ARGUMENT_VERSION_MISMATCH = 25
 _FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
 
-@dataclass(frozen=True, slots=True)
-class RawFabric:
+class RawFabric(NamedTuple):
     """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
 
     state: int
@@ -47,8 +45,7 @@ class RawFabric:
     health_mask: int = 0  # v2 and v3 both carry it; 0: every field NOT_SUPPORTED
 
 
-@dataclass(frozen=True, slots=True)
-class RawField:
+class RawField(NamedTuple):
     """One field value as ``nvmlDeviceGetFieldValues`` returned it."""
     field_id: int
     code: int  # the per-field nvmlReturn_t

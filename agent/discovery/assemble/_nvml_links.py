@@ -9,7 +9,7 @@ far end cannot be placed is a problem that leaves the GPU's NVLinks unknown.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import Aspect, Link, LinkKind, NvSwitch, Problem, Snapshot, facts_of, nvlink_bytes_per_second
 
@@ -22,8 +22,7 @@ SYNTHETIC_SWITCH = "nvswitch0"
 _NVIDIA, _NVSWITCH_CLASS = 0x10DE, 0x0680
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Ends:
+class _Ends(NamedTuple):
     """What a link's far end may be: the snapshot's GPUs, the lost ones, the NVSwitches found so far."""
 
     snap: Snapshot

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import Aspect, Fact, Problem, Snapshot, facts_of, node_fact
 
@@ -49,8 +49,7 @@ def emulated_port_above(snap: Snapshot, subject: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Overrule:
+class Overrule(NamedTuple):
     """One witness's reading stands where ``holds`` says the situation holds for a subject (its reason)."""
 
     winner: str  # the witness whose reading stands, as the problem names it
@@ -61,8 +60,7 @@ class Overrule:
         return f"{self.winner} when {self.situation}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Witness:
+class Witness(NamedTuple):
     """One fact two readings witness, which readings they are, and what is unknown when they disagree."""
 
     key: str

@@ -10,7 +10,7 @@ the GPUs given to it here, as NVML does. The file is optional (a gathered tree m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import NODE, Aspect, BadPciAddress, Problem, canonical_bdf, facts_of, node_fact
 
@@ -24,8 +24,7 @@ _NUMA = (Aspect.NUMA,)
 _MINOR = bounded(0, 254)  # 255 is /dev/nvidiactl
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DriverGpuFacts:
+class DriverGpuFacts(NamedTuple):
     """A GPU the NVIDIA driver lists in /proc: its memory's NUMA node and its identity as the driver says."""
 
     bus_id: str

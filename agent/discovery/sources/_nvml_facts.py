@@ -8,6 +8,7 @@ the model: bus ids are canonical (``0000:3b:00.0``), the remote id ``FFFFFFFF:FF
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import FabricInfo, MigInstance, PcieLinkState, PlatformInfo, Problem
 
@@ -19,8 +20,7 @@ FIELD_NVLINK_LINK_COUNT = 91
 FIELD_NVSWITCH_CONNECTED_LINK_COUNT = 147
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NvLinkFact:
+class NvLinkFact(NamedTuple):
     """One NVLink of a GPU as NVML reports it."""
     link: int
     active: bool
@@ -30,7 +30,7 @@ class NvLinkFact:
     remote_sentinel: bool = False  # NVML gave FFFFFFFF:FF:FF.0 (an NVSwitch it does not show on PCI)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)  # a field named index: a NamedTuple's would hide tuple.index
 class NvmlGpuFacts:
     """What NVML says of one GPU."""
     index: int
@@ -57,8 +57,7 @@ class NvmlGpuFacts:
     lost: bool = False  # NVML said GPU_IS_LOST; nothing more was asked of it
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NvmlPairFacts:
+class NvmlPairFacts(NamedTuple):
     """One unordered pair of GPUs (NVML indices, ``a < b``)."""
 
     a: int
@@ -67,8 +66,7 @@ class NvmlPairFacts:
     p2p: tuple[tuple[int, int], ...] = ()  # (nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t) as read
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NvmlFacts:
+class NvmlFacts(NamedTuple):
     """What the NVML source read: its GPUs, their pairs and the driver."""
     gpus: tuple[NvmlGpuFacts, ...] = ()
     pairs: tuple[NvmlPairFacts, ...] = ()

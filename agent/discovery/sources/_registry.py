@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
 
@@ -38,8 +37,7 @@ def too_many(where: str, found: int, most: int | None) -> None:
         raise SourceError(f"{where}: {found}, more than the {most} topolink reads")
 
 
-@dataclass(frozen=True, slots=True)
-class SourceSpec:
+class SourceSpec(NamedTuple):
     """A source in the table: its reader, default state, flag help and what it covers."""
     name: str
     read: Callable[[DiscoveryContext], Any]
@@ -77,8 +75,7 @@ def source_table() -> Mapping[str, SourceSpec]:
     return dict(sorted(_SOURCES.items()))
 
 
-@dataclass(frozen=True, slots=True)
-class Gathered:
+class Gathered(NamedTuple):
     """Every enabled source's facts (absent or failed ones are missing) and outcomes."""
 
     facts: Mapping[str, Any]

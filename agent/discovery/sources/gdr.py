@@ -9,7 +9,7 @@ proprietary ones do not export GPU memory as dma-buf) and a Linux 5.12 or newer 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import NODE, Aspect, Problem
 
@@ -26,8 +26,7 @@ _RELEASE = r"^([0-9]{1,4})\.([0-9]{1,4})"
 _MODULE_VERSION = r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GdrHostFacts:
+class GdrHostFacts(NamedTuple):
     """The host's GPUDirect RDMA facts: kernel modules and memory peers."""
     peermem_loaded: bool | None = None
     memory_peers: tuple[str, ...] = ()

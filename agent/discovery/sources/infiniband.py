@@ -7,7 +7,7 @@ no place in the PCIe tree.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import Aspect, Problem, node_fact
 
@@ -25,8 +25,7 @@ _PORT = r"^[0-9]{1,3}$"
 _PORTS = (Aspect.PORTS,)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IbPortFacts:
+class IbPortFacts(NamedTuple):
     """One port of an RDMA device."""
     number: int
     state: str | None = None  # ACTIVE, DOWN, INIT, ARMED (the kernel's "4: ACTIVE" without the number)
@@ -34,8 +33,7 @@ class IbPortFacts:
     link_layer: str | None = None  # InfiniBand, Ethernet
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IbDeviceFacts:
+class IbDeviceFacts(NamedTuple):
     """One RDMA device: its PCI function, network interfaces and ports."""
     name: str  # mlx5_0
     pci_bus_id: str
@@ -44,8 +42,7 @@ class IbDeviceFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InfinibandFacts:
+class InfinibandFacts(NamedTuple):
     """What the infiniband source read."""
     devices: tuple[IbDeviceFacts, ...] = ()
     problems: tuple[Problem, ...] = ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import SNAPSHOT_LIMITS, Aspect, Problem
 
@@ -16,8 +16,7 @@ _CLASS = "/sys/class/net"
 _VIRTUAL = "/sys/devices/virtual/"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NetIfFacts:
+class NetIfFacts(NamedTuple):
     """One network interface."""
     name: str
     pci_bus_id: str | None = None  # the nearest PCI function below it; None for virtual or non-PCI ones
@@ -28,8 +27,7 @@ class NetIfFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NetFacts:
+class NetFacts(NamedTuple):
     """What the net source read."""
     interfaces: tuple[NetIfFacts, ...] = ()
     problems: tuple[Problem, ...] = ()

@@ -9,7 +9,7 @@ NVIDIA driver onlined as NUMA nodes (POWER9 + V100, Grace Hopper) is named in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import NODE, Aspect, Problem, parse_cpulist, parse_cpumask
 
@@ -27,8 +27,7 @@ _MAX_MEMORY_KB = 1 << 50  # a petabyte-scale kB count (2**60 bytes) is already b
 _NUMA = (Aspect.NUMA,)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NumaNodeFacts:
+class NumaNodeFacts(NamedTuple):
     """One NUMA node: its CPUs, memory and distances."""
     os_index: int
     cpus: tuple[int, ...] = ()  # as the node lists them (online and offline)
@@ -37,8 +36,7 @@ class NumaNodeFacts:
     problems: tuple[Problem, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NumaFacts:
+class NumaFacts(NamedTuple):
     """What the numa source read."""
     nodes: tuple[NumaNodeFacts, ...] = ()
     online_cpus: tuple[int, ...] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from topology import (
     Aspect,
@@ -36,8 +36,7 @@ _SYS_DEVICES = "/sys/devices/"
 _HOST_BRIDGE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PciDeviceFacts:
+class PciDeviceFacts(NamedTuple):
     """One function as read. ``None`` where sysfs did not say; required attributes missing are problems."""
 
     bus_id: str
@@ -62,16 +61,14 @@ class PciDeviceFacts:
         return self.class_code is not None and self.class_code >> 8 == 0x0604
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PciFacts:
+class PciFacts(NamedTuple):
     """What the pci source read."""
     devices: tuple[PciDeviceFacts, ...] = ()
     problems: tuple[Problem, ...] = ()
     twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
 
 
-@dataclass(frozen=True, slots=True)
-class _Place:
+class _Place(NamedTuple):
     """A PCI function's directory, its parent, its host bridge and the problems reading them."""
 
     path: str  # the function's directory below the root
