@@ -53,7 +53,9 @@ echo "== import contracts"
 .venv/bin/lint-imports
 echo "== pytest"
 set +e
-.venv/bin/python -m pytest --cov --cov-report=term "$@"
+# One worker per core (TOPOLINK_TEST_WORKERS=0: none); a file's tests stay together on one worker, in order,
+# as their module-scoped servers and fixtures expect; each worker starts its own session-scoped servers.
+.venv/bin/python -m pytest -n "${TOPOLINK_TEST_WORKERS:-auto}" --dist loadfile --cov --cov-report=term "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then
