@@ -229,9 +229,19 @@ def sample(doc: Any, rng: random.Random) -> list[Edit]:
     return out
 
 
+def refusals(doc: Any, rng: random.Random) -> list[Edit]:
+    """For each schema path, one value (seeded) given each edit no reader may take: the wrong type, a number
+    out of range."""
+    by_schema: dict[str, list[Path_]] = {}
+    for path, _ in values(doc, every=False):
+        by_schema.setdefault(schema_path(path), []).append(path)
+    return [e for paths in by_schema.values() for path in [rng.choice(paths)]
+            for e in edits(doc, path, get(doc, path)) if e.kind in MUST_REFUSE]
+
+
 def every_edit(doc: Any) -> list[Edit]:
     return [e for path, value in values(doc, every=False) for e in edits(doc, path, value)]
 
 
 __all__ = ["KINDS", "MUST_REFUSE", "Edit", "Verdict", "answer", "every_edit", "judge", "named", "put", "read_all",
-           "sample", "schema_path"]
+           "refusals", "sample", "schema_path"]

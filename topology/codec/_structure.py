@@ -140,7 +140,7 @@ def _parents(snap: Snapshot, k: Knowledge) -> None:
         if parent is not None and not parent.is_bridge:
             raise SchemaError(f"snapshot.pci[{i}].parent: {f.parent!r} is no bridge (class "
                               f"{parent.class_code:06x}), so nothing sits below it")
-        domain, bus = f.id.split(":")[:2]
+        domain, bus, *_ = f"{f.id}::".split(":")  # a canonical bus id (_identities), "dddd:bb:dd.f"
         if parent is not None and (parent.id.split(":")[0] != domain or parent.id.split(":")[1] >= bus):
             raise SchemaError(f"snapshot.pci[{i}].parent: {f.id} sits on a bus below {f.parent}'s, in its domain")
         if f.parent in roots and f.parent != f"pci{domain}:{bus}":
