@@ -110,6 +110,34 @@ def test_wrong_types_and_numbers_out_of_range_are_refused_naming_the_field(docs:
     assert not failures, f"{name}: {len(failures)} of {len(edits)} edits:\n" + "\n".join(failures[:40])
 
 
+@pytest.mark.parametrize("name", MACHINES)
+def test_every_link_agrees_with_what_it_describes(docs: dict[str, dict[str, Any]], name: str) -> None:
+    """Each link of each machine, listed twice, at another rate, or carrying another kind's number, is refused
+    naming that link (rates and distances are the table's and the matrix's: the sample may miss them)."""
+    doc = docs[name]
+    failures = []
+    for i, link in enumerate(doc["links"]):
+        edits: list[tuple[str, Any]] = [("links", [*doc["links"], link])]
+        if link["bytes_per_second"] is not None:
+            edits.append((f"links[{i}].bytes_per_second", link["bytes_per_second"] + 1))
+        if link["numa_distance"] is not None:
+            edits.append((f"links[{i}].numa_distance", link["numa_distance"] + 1))
+        if link["kind"] != "pcie":
+            edits.append((f"links[{i}].pcie", {"current_gen": 4, "current_width": 16}))
+        for what, value in edits:
+            field = what.split(".")[0]
+            edited = put(doc, ("links",) if field == "links" else ("links", i, what.split(".")[1]), value)
+            try:
+                witnessed(from_dict(edited))
+            except SchemaError as exc:
+                want = "snapshot." if field == "links" else "snapshot.links["  # a GPU's NVLinks over its family's
+                if want not in str(exc) or named(str(exc), edited) is None:
+                    failures.append(f"{what}: refused without naming the link: {exc}")
+                continue
+            failures.append(f"{what} = {value!r}: read")
+    assert doc["links"] and not failures, f"{name}:\n" + "\n".join(failures[:20])
+
+
 def test_place_from_exits_3_naming_the_field(docs: dict[str, dict[str, Any]], tmp_path: Path) -> None:
     doc = put(docs["dgx1-v100"], ("links", 1, "bytes_per_second"), 1.0)
     saved = tmp_path / "snap.json"
