@@ -134,7 +134,7 @@ def test_every_link_agrees_with_what_it_describes(docs: dict[str, dict[str, Any]
                 if want not in str(exc) or named(str(exc), edited) is None:
                     failures.append(f"{what}: refused without naming the link: {exc}")
                 continue
-            failures.append(f"{what} = {value!r}: read")
+            failures.append(f"{what} = {repr(value)[:80]}: read")
     assert doc["links"] and not failures, f"{name}:\n" + "\n".join(failures[:20])
 
 
