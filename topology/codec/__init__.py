@@ -7,6 +7,7 @@ describe a machine.
   ``_validate``     ``check``: ranges and counts a decoded snapshot must keep
   ``_references``   every id a snapshot refers to is one of its own
   ``_coherence``    facts that cannot all be true together
+  ``_structure``    numbers and links that agree with the structure they describe, identities that name one thing
 
 Imports: ``topology.model`` and ``topology.fabric`` (the capability and path rules that coherence applies).
 Imported by: ``topology``'s names (``dumps``, ``loads``, ...), and the command line for ``coherent``.

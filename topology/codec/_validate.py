@@ -20,6 +20,7 @@ from ..model._entities import LinkKind, PcieLinkState, Snapshot
 from ..model._errors import SchemaError
 from ..model._ids import MAX_CPUS
 from ._coherence import coherent
+from ._structure import structure
 
 UNITS = ("bytes_per_second", "seconds")
 MATRIX_UNITS = (*UNITS, "slit", "hops", "nvml_topology_level", "nvml_p2p_status")
@@ -27,12 +28,15 @@ _MAX_NVLINKS = 64  # per GPU pair or GPU-switch bundle; NVML_NVLINK_MAX_LINKS is
 _MAX_NUMA = 4096
 
 
-def _unique(what: str, ids: Iterable[str]) -> None:
-    seen: set[str] = set()
-    for i in ids:
+def _unique(what: str, ids: Iterable[str | None], field: str = ".id") -> None:
+    """Each id once: ``what`` is the list's field (``snapshot.gpus``); the second holder is named."""
+    seen: dict[str, int] = {}
+    for n, i in enumerate(ids):
+        if i is None:
+            continue
         if i in seen:
-            raise SchemaError(f"{what}: {i!r} appears twice")
-        seen.add(i)
+            raise SchemaError(f"{what}[{n}]{field}: {i!r} appears twice (also {what}[{seen[i]}]{field})")
+        seen[i] = n
 
 
 def _in(where: str, value: float | None, lo: float, hi: float) -> None:
@@ -58,19 +62,17 @@ def check(snap: Snapshot, *, v1: bool = False, now: float | None = None) -> Snap
     """``snap`` when it is a coherent description of one node, dated no later than ``now`` (this clock's
     time when None) allows; :class:`SchemaError` otherwise (the shape here, the meaning in ``_coherence``,
     the dates in ``_clock``)."""
-    _unique("gpus", (g.id for g in snap.gpus))
-    _unique("pci", (f.id for f in snap.pci))
-    _unique("nics", (n.id for n in snap.nics))
-    _unique("nvswitches", (s.id for s in snap.nvswitches))
-    _unique("numa_nodes", (n.id for n in snap.numa_nodes))
-    _unique("host_bridges", (h.id for h in snap.host_bridges))
-    _unique("matrices", (m.name for m in snap.matrices))
-    _unique("gpus[].index", (str(g.index) for g in snap.gpus if g.index is not None))
+    for name in ("gpus", "pci", "nics", "nvswitches", "numa_nodes", "host_bridges"):
+        _unique(f"snapshot.{name}", (e.id for e in getattr(snap, name)))
+    _unique("snapshot.matrices", (m.name for m in snap.matrices), ".name")
+    _unique("snapshot.gpus", (None if g.index is None else str(g.index) for g in snap.gpus), ".index")
     _devices(snap)
     _links(snap)
     _numbers(snap)
     coherent(snap, v1=v1)
-    physical(snap, snap.knowledge())
+    k = snap.knowledge()
+    physical(snap, k)
+    structure(snap, k, v1=v1)
     now = time.time() if now is None else now
     not_ahead("snapshot.taken_at", snap.taken_at, now)
     for i, me in enumerate(snap.measurements):
@@ -122,7 +124,7 @@ def _numbers(snap: Snapshot) -> None:
     """Matrices square and finite, measurements finite, non-negative and of a known unit."""
     for i, m in enumerate(snap.matrices):
         where = f"snapshot.matrices[{i}] ({m.name})"
-        _unique(f"{where}.ids", m.ids)
+        _unique(f"snapshot.matrices[{i}].ids", m.ids, "")
         if m.unit not in MATRIX_UNITS:
             raise SchemaError(f"{where}.unit: {m.unit!r} is not one of {', '.join(MATRIX_UNITS)}")
         if len(m.values) != len(m.ids) or any(len(row) != len(m.ids) for row in m.values):

@@ -18,6 +18,9 @@ from ._facts import Fact, Knowledge
 from ._measurement import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
 
+NVIDIA_VENDOR = 0x10DE
+GPU_CLASSES = (0x0300, 0x0302)  # PCI class: VGA-compatible, 3D controller
+
 
 class LinkKind(enum.StrEnum):
     NVLINK = "nvlink"
@@ -84,6 +87,11 @@ class PciFunction:
     @property
     def is_bridge(self) -> bool:
         return self.class_code >> 8 == 0x0604
+
+    @property
+    def is_gpu(self) -> bool:
+        """An NVIDIA VGA-compatible or 3D controller: the functions discovery takes for GPUs."""
+        return self.vendor_id == NVIDIA_VENDOR and self.class_code >> 8 in GPU_CLASSES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -218,5 +218,24 @@ def witnessed(snap: Snapshot) -> Snapshot:
             known = [f for f in p.unknown if k.knows(f.subject, f.aspect)]
             if known:
                 said = p.message.rsplit(": ", 1)[0]  # the readings, less "...: <facts> unknown"
-                raise SchemaError(f"snapshot ({p.subject}): {said}, yet its {known[0].aspect.value} is said known")
+                where = _field(snap, (known[0].subject, *p.subject.split(",")), known[0].aspect)
+                raise SchemaError(f"{where} ({p.subject}): {said}, yet its {known[0].aspect.value} is said known")
     return snap
+
+
+_LISTS = ("gpus", "nics", "pci", "nvswitches", "numa_nodes", "host_bridges")
+_ASPECT_LIST = {Aspect.GPUS: "gpus", Aspect.NICS: "nics", Aspect.PCI: "pci", Aspect.NUMA: "numa_nodes"}
+
+
+def _field(snap: Snapshot, subjects: tuple[str, ...], aspect: Aspect) -> str:
+    """The document field a disputed fact is: the first subject's entry (``snapshot.gpus[3]``), a matrix by
+    its name, or the list the node-wide aspect describes."""
+    for subject in subjects:
+        for name in _LISTS:
+            i = next((i for i, e in enumerate(getattr(snap, name)) if e.id == subject), None)
+            if i is not None:
+                return f"snapshot.{name}[{i}]"
+        i = next((i for i, m in enumerate(snap.matrices) if m.name == subject), None)
+        if i is not None:
+            return f"snapshot.matrices[{i}]"
+    return f"snapshot.{_ASPECT_LIST.get(aspect, 'problems')}"

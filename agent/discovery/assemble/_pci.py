@@ -27,7 +27,6 @@ from ..sources.pci import PciDeviceFacts
 
 NVIDIA = 0x10DE
 NVML_DRIVERS = (None, "nvidia")  # no driver: the NVIDIA driver may still be loading
-_GPU_CLASSES = (0x0300, 0x0302)  # VGA-compatible, 3D controller
 _NVSWITCH_CLASS = 0x0680  # bridge, other
 
 
@@ -155,7 +154,7 @@ def host_bridges(devices: Sequence[PciDeviceFacts], funcs: Mapping[str, PciFunct
 
 
 def is_gpu(f: PciFunction) -> bool:
-    return f.vendor_id == NVIDIA and f.class_code >> 8 in _GPU_CLASSES
+    return f.is_gpu  # the model's rule, which the reader of a saved snapshot keeps too
 
 
 def gpus(funcs: Mapping[str, PciFunction], driver_gpus: Mapping[str, DriverGpuFacts],
