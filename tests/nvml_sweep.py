@@ -143,7 +143,7 @@ def _gpu_values(p: Profile, gpu: int, key: str, call: str) -> Iterator[tuple[str
         yield "sibling", " ".join((state, status, str(int(clique) + 1), uuid, *rest))
         yield "empty", " ".join((state, status, clique, "0" * 32, *rest))
     elif key == "platform" and mine is not None:
-        yield "out-of-range", " ".join(("S" * 16, *mine.split()[1:]))
+        yield "sibling", " ".join(("S" * 16, *mine.split()[1:]))  # another chassis than its tray peers'
 
 
 def _value_edits(p: Profile, call: str, gpu: int, link: int | None, pair: tuple[int, int] | None

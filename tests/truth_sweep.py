@@ -123,7 +123,7 @@ def _alone(clean: Snapshot, edited: Snapshot, kind: str, aspect: Aspect, subject
     if kind == "gpu" and aspect is Aspect.FABRIC and alone_where(kind, aspect):
         return _fabric_alone(clean, subject)
     if kind == "gpu" and aspect is Aspect.NUMA and _memory_nodes_only(clean, edited, subject):
-        return one_witness(kind, aspect, "memory nodes")
+        return bool(one_witness(kind, aspect, "memory nodes"))
     if kind == "gpu" and aspect in (Aspect.IDENTITY, Aspect.P2P):
         return _gpu_parts(clean, edited, subject, aspect) <= {p for p in ("memory", "status")
                                                               if one_witness(kind, aspect, p)}
