@@ -93,7 +93,15 @@ def affinity(snap: Snapshot) -> list[Problem]:
     row = witness("gpu-affinity")
     online = {c for n in snap.numa_nodes for c in n.cpus}
     out = []
+    nodes = {n.os_index for n in snap.numa_nodes}
     for g, f in _read_gpus(snap):
+        if g.cpu_affinity and online and not set(g.cpu_affinity) & online:  # whatever the function's node says
+            out.append(row.dispute((g.id,), f"CPUs {_cpus(set(g.cpu_affinity))}", "none of them online"))
+            continue
+        if g.memory_affinity and nodes and not set(g.memory_affinity) <= nodes:
+            out.append(row.dispute((g.id,), f"memory nodes {_cpus(set(g.memory_affinity))}",
+                                   f"nodes {_cpus(nodes)}"))
+            continue
         if f.numa_node is None:
             continue
         nvml, kernel = set(g.cpu_affinity) & online, set(f.local_cpus or ()) & online
