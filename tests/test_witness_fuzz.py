@@ -68,7 +68,7 @@ def _judge(row: Witness, edit: Edit, clean: Snapshot, snap: Snapshot) -> list[st
 HOME = {"gpu-pcie": "dgx1-v100-vm", "gpu-memory-node": "gb200-tray", "fabric": "gb200-tray",
         "nvlink-ends": "dgx1-v100", "nvml-p2p-nvlink": "rtx4090-8x",
         "nvlink-remote-type": "a6000-8x-nvlink-pairs", "numa-distance": "40intel64-2g2n4c+pcilocality",
-        "gpu-memory-numa": "gh200"}
+        "gpu-memory-numa": "gh200", "fabric-domain": "gb200-tray"}
 
 
 def _cases() -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent.discovery import discover
 from agent.discovery.access import DiscoveryContext, FsRoot, Reads
-from agent.discovery.assemble import alone_where, one_witness
+from agent.discovery.assemble import alone_where, emulated_port_above, one_witness
 from tests.fuzz.oracle import diff
 from topology import Aspect, Snapshot
 
@@ -118,7 +118,18 @@ def _alone(clean: Snapshot, edited: Snapshot, kind: str, aspect: Aspect, subject
     if aspect is Aspect.PCIE_LINK and kind == "pci" and one_witness(kind, aspect, "maximum") and _only_maximum(
             clean, edited, subject):
         return True
-    if alone_where(kind, aspect) and aspect is Aspect.PCIE_LINK:  # nothing above the function to compare with
+    if kind == "node" and aspect is Aspect.VERSIONS:
+        return _version_parts(clean, edited) <= {p for p in ("cuda minor",) if one_witness(kind, aspect, p)}
+    if kind == "gpu" and aspect is Aspect.FABRIC and alone_where(kind, aspect):
+        return _fabric_alone(clean, subject)
+    if kind == "gpu" and aspect is Aspect.NUMA and _memory_nodes_only(clean, edited, subject):
+        return bool(one_witness(kind, aspect, "memory nodes"))
+    if kind == "gpu" and aspect in (Aspect.IDENTITY, Aspect.P2P):
+        return _gpu_parts(clean, edited, subject, aspect) <= {p for p in ("memory", "status")
+                                                              if one_witness(kind, aspect, p)}
+    if aspect is Aspect.PCIE_LINK and emulated_port_above(clean, subject) is not None:
+        return "emulated" in alone_where("gpu", aspect)  # the hypervisor's port speaks for its own link only
+    if kind != "gpu" and alone_where(kind, aspect) and aspect is Aspect.PCIE_LINK:  # nothing above it to compare
         pci = {f.id: f for f in clean.pci}
         parent = pci.get(pci[subject].parent) if subject in pci else None
         return parent is None or parent.link is None or parent.link.current_gen is None
@@ -126,6 +137,54 @@ def _alone(clean: Snapshot, edited: Snapshot, kind: str, aspect: Aspect, subject
         said = [f.numa_node for s in (clean, edited) for f in s.pci if f.id == subject]
         return None in said or _numa_alone(clean, subject)
     return False
+
+
+def _version_parts(clean: Snapshot, edited: Snapshot) -> set[str]:
+    before, after = dict(clean.versions), dict(edited.versions)
+    parts = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    cuda = [v.get("cuda_driver", "").partition(".") for v in (before, after)]
+    if "cuda_driver" in parts and cuda[0][0] == cuda[1][0] and cuda[0][0]:
+        parts = (parts - {"cuda_driver"}) | {"cuda minor"}
+    return parts
+
+
+def _fabric_alone(clean: Snapshot, subject: str) -> bool:
+    """The GPU reaches no NVSwitch over NVLink and is no GB200/GB300: no check has anything to compare."""
+    switches = {s.id for s in clean.nvswitches}
+    gpu = next((g for g in clean.gpus if g.id == subject), None)
+    multi = gpu is not None and any(p in (gpu.name or "").upper() for p in ("GB200", "GB300"))
+    return not multi and not any(subject in (lk.a, lk.b) and {lk.a, lk.b} & switches for lk in clean.links)
+
+
+def _memory_nodes_only(clean: Snapshot, edited: Snapshot, subject: str) -> bool:
+    """Only the GPU's memory affinity differs, and both readings list the node of its function."""
+    before = next((g for g in clean.gpus if g.id == subject), None)
+    after = next((g for g in edited.gpus if g.id == subject), None)
+    node = next((f.numa_node for f in edited.pci if f.id == subject), None)
+    if before is None or after is None or node is None:
+        return False
+    rest = ("numa_node", "cpu_affinity", "gpu_numa_id")
+    return all(getattr(before, f) == getattr(after, f) for f in rest) and all(
+        node in (g.memory_affinity or ()) for g in (before, after))
+
+
+def _gpu_parts(clean: Snapshot, edited: Snapshot, subject: str, aspect: Aspect) -> set[str]:
+    """Which parts of a GPU's identity (memory, or "identity": the rest) or P2P ("status": the P2P status
+    matrices, or "ancestor") differ."""
+    before = next((g for g in clean.gpus if g.id == subject), None)
+    after = next((g for g in edited.gpus if g.id == subject), None)
+    if before is None or after is None:
+        return {"gpu"}
+    if aspect is Aspect.IDENTITY:
+        rest = ("index", "minor", "uuid", "name", "pci_device_id", "compute_capability", "architecture", "lost")
+        return ({"memory"} if before.memory_bytes != after.memory_bytes else set()) | (
+            {"identity"} if any(getattr(before, f) != getattr(after, f) for f in rest) else set())
+    parts = set()
+    for m in clean.matrices:
+        other = edited.matrix(m.name)
+        if m.name.startswith("nvml_") and (other is None or other != m):
+            parts.add("ancestor" if m.name == "nvml_common_ancestor" else "status")
+    return parts
 
 
 def _only_maximum(clean: Snapshot, edited: Snapshot, subject: str) -> bool:
@@ -202,13 +261,18 @@ def sweep_file(tree: Tree, clean: Snapshot, rel: str, others: Sequence[bytes], *
             except Exception as exc:  # a crash is a finding, named like the rest
                 out.append(Outcome(rel, name, "failed", (f"discovery raised {exc!r}",)))
                 continue
-            errors = judge(clean, snap)
-            verdict = ("failed" if errors else "identical" if snap == _same_time(clean, snap)
-                       else "problem" if not snap.complete else "one-witness")
-            out.append(Outcome(rel, name, verdict, tuple(errors)))
+            out.append(Outcome(rel, name, *verdict(clean, snap)))
     finally:
         _write(path, raw)
     return out
+
+
+def verdict(clean: Snapshot, snap: Snapshot) -> tuple[str, tuple[str, ...]]:
+    """How an edited discovery ended: failed (with what it gets wrong), identical, problem or one-witness."""
+    errors = judge(clean, snap)
+    said = ("failed" if errors else "identical" if snap == _same_time(clean, snap)
+            else "problem" if not snap.complete else "one-witness")
+    return said, tuple(errors)
 
 
 def _same_time(clean: Snapshot, snap: Snapshot) -> Snapshot:

@@ -375,4 +375,10 @@ PLANNERS: dict[str, Planner] = {
     "gpu-driver-model": _driver_model,
     "driver-gpus": _driver_gpus,
     "pcie-ends": _pcie_ends,
+    "fabric-domain": _plan(r"^gpu (\d+) fabric (\d+) (\d+) (\d+) ", lambda m: f"gpu {m[1]} fabric {m[2]} {m[3]} "
+                           f"{int(m[4]) + 1} ", "one GPU's fabric clique another than its NVSwitch peers'"),
+    "gpu-architecture": _plan(r"^gpu (\d+) arch (\d+)$", lambda m: f"gpu {m[1]} arch {5 if m[2] != '5' else 9}",
+                              "NVML's architecture another than its compute capability's"),
+    "nvml-version": _plan(r"^nvml (\d+)\.(\S+)$", lambda m: f"nvml {int(m[1]) + 1}.{m[2]}",
+                          "NVML's version another CUDA major than its CUDA version's"),
 }

@@ -106,16 +106,24 @@ class NvmlPort(PlatformCalls):
             code = value if isinstance(value, int) else None
             kind = KINDS.get(code, NvmlError) if code is not None else NvmlError
             raise kind(name, code) from exc
+        except UnicodeDecodeError as exc:  # pynvml decodes a string answer: bytes that are no text
+            raise NvmlError(name, None, f"the answer is no UTF-8 text ({exc.object[:16]!r})") from exc
+
+    def _text(self, name: str, fn: Callable[..., Any], *args: Any) -> str:  # an empty string is no answer
+        text = str(self._call(name, fn, *args))
+        if not text.strip():
+            raise NvmlError(name, None, "an empty string")
+        return text
 
     # -- system ------------------------------------------------------------------------------------
     def close(self) -> None:
         self._call("nvmlShutdown", self._nv.nvmlShutdown)
 
     def driver_version(self) -> str:
-        return str(self._call("nvmlSystemGetDriverVersion", self._nv.nvmlSystemGetDriverVersion))
+        return self._text("nvmlSystemGetDriverVersion", self._nv.nvmlSystemGetDriverVersion)
 
     def nvml_version(self) -> str:
-        return str(self._call("nvmlSystemGetNVMLVersion", self._nv.nvmlSystemGetNVMLVersion))
+        return self._text("nvmlSystemGetNVMLVersion", self._nv.nvmlSystemGetNVMLVersion)
 
     def cuda_driver_version(self) -> int:
         return int(self._call("nvmlSystemGetCudaDriverVersion", self._nv.nvmlSystemGetCudaDriverVersion))
@@ -131,10 +139,10 @@ class NvmlPort(PlatformCalls):
         return int(self._call("nvmlDeviceGetIndex", self._nv.nvmlDeviceGetIndex, h))
 
     def uuid(self, h: Handle) -> str:
-        return str(self._call("nvmlDeviceGetUUID", self._nv.nvmlDeviceGetUUID, h))
+        return self._text("nvmlDeviceGetUUID", self._nv.nvmlDeviceGetUUID, h)
 
     def name(self, h: Handle) -> str:
-        return str(self._call("nvmlDeviceGetName", self._nv.nvmlDeviceGetName, h))
+        return self._text("nvmlDeviceGetName", self._nv.nvmlDeviceGetName, h)
 
     def memory_total(self, h: Handle) -> int:
         return int(self._call("nvmlDeviceGetMemoryInfo", self._nv.nvmlDeviceGetMemoryInfo, h).total)
@@ -261,8 +269,6 @@ def _bits(words: Any) -> tuple[int, ...]:
 
 
 _WORD = 0xFFFFFFFFFFFFFFFF
-
-
 _DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no library is given
 
 

@@ -14,13 +14,36 @@ from ._crosscheck import CHECK_OF, CHECKS, cross_check, witnessed
 from ._nvml import merge_nvml
 from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
-from ._witness import WITNESSES, Overrule, Stage, Witness, witness, witness_markdown
+from ._witness import WITNESSES, Overrule, Stage, Witness, emulated_port_above, witness, witness_markdown
 
-__all__ = ["CHECKS", "CHECK_OF", "FACT_ROWS", "NAMES_ONLY", "NVML_ONLY", "WITNESSES", "FactRow", "Overrule", "Stage",
-           "Witness", "alone_where", "assemble", "cross_check", "fact_table_markdown", "merge_nvml", "nvml_unread",
-           "one_witness", "rows_reading", "witness", "witness_markdown", "witnessed"]
+__all__ = [
+           "CHECKS",
+           "CHECK_OF",
+           "FACT_ROWS",
+           "NAMES_ONLY",
+           "NVML_ONLY",
+           "SESSION_CALLS",
+           "WITNESSES",
+           "FactRow",
+           "Overrule",
+           "Stage",
+           "Witness",
+           "alone_where",
+           "assemble",
+           "cross_check",
+           "emulated_port_above",
+           "fact_table_markdown",
+           "merge_nvml",
+           "nvml_unread",
+           "one_witness",
+           "rows_calling",
+           "rows_reading",
+           "witness",
+           "witness_markdown",
+           "witnessed",
+]
 
 # The facts table documents discovery and drives the truth sweep; a pass never reads it, so it loads on first use.
-_WHERE = {name: "_fact_table" for name in ("FACT_ROWS", "NAMES_ONLY", "FactRow", "alone_where", "fact_table_markdown",
-                                           "one_witness", "rows_reading")}
+_WHERE = {name: "_fact_table" for name in ("FACT_ROWS", "NAMES_ONLY", "SESSION_CALLS", "FactRow", "alone_where",
+                                           "fact_table_markdown", "one_witness", "rows_calling", "rows_reading")}
 __getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

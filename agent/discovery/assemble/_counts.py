@@ -30,7 +30,7 @@ def link_ends(facts: NvmlFacts, placed: Mapping[int, str]) -> list[Problem]:
 
 
 def remote_type(bus: str, link: int, said: int | None, remote: str, *, is_gpu: bool, pci_switch: bool,
-                on_pci: bool = False) -> Problem | None:
+                on_pci: bool = False, pci_known: bool = False) -> Problem | None:
     """``nvlink-remote-type``: NVML's type of the far end against what is at its bus id (an NVSwitch the bus
     lists must be NVIDIA's bridge-class function: another function there leaves what it is unknown too)."""
     there = "a GPU" if is_gpu else "an NVSwitch" if pci_switch else None
@@ -39,6 +39,9 @@ def remote_type(bus: str, link: int, said: int | None, remote: str, *, is_gpu: b
                                                   f"{remote} is a PCI function that is no NVSwitch")
         return Problem(source=p.source, subject=p.subject, message=p.message,
                        unknown=(*p.unknown, Fact(subject=remote, aspect=Aspect.IDENTITY)))
+    if said == REMOTE_SWITCH and pci_known and not on_pci and not is_gpu:
+        return witness("nvlink-remote-type").dispute((bus,), f"link {link} reaches an NVSwitch at {remote}",
+                                                     "no function is there on the PCI bus")
     if (said == REMOTE_SWITCH and is_gpu) or (said == REMOTE_GPU and pci_switch and not is_gpu):
         told = "an NVSwitch" if said == REMOTE_SWITCH else "a GPU"
         return witness("nvlink-remote-type").dispute((bus,), f"link {link} reaches {told}", f"{remote} is {there}")

@@ -171,6 +171,18 @@ def _rdma_without_infiniband(snap: Snapshot) -> list[Problem]:
                                                f"{odd[0].driver}", where, " (the RDMA stack may still be loading)")]
 
 
+def _nvml_version(snap: Snapshot) -> list[Problem]:
+    """NVML's version is the CUDA major and the driver version (``12.570.124.06``: CUDA 12, driver 570.124.06)."""
+    v = dict(snap.versions)
+    nvml, driver, cuda = v.get("nvml"), v.get("nvidia_driver"), v.get("cuda_driver")
+    if nvml is None or (driver is None and cuda is None):
+        return []
+    major, _, rest = nvml.partition(".")
+    differ = ([f"driver {driver}"] if driver is not None and rest != driver else []) + (
+        [f"CUDA {cuda}"] if cuda is not None and cuda.partition(".")[0] != major else [])
+    return [witness("nvml-version").dispute(("nvml",), nvml, ", ".join(differ))] if differ else []
+
+
 CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "numa-cpus": _numa_cpus, "numa-distance": _numa_distances, "root-numa": _root_numa,
     "pcie-over-max": _link_over_max, "pcie-speed-width": _speed_without_width, "gpu-pcie": gpu.pcie,
@@ -178,6 +190,7 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
     "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband, "gpu-model": ends.gpu_model,
     "pcie-ends": ends.pcie_ends, "pci-numa-cpus": numa.pci_numa, "gpu-memory-numa": numa.gpu_memory_node,
+    "fabric-domain": gpu.fabric_domain, "gpu-architecture": gpu.architecture, "nvml-version": _nvml_version,
 }
 CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
 

@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from topology import Gpu, LinkKind, PcieLinkState, PciFunction, Problem, Snapshot, format_cpulist, pcie_bytes_per_second
+from topology import (
+    FabricState,
+    Gpu,
+    LinkKind,
+    PcieLinkState,
+    PciFunction,
+    Problem,
+    Snapshot,
+    format_cpulist,
+    pcie_bytes_per_second,
+)
 
 from ._nvml_links import SYNTHETIC_SWITCH
 from ._witness import witness
@@ -19,6 +29,12 @@ from ._witness import witness
 _NVIDIA = 0x10DE
 _GPU_CLASSES = (0x0300, 0x0302)
 _MULTI_NODE_PRODUCTS = ("GB200", "GB300")  # NVL72-class: the NVLink domain spans trays
+# CUDA's compute capabilities per architecture (CUDA C++ Programming Guide, "Compute Capabilities"): a major,
+# or (major, minor) where two architectures share a major (Volta 7.0/7.2 and Turing 7.5; Ampere 8.0/8.6/8.7
+# and Ada 8.9).
+_CC: dict[str, set[int | tuple[int, int]]] = {
+    "kepler": {3}, "maxwell": {5}, "pascal": {6}, "volta": {(7, 0), (7, 2)}, "turing": {(7, 5)},
+    "ampere": {(8, 0), (8, 6), (8, 7), (8, 8)}, "ada": {(8, 9)}, "hopper": {9}, "blackwell": {10, 11, 12}}
 
 
 def _read_gpus(snap: Snapshot) -> Iterator[tuple[Gpu, PciFunction]]:
@@ -77,15 +93,62 @@ def affinity(snap: Snapshot) -> list[Problem]:
     row = witness("gpu-affinity")
     online = {c for n in snap.numa_nodes for c in n.cpus}
     out = []
+    nodes = {n.os_index for n in snap.numa_nodes}
     for g, f in _read_gpus(snap):
+        if g.cpu_affinity and online and not set(g.cpu_affinity) & online:  # whatever the function's node says
+            out.append(row.dispute((g.id,), f"CPUs {_cpus(set(g.cpu_affinity))}", "none of them online"))
+            continue
+        if g.memory_affinity and nodes and not set(g.memory_affinity) <= nodes:
+            out.append(row.dispute((g.id,), f"memory nodes {_cpus(set(g.memory_affinity))}",
+                                   f"nodes {_cpus(nodes)}"))
+            continue
         if f.numa_node is None:
             continue
         nvml, kernel = set(g.cpu_affinity) & online, set(f.local_cpus or ()) & online
-        if nvml and kernel and nvml != kernel:
-            out.append(row.dispute((g.id,), f"CPUs {_cpus(nvml)}", f"CPUs {_cpus(kernel)}"))
-        elif g.memory_affinity and f.numa_node not in g.memory_affinity:
+        if kernel and nvml != kernel:  # none online (none, or only CPUs no node has) is no affinity either
+            out.append(row.dispute((g.id,), f"CPUs {_cpus(nvml) or 'none online'}", f"CPUs {_cpus(kernel)}"))
+        elif g.memory_affinity is not None and f.numa_node not in g.memory_affinity:
             out.append(row.dispute((g.id,), f"memory nodes {_cpus(set(g.memory_affinity))}",
                                    f"node {f.numa_node}"))
+    return out
+
+
+def architecture(snap: Snapshot) -> list[Problem]:
+    """``gpu-architecture``: NVML's architecture against the major of its compute capability (CUDA's table)."""
+    row = witness("gpu-architecture")
+    out = []
+    for g in snap.gpus:
+        if g.architecture is None or g.compute_capability is None:
+            continue
+        said = _CC.get(g.architecture)
+        if said is None and not g.architecture.startswith("unknown("):
+            continue  # an architecture the agent names but CUDA's table here does not: nothing to compare
+        cc: set[int | tuple[int, int]] = {g.compute_capability[0], g.compute_capability}
+        if said is None or not cc & said:
+            out.append(row.dispute((g.id,), g.architecture, "compute capability {}.{}".format(*g.compute_capability)))
+    return out
+
+
+def fabric_domain(snap: Snapshot) -> list[Problem]:
+    """``fabric-domain``: GPUs whose NVLinks reach one NVSwitch are in one NVLink domain: the fabric info of each
+    (completed) names the same cluster and clique."""
+    row = witness("fabric-domain")
+    switches = {s.id for s in snap.nvswitches}
+    said = {g.id: (g.fabric.cluster_uuid, g.fabric.clique_id) for g in snap.gpus if g.fabric is not None
+            and g.fabric.state is FabricState.COMPLETED and not g.lost}
+    reach: dict[str, set[str]] = {}
+    for lk in snap.links:
+        if lk.kind is LinkKind.NVLINK and {lk.a, lk.b} & switches:
+            gpu, switch = (lk.a, lk.b) if lk.b in switches else (lk.b, lk.a)
+            if gpu in said:
+                reach.setdefault(switch, set()).add(gpu)
+    out: list[Problem] = []
+    for switch, gpus in sorted(reach.items()):
+        domains = {said[g] for g in gpus}
+        if len(domains) > 1 and not any(set(p.subject.split(",")) == gpus for p in out):
+            (a, b), order = sorted(domains, key=str)[:2], sorted(gpus)
+            out.append(row.dispute(order, f"cluster {a[0]} clique {a[1]}", f"cluster {b[0]} clique {b[1]}",
+                                   f" (GPUs joined through {switch})"))
     return out
 
 

@@ -79,26 +79,43 @@ FACT_ROWS: tuple[FactRow, ...] = (
             one_witness="its directory name under /sys/devices is the only reading"),
     FactRow(kind="host-bridge", aspect=_A.NUMA, what="a root complex's NUMA node", files=_FN_NUMA,
             checks=("root-numa", "pci-numa-cpus"), alone_where=_NUMA_ALONE),
-    FactRow(kind="gpu", aspect=_A.IDENTITY, what="a GPU's index, minor, UUID, name, memory, device id, compute "
-            "capability", files=(f"{_DRIVER}/information", *_FN_ID), calls=("nvmlDeviceGetUUID",
-            "nvmlDeviceGetMinorNumber", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3"),
-            checks=("gpu-uuid", "gpu-minor", "gpu-model", "gpu-driver-model", "gpu-pci-identity")),
+    FactRow(kind="gpu", aspect=_A.IDENTITY, what="a GPU's index, minor, UUID, name, device id, compute "
+            "capability, architecture", files=(f"{_DRIVER}/information", *_FN_ID), calls=("nvmlDeviceGetUUID",
+            "nvmlDeviceGetMinorNumber", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo_v3",
+            "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetArchitecture"),
+            checks=("gpu-uuid", "gpu-minor", "gpu-model", "gpu-driver-model", "gpu-pci-identity", "gpu-architecture")),
+    FactRow(kind="gpu", aspect=_A.IDENTITY, part="memory", what="a GPU's memory size",
+            calls=("nvmlDeviceGetMemoryInfo",), one_witness="NVML's total is the node's only count of a GPU's "
+            "memory (no kernel file gives it); a size no GPU has (none, over 4 TiB) is refused"),
     FactRow(kind="gpu", aspect=_A.NUMA, what="a GPU's NUMA node, CPU and memory affinity, its memory's node",
             files=(*_FN_NUMA, f"{_DRIVER}/numa_status"), calls=_AFFINITY,
             checks=("gpu-affinity", "gpu-memory-node", "pci-numa-cpus", "gpu-memory-numa"), alone_where="its "
             "function's numa_node is -1 (a VM's or a firmware's missing proximity: NVML's affinity is then not "
             "compared), as for every PCI function"),
+    FactRow(kind="gpu", aspect=_A.NUMA, part="memory nodes", what="the nodes NVML's memory affinity lists "
+            "beside the GPU's own", calls=("nvmlDeviceGetMemoryAffinity",), one_witness="the memory-only nodes "
+            "near a GPU (GB200's GPU memory partitions) have no other reading; the GPU's own node must be among "
+            "them (gpu-affinity)"),
     FactRow(kind="gpu", aspect=_A.PCIE_LINK, what="a GPU's PCIe generation and width", files=_FN_LINK,
-            calls=_PCIE_CALLS, checks=("gpu-pcie", "pcie-over-max", "pcie-ends")),
+            calls=_PCIE_CALLS, checks=("gpu-pcie", "pcie-over-max", "pcie-ends"), alone_where="a port above the "
+            "GPU is emulated by a hypervisor (QEMU, VMware): its link files speak for the port, so NVML's reading "
+            "stands alone (gpu-pcie's overrule)"),
     FactRow(kind="gpu", aspect=_A.NVLINKS, what="a GPU's NVLinks (ends, count, version)", calls=_NVLINK_CALLS,
             checks=("nvlink-count", "nvlink-ends", "nvlink-version", "nvlink-remote-type", "nvswitch-links")),
     FactRow(kind="gpu", aspect=_A.P2P, what="P2P status and common ancestor between GPUs",
             calls=("nvmlDeviceGetP2PStatus", "nvmlDeviceGetTopologyCommonAncestor"),
             checks=("nvml-p2p-nvlink", "nvml-ancestor")),
+    FactRow(kind="gpu", aspect=_A.P2P, part="status", what="P2P status per capability (read, write, atomics, "
+            "PCI; NVLink where no check applies)", calls=("nvmlDeviceGetP2PStatus",), one_witness="the driver's "
+            "P2P status is its own word on what it allows; only \"OK over NVLink\" has a second reading "
+            "(nvml-p2p-nvlink); a status nvml.h does not define is refused"),
     FactRow(kind="gpu", aspect=_A.FABRIC, what="a GPU's NVLink domain (cluster, clique, state)",
-            calls=("nvmlDeviceGetGpuFabricInfoV",), checks=("fabric",)),
+            calls=("nvmlDeviceGetGpuFabricInfoV", "nvmlDeviceGetPlatformInfo"), checks=("fabric", "fabric-domain"),
+            alone_where="the GPU's NVLinks reach no NVSwitch and it is no product of a multi-node NVLink domain "
+            "(GH200, a PCIe board): nothing else on the node says what its domain is"),
     FactRow(kind="gpu", aspect=_A.MIG, what="a GPU's MIG mode and instances", calls=("nvmlDeviceGetMigMode",
-            "nvmlDeviceGetMigDeviceHandleByIndex"), one_witness="NVML is the only reader of MIG state"),
+            "nvmlDeviceGetMaxMigDeviceCount", "nvmlDeviceGetMigDeviceHandleByIndex", "nvmlDeviceGetGpuInstanceId",
+            "nvmlDeviceGetComputeInstanceId"), one_witness="NVML is the only reader of MIG state"),
     FactRow(kind="nvswitch", aspect=_A.IDENTITY, what="an NVSwitch (device id, on the bus or not)", files=_FN_ID,
             calls=("nvmlDeviceGetNvLinkRemoteDeviceType",), checks=("nvlink-remote-type",)),
     FactRow(kind="nic", aspect=_A.IDENTITY, what="a NIC (RDMA name, PCI function, netdevs)",
@@ -119,7 +136,8 @@ FACT_ROWS: tuple[FactRow, ...] = (
             files=("sys/devices/system/cpu/online",), one_witness="the online list is the kernel's only reading of "
             "which CPUs run; a node may list CPUs that are offline"),
     FactRow(kind="node", aspect=_A.GPUS, what="which GPUs the node has", files=(*_FN_ID, f"{_DRIVER}/information"),
-            calls=("nvmlDeviceGetCount_v2",), checks=("driver-gpus", "gpu-pci-identity")),
+            calls=("nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetIndex"),
+            checks=("driver-gpus", "gpu-pci-identity")),
     FactRow(kind="node", aspect=_A.NICS, what="which NICs the node has", files=_FN_ID,
             checks=("nic-function", "rdma-infiniband")),
     FactRow(kind="node", aspect=_A.PCI, what="which PCI functions the node has", files=_FN_ID,
@@ -130,10 +148,15 @@ FACT_ROWS: tuple[FactRow, ...] = (
     FactRow(kind="node", aspect=_A.VERSIONS, what="driver, NVML, CUDA and kernel versions",
             files=("proc/driver/nvidia/version", "proc/sys/kernel/osrelease"), calls=(
                 "nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion", "nvmlSystemGetCudaDriverVersion"),
-            checks=("driver-version",)),
+            checks=("driver-version", "nvml-version")),
+    FactRow(kind="node", aspect=_A.VERSIONS, part="cuda minor", what="the minor of the CUDA version the driver "
+            "supports", calls=("nvmlSystemGetCudaDriverVersion",), one_witness="NVML's version carries the CUDA "
+            "major only (nvml-version); the minor is nvmlSystemGetCudaDriverVersion's word alone"),
 )
 # Files discovery reads for no fact of the table: the node's name (a name, not a fact of the hardware).
 NAMES_ONLY = ("proc/sys/kernel/hostname",)
+# NVML calls that open and close a session: they answer no fact (a failed nvmlInit is the source's failure).
+SESSION_CALLS = ("nvmlInitWithFlags", "nvmlShutdown")
 
 
 @functools.cache
@@ -144,6 +167,11 @@ def _pattern(glob: str) -> re.Pattern[str]:
 def rows_reading(path: str) -> tuple[FactRow, ...]:
     """The rows whose files name ``path`` (relative to the root, no leading ``/``)."""
     return tuple(r for r in FACT_ROWS if any(_pattern(g).match(path) for g in r.files))
+
+
+def rows_calling(call: str) -> tuple[FactRow, ...]:
+    """The rows whose NVML calls name ``call``."""
+    return tuple(r for r in FACT_ROWS if call in r.calls)
 
 
 @functools.cache

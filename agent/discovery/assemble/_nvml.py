@@ -57,6 +57,7 @@ def merge_nvml(snap: Snapshot, facts: NvmlFacts, driver: Iterable[DriverGpuFacts
     # place, leaves every other GPU's P2P row with it unknown.
     absent = sorted(placed.get(g.index) or f"nvml:gpu{g.index}" for g in facts.gpus
                     if g.lost or g.bus_id is None or g.index not in placed)
+    absent += sorted(g.id for g in snap.gpus if g.id not in placed.values())  # on the bus, not among NVML's
     if absent:
         peers = tuple(f for gid in sorted(placed.values()) if gid not in absent for f in facts_of(gid, Aspect.P2P))
         problems.append(Problem(source=SOURCE, subject=",".join(absent),

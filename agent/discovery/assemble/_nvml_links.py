@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import NamedTuple
 
-from topology import Aspect, Link, LinkKind, NvSwitch, Problem, Snapshot, facts_of, nvlink_bytes_per_second
+from topology import NODE, Aspect, Link, LinkKind, NvSwitch, Problem, Snapshot, facts_of, nvlink_bytes_per_second
 
 from ..sources.nvml import REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvLinkFact, NvmlFacts
 from . import _counts
@@ -30,6 +30,7 @@ class _Ends(NamedTuple):
     lost: set[str]
     switches: dict[str, NvSwitch]  # added to as links reach new ones
     pci_ids: set[str]
+    pci_known: bool  # whether the PCI bus was read whole: a bus id it lacks is then nothing
 
 
 def nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches: dict[str, NvSwitch],
@@ -38,7 +39,7 @@ def nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches: 
     NVSwitches they reach, ``problems`` what could not be placed."""
     lost = {placed[g.index] for g in facts.gpus if g.lost and g.index in placed}
     ends = _Ends(snap=snap, gpus={g.id for g in snap.gpus} | set(placed.values()), lost=lost, switches=switches,
-                 pci_ids={p.id for p in snap.pci})
+                 pci_ids={p.id for p in snap.pci}, pci_known=snap.knowledge().knows(NODE, Aspect.PCI))
     seen: dict[tuple[str, str], int] = defaultdict(int)  # (this end, other end) -> active links seen here
     versions: dict[frozenset[str], set[int]] = defaultdict(set)
     for g in facts.gpus:
@@ -76,12 +77,17 @@ def _far_end(bus: str, link: NvLinkFact, ends: _Ends, problems: list[Problem]) -
     remote = link.remote_bus_id
     if remote is None:
         return None  # unreadable: the GPU's NVLinks are unknown, a problem says so
+    if remote == bus:
+        problems.append(Problem(source=SOURCE, subject=bus, message=f"NVLink {link.link} goes to the GPU itself",
+                                unknown=facts_of(bus, Aspect.NVLINKS)))
+        return None
     if remote in ends.lost:
         problems.append(Problem(source=SOURCE, subject=bus, message=f"NVLink {link.link} goes to the lost GPU "
                                 f"{remote}", unknown=facts_of(bus, Aspect.NVLINKS)))
         return None
     disputed = _counts.remote_type(bus, link.link, link.remote_type, remote, is_gpu=remote in ends.gpus,
-                                   pci_switch=_pci_switch(ends.snap, remote), on_pci=remote in ends.pci_ids)
+                                   pci_switch=_pci_switch(ends.snap, remote), on_pci=remote in ends.pci_ids,
+                                   pci_known=ends.pci_known)
     if disputed is not None:
         problems.append(disputed)
         return None
@@ -99,7 +105,8 @@ def _far_end(bus: str, link: NvLinkFact, ends: _Ends, problems: list[Problem]) -
     elif not to_gpu:
         problems.append(Problem(source=SOURCE, subject=bus,
                                 message=f"NVLink {link.link} goes to {remote} (remote type "
-                                        f"{link.remote_type}), neither a GPU nor an NVSwitch: not modelled"))
+                                        f"{link.remote_type}), neither a GPU nor an NVSwitch: not modelled, "
+                                        "its NVLinks unknown", unknown=facts_of(bus, Aspect.NVLINKS)))
         return None
     return remote
 

@@ -172,6 +172,17 @@ WITNESSES: tuple[Witness, ...] = (
     Witness(key="fabric", fact="a GPU's NVLink domain", first="NVML's NVLinks to NVSwitches off the node, or a "
             "product of a multi-node NVLink domain (GB200, GB300)", second="NVML's fabric info "
             "(nvmlDeviceGetGpuFabricInfoV: unreadable, or not completed)", unknown=(_A.FABRIC,)),
+    Witness(key="fabric-domain", fact="a GPU's NVLink domain", first="one GPU's fabric info (cluster UUID, "
+            "clique)", second="another's whose NVLinks reach the same NVSwitch (one switch is in one domain)",
+            unknown=(_A.FABRIC,)),
+    Witness(key="gpu-architecture", fact="a GPU's architecture", first="NVML's architecture "
+            "(nvmlDeviceGetArchitecture)", second="the major of its compute capability "
+            "(nvmlDeviceGetCudaComputeCapability, by CUDA's table; an architecture number no row names is "
+            "no agreement)", unknown=(_A.IDENTITY,)),
+    Witness(key="nvml-version", fact="the NVML library's version", first="NVML's version "
+            "(nvmlSystemGetNVMLVersion: <CUDA major>.<driver version>)", second="the driver version and the CUDA "
+            "version NVML gives (nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion)",
+            unknown=(_A.VERSIONS,), node_wide=True),
     Witness(key="pci-bus-id", fact="the function at a bus id", first="one directory in /sys/devices",
             second="another directory there with the same bus id", unknown=(_A.PCI,), node_wide=True,
             source="pci", stage=_S.PCI_SOURCE),

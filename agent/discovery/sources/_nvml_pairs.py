@@ -15,6 +15,11 @@ from ..access import Handle, NvmlError, NvmlGpuLost
 from ._nvml_facts import P2P_CAPS, NvmlPairFacts
 from ._nvml_walk import Walk
 
+# nvmlGpuTopologyLevel_t: internal, single, multiple, host bridge, node, system
+TOPOLOGY_LEVELS = (0, 10, 20, 30, 40, 50)
+# nvmlGpuP2PStatus_t: OK, chipset, GPU, IOH topology not supported, disabled by regkey, not supported, unknown
+P2P_STATUSES = range(7)
+
 
 def pair_facts(w: Walk, handles: dict[int, Handle], a: int, b: int) -> NvmlPairFacts | None:
     port = w.port
@@ -31,12 +36,21 @@ def pair_facts(w: Walk, handles: dict[int, Handle], a: int, b: int) -> NvmlPairF
                       (Fact(subject=w.subject(a), aspect=Aspect.P2P), Fact(subject=w.subject(b), aspect=Aspect.P2P)))
         return None
 
+    def unnamed(call: str, value: int, what: str) -> None:  # a value no nvml.h enum has: the pair's P2P unknown
+        w.problem(f"{w.subject(a)}--{w.subject(b)}", f"{call}: {value}{what} is no value NVML defines",
+                  (Fact(subject=w.subject(a), aspect=Aspect.P2P), Fact(subject=w.subject(b), aspect=Aspect.P2P)))
+
     ha, hb = handles[a], handles[b]
     ancestor = ask(port.common_ancestor, ha, hb)
+    if ancestor is not None and ancestor not in TOPOLOGY_LEVELS:
+        unnamed("nvmlDeviceGetTopologyCommonAncestor", ancestor, " (nvmlGpuTopologyLevel_t)")
+        ancestor = None
     p2p = []
     for name, cap in P2P_CAPS.items():
         status = ask(port.p2p_status, ha, hb, cap, what=f" (caps index {cap}, {name})")
-        if status is not None:
+        if status is not None and status not in P2P_STATUSES:
+            unnamed("nvmlDeviceGetP2PStatus", status, f" (caps index {cap}, {name}: nvmlGpuP2PStatus_t)")
+        elif status is not None:
             p2p.append((cap, status))
     if ancestor is None and not p2p:
         return None

@@ -41,6 +41,8 @@ from ._nvml_walk import Walk
 from ._registry import too_many
 
 SENTINEL_DOMAIN = "FFFFFFFF"
+# Estimate: 4 TiB, over any GPU's memory announced (GB300: 288 GB; Rubin Ultra: 1 TB HBM4e); none has none.
+MAX_GPU_MEMORY = 1 << 42
 _ARCH = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing", 7: "ampere", 8: "ada", 9: "hopper",
          10: "blackwell", 13: "rubin"}
 _FABRIC = {0: FabricState.NOT_SUPPORTED, 1: FabricState.NOT_STARTED, 2: FabricState.IN_PROGRESS,
@@ -99,6 +101,9 @@ def _gpu(w: Walk, i: int, handles: dict[int, Handle]) -> NvmlGpuFacts:
     uuid = w.ask(i, Aspect.IDENTITY, port.uuid, h)
     name = w.ask(i, Aspect.IDENTITY, port.name, h)
     memory = w.ask(i, Aspect.IDENTITY, port.memory_total, h)
+    if memory is not None and not 0 < memory <= MAX_GPU_MEMORY:
+        w.gpu_problem(i, f"nvmlDeviceGetMemoryInfo: {memory} bytes of memory, which no GPU has", Aspect.IDENTITY)
+        memory = None
     minor = w.ask(i, Aspect.IDENTITY, port.minor, h)
     gpu_numa_id = w.ask(i, Aspect.NUMA, port.numa_node_id, h, optional=True)
     cpus = w.ask(i, Aspect.NUMA, port.cpu_affinity, h)
