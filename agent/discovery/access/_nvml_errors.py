@@ -52,6 +52,9 @@ class NvmlLibraryNotFound(NvmlError):
     pass
 
 
+DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # the library nvidia-ml-py loads on Linux: the one not found
+
+
 KINDS: dict[int, type[NvmlError]] = {2: NvmlInvalidArgument, 3: NvmlNotSupported, 4: NvmlNoPermission,
                                       6: NvmlNotFound, 9: NvmlDriverNotLoaded, 12: NvmlLibraryNotFound,
                                       15: NvmlGpuLost, 999: NvmlUnknown}

@@ -3,23 +3,18 @@
 ``pynvml`` is imported inside functions (driverless discovery never loads it) and its errors are
 translated here, once, into :class:`NvmlError` kinds chained ``from`` the original. Every call through
 the port is counted.
-
-A specific library (a machine profile's test NVML, ``--nvml-library``) is loaded by its path before
-``nvmlInit``: nvidia-ml-py then opens ``libnvidia-ml.so.1`` by name, and the dynamic linker hands it the
-library already loaded under that SONAME (glibc's ``dlopen`` matches loaded objects' SONAMEs), so no
-library internal is set. One library per process: the first named is the process's NVML (a test NVML
-reads its profile at every ``nvmlInit``, so one process can still discover several profiles in turn).
+A specific library is loaded as :mod:`._nvml_library` says.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple, NewType, TypeVar
 
 from . import _record
 from ._nvml_errors import (
+    DEFAULT_LIBRARY,
     KINDS,
     NvmlError,
     NvmlLibraryNotFound,
@@ -50,41 +45,6 @@ class RawField(NamedTuple):
     field_id: int
     code: int  # the per-field nvmlReturn_t
     value: int
-
-
-_lock = threading.Lock()
-_loaded: str | None = None  # the library named first in this process: its NVML from then on
-
-
-def _use_library(library: str) -> None:
-    """Loads ``library`` as this process's ``libnvidia-ml.so.1``, the name nvidia-ml-py opens; refuses a library
-    that the linker would not hand it (another SONAME, or another library of that name loaded already)."""
-    global _loaded  # noqa: PLW0603 - one process, one dynamic linker: which NVML it holds is process state
-    import ctypes
-    import os
-
-    with _lock:
-        if library == _loaded:
-            return
-        if _loaded is not None:
-            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: this process's NVML is {_loaded} already")
-        try:
-            lib = ctypes.CDLL(library)
-        except OSError as exc:
-            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: {exc}") from exc
-        try:
-            named = ctypes.CDLL(_DEFAULT_LIBRARY, mode=os.RTLD_NOLOAD)
-        except OSError as exc:
-            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: its SONAME is not {_DEFAULT_LIBRARY}, "
-                                      "the name nvidia-ml-py loads") from exc
-        if _address(ctypes, lib) != _address(ctypes, named):
-            raise NvmlLibraryNotFound("dlopen", 12, f"{library}: another {_DEFAULT_LIBRARY} is loaded already")
-        _loaded = library
-
-
-def _address(ctypes: Any, lib: Any) -> int | None:
-    """Where ``lib``'s ``nvmlInitWithFlags`` is: the same library loaded twice has it at one address."""
-    return ctypes.cast(lib.nvmlInitWithFlags, ctypes.c_void_p).value  # type: ignore[no-any-return]
 
 
 class NvmlPort(PlatformCalls):
@@ -269,7 +229,6 @@ def _bits(words: Any) -> tuple[int, ...]:
 
 
 _WORD = 0xFFFFFFFFFFFFFFFF
-_DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # what pynvml loads on Linux when no library is given
 
 
 def _default_library_loadable() -> bool:
@@ -280,7 +239,7 @@ def _default_library_loadable() -> bool:
     import ctypes
 
     try:
-        ctypes.CDLL(_DEFAULT_LIBRARY)
+        ctypes.CDLL(DEFAULT_LIBRARY)
     except OSError:
         return False
     return True
@@ -297,7 +256,9 @@ def open_nvml(library: str | None) -> NvmlPort:
     except ImportError as exc:
         raise NvmlLibraryNotFound("import pynvml", None, f"nvidia-ml-py is not installed: {exc}") from exc
     if library is not None:
-        _use_library(library)
+        from ._nvml_library import use_library  # only where a library is named
+
+        use_library(library)
     port = NvmlPort(pynvml)
     port._call("nvmlInitWithFlags", pynvml.nvmlInit)
     return port
