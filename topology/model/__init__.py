@@ -8,6 +8,7 @@
   ``_with_measurements`` measurements joined to a snapshot
   ``_carry_forward``     the last known value of every fact the latest snapshot could not read
   ``_device_order``      the order every table, picture and view lists GPUs and RDMA NICs in
+  ``_memo``              what is derived from a snapshot, built once while the snapshot lives
   ``_snapshot_limits``   how many of each thing a snapshot may hold
   ``_text_bounds``       how much outside text a snapshot keeps, and how it is shown
   ``_errors``            ``TopolinkError`` and ``SchemaError``

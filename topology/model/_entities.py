@@ -228,7 +228,7 @@ class GdrFacts:
     dmabuf_supported: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, weakref_slot=True)  # what is derived from it is kept with it
 class Snapshot:
     """One node, frozen. Build new ones with :func:`dataclasses.replace` or :func:`with_measurements`."""
 
