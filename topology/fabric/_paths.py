@@ -79,6 +79,7 @@ class PathIndex:
         self._knowledge = snap.knowledge()
         self._lost = {g.id for g in snap.gpus if g.lost}
         self._pci = {f.id: f for f in snap.pci}
+        self._acs = any(f.acs_enabled for f in snap.pci)  # no bridge redirects peer traffic: no walk per pair
         self._roots = {h.id: h for h in snap.host_bridges}
         self._nic_pci = {n.id: n.pci_bus_id for n in snap.nics}
         self._nics = {n.id: n for n in snap.nics}
@@ -165,6 +166,8 @@ class PathIndex:
     def acs_bridges(self, gpu: str, nic: str) -> tuple[str, ...]:
         """The bridges with ACS request redirect on that peer traffic between the GPU and the NIC crosses: those
         below their deepest common bridge on either side, and that bridge."""
+        if not self._acs:
+            return ()
         nic_bdf = self._nic_pci.get(nic) or nic
         a, b = self._bridges_above(gpu), self._bridges_above(nic_bdf)
         shared = set(a) & set(b)
