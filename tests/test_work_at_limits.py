@@ -17,7 +17,7 @@ from exporter import View, page
 from exporter._metrics._exposition import MetricsCache
 from exporter.kube import LabelConfig, SliceConfig, desired_devices, desired_labels
 from topology.fabric import _paths
-from topology.model import _memo
+from topology.model import _entities as _memo
 
 NICS = t.SNAPSHOT_LIMITS["nics"]
 

@@ -59,6 +59,7 @@ if _TYPE_CHECKING:
         PlatformInfo,
         Snapshot,
         link_id,
+        per_snapshot,
     )
     from .model._errors import SchemaError, TopolinkError
     from .model._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
@@ -73,7 +74,6 @@ if _TYPE_CHECKING:
         parse_cpumask,
     )
     from .model._measurement import Matrix, MatrixKind, Measurement, Stats
-    from .model._memo import per_snapshot
     from .model._provenance import Problem, Source, SourceOutcome, SourceStatus
     from .model._snapshot_limits import SNAPSHOT_LIMITS
     from .model._text_bounds import NAME_LIMIT, TEXT_LIMIT, shown, shown_text
@@ -249,11 +249,10 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     'model._with_measurements': "measurement_key with_measurements",
     'model._entities': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "
-        "NvSwitch PciFunction PcieLinkState PlatformInfo Snapshot link_id"
+        "NvSwitch PciFunction PcieLinkState PlatformInfo Snapshot link_id per_snapshot"
     ),
     'model._measurement': "Matrix MatrixKind Measurement Stats",
     'fabric._paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path path_index",
-    'model._memo': "per_snapshot",
     'fabric._physics': "GpuFamily family_of_device family_of_name",
     'fabric._physics_rules': "Breach measured_breach physics_breaches",
     'placement._best_groups': "PLACEMENT_SIZE_BYTES PlacementError best_groups",

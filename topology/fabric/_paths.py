@@ -24,9 +24,8 @@ import enum
 from collections import defaultdict
 from typing import NamedTuple
 
-from ..model._entities import LinkKind, Nic, Snapshot
+from ..model._entities import LinkKind, Nic, Snapshot, per_snapshot
 from ..model._facts import Aspect
-from ..model._memo import per_snapshot
 
 
 class PathClass(enum.StrEnum):

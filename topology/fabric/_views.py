@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..model._device_order import ordered_gpus
-from ..model._entities import Nic, Snapshot
-from ..model._memo import per_snapshot
+from ..model._entities import Nic, Snapshot, per_snapshot
 from ._paths import PathClass, PathIndex, path_index
 
 

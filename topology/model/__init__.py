@@ -1,6 +1,7 @@
 """The model: one node's entities and the words every other subpackage of ``topology`` speaks.
 
-  ``_entities``          the snapshot and its entities (GPUs, NICs, links, NUMA nodes, ...), ``link_id``
+  ``_entities``          the snapshot and its entities (GPUs, NICs, links, NUMA nodes, ...), ``link_id``;
+                         ``per_snapshot``: what is derived from a snapshot, built once while it lives
   ``_ids``               canonical ids: PCI addresses, host bridges, NUMA nodes, CPU lists and masks
   ``_facts``             which facts of a snapshot are known (``Aspect``, ``Fact``, ``Knowledge``)
   ``_provenance``        where a number comes from (``Source``), source outcomes, problems
@@ -8,7 +9,6 @@
   ``_with_measurements`` measurements joined to a snapshot
   ``_carry_forward``     the last known value of every fact the latest snapshot could not read
   ``_device_order``      the order every table, picture and view lists GPUs and RDMA NICs in
-  ``_memo``              what is derived from a snapshot, built once while the snapshot lives
   ``_snapshot_limits``   how many of each thing a snapshot may hold
   ``_text_bounds``       how much outside text a snapshot keeps, and how it is shown
   ``_errors``            ``TopolinkError`` and ``SchemaError``
