@@ -1,18 +1,23 @@
 """Work at the snapshot limits grows with what the output holds, not with the pairs times the snapshot: the
-first ``/metrics`` and the ``topo -m`` matrix at 8 GPUs and 1,024 NICs (the NIC limit). Counted, not timed
-(benchmarks/limits.py times them)."""
+first ``/metrics`` and the ``topo -m`` matrix at 8 GPUs and 1,024 NICs (the NIC limit); the pairs (GPU x NIC
+classes and GPUDirect verdicts) are built once per snapshot, not once per scrape, view or sink. Counted, not
+timed (benchmarks/limits.py times them)."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import importlib
+from collections.abc import Callable
 
 import pytest
 
 import topology as t
-from exporter import View
+from exporter import View, page
 from exporter._metrics._exposition import MetricsCache
+from exporter.kube import LabelConfig, SliceConfig, desired_devices, desired_labels
 from topology.fabric import _paths
+from topology.model import _entities as _memo
 
 NICS = t.SNAPSHOT_LIMITS["nics"]
 
@@ -31,7 +36,7 @@ def _at_nic_limit(extra_acs: bool = False) -> t.Snapshot:
             bdf = f"{d:04x}:{0x11 + g:02x}:00.0"
             pci.append(t.PciFunction(id=bdf, parent=up, vendor_id=0x10DE, device_id=3, class_code=0x030200,
                                      numa_node=d, link=link))
-            gpus.append(t.Gpu(id=bdf, index=len(gpus), name="GPU", numa_node=d, pcie=link))
+            gpus.append(t.Gpu(id=bdf, index=len(gpus), minor=len(gpus), name="GPU", numa_node=d, pcie=link))
     for n in range(NICS):
         d = n % 2
         bdf = f"{d:04x}:{0x20 + n // 2 // 32:02x}:{n // 2 % 32:02x}.0"
@@ -100,3 +105,60 @@ def test_the_matrix_asks_a_cell_per_pair_of_alike_devices(at_limit: t.Snapshot,
     for i in range(0, len(ids), 37):  # every cell is what the pair's own path says
         for j in range(0, len(ids), 41):
             assert table.rows[i].cells[j] == ("X" if i == j else str(index.path(ids[i], ids[j])))
+
+
+def test_the_pairs_are_built_once_per_snapshot_whoever_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new view around the same snapshot (a probe pass or a sink's publish makes one) is rendered again, but
+    its G x N pairs are not worked out again; nor by the labels, the slices or the page on that snapshot."""
+    snap = _at_nic_limit()  # a snapshot of its own: nothing derived from it is kept yet
+    built = _count_path_indexes(monkeypatch)
+    asked = {"pcie_class": 0, "acs_bridges": 0}  # a PCIe class; the GPUDirect verdict's walk (once per pair)
+    for name in asked:
+        real = getattr(_paths.PathIndex, name)
+
+        def counting(self: _paths.PathIndex, a: str, b: str, _real: Callable[..., object] = real,
+                     _name: str = name) -> object:
+            asked[_name] += 1
+            return _real(self, a, b)
+
+        monkeypatch.setattr(_paths.PathIndex, name, counting)
+
+    def scrape(generation: int) -> str:
+        view = View(snapshot=snap, generation=generation)
+        return gzip.decompress(MetricsCache(lambda: view).body(openmetrics=True, gzipped=True)).decode()
+
+    first = scrape(1)
+    pairs = 8 * NICS
+    assert built[0] == 1 and asked["acs_bridges"] == pairs, (built, asked)  # each pair once
+    once = dict(asked)
+    assert scrape(2) == first
+    assert asked == once, asked  # the second view's scrape: no pair worked out again
+    labels = desired_labels(snap, LabelConfig(), {})
+    devices = desired_devices(snap, SliceConfig())
+    html = page(View(snapshot=snap, generation=3), now=0.0, svg=None, svg_reason="linked", measured_matrix="")
+    assert labels["gpu.topology/gdr"] == "ready" and labels["gpu.topology/gpu-nic-path"] == "PIX"
+    assert len(devices) == 8 + NICS and "mlx5_1023" in html
+    assert built[0] == 1, built  # one index for the snapshot, shared by every sink
+    assert asked["acs_bridges"] - once["acs_bridges"] <= 8, asked  # the labels' verdict: each GPU's nearest NIC
+    # the matrix asks a cell per pair of groups (about 60), the slices and claim groups one class per GPU: never
+    # a class per GPU and NIC pair again (8,192)
+    assert asked["pcie_class"] - once["pcie_class"] <= 120, (asked, once)
+
+
+def _ask_every_sink(view: View) -> None:
+    MetricsCache(lambda: view).body(openmetrics=False, gzipped=False)
+    desired_labels(view.snapshot, LabelConfig(), {})
+    desired_devices(view.snapshot, SliceConfig())
+    page(view, now=0.0, svg=None, svg_reason="linked", measured_matrix="")
+
+
+def test_what_is_kept_for_a_snapshot_goes_with_it() -> None:
+    """Nothing kept for a snapshot holds the snapshot: else every snapshot the agent served would stay."""
+    snap = _at_nic_limit()
+    before = _memo.kept_snapshots()
+    assert t.nearest_nics(snap, snap.gpus[0].id) == t.gpu_nic_classes(snap).nearest[snap.gpus[0].id]
+    _ask_every_sink(View(snapshot=snap, generation=1))
+    assert _memo.kept_snapshots() == before + 1
+    del snap
+    gc.collect()
+    assert _memo.kept_snapshots() == before

@@ -23,7 +23,7 @@ if _TYPE_CHECKING:
         to_dict,
     )
     from .fabric._capability import LinkCapability
-    from .fabric._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path
+    from .fabric._paths import NVML_TOPOLOGY_LEVEL, PathClass, PathIndex, PathInfo, path, path_index
     from .fabric._pcie_switch import pcie_switch, pcie_switches
     from .fabric._physics import GpuFamily, family_of_device, family_of_name
     from .fabric._physics_rules import Breach, measured_breach, physics_breaches
@@ -31,8 +31,10 @@ if _TYPE_CHECKING:
     from .fabric._views import (
         GdrReadiness,
         GdrVerdict,
+        GpuNicClasses,
         Island,
         gdr_readiness,
+        gpu_nic_classes,
         nearest_nics,
         numa_affinity,
         nvlink_islands,
@@ -57,6 +59,7 @@ if _TYPE_CHECKING:
         PlatformInfo,
         Snapshot,
         link_id,
+        per_snapshot,
     )
     from .model._errors import SchemaError, TopolinkError
     from .model._facts import NODE, Aspect, Fact, Knowledge, describe_unknown, facts_of, node_fact
@@ -131,6 +134,7 @@ __all__ = [
     "GdrVerdict",
     "Gpu",
     "GpuFamily",
+    "GpuNicClasses",
     "GroupChoice",
     "GroupFit",
     "HostBridge",
@@ -183,6 +187,7 @@ __all__ = [
     "from_dict",
     "gdr_readiness",
     "gpu_labels",
+    "gpu_nic_classes",
     "host_bridge_id",
     "is_bdf",
     "link_id",
@@ -205,10 +210,12 @@ __all__ = [
     "parse_cpumask",
     "parse_json",
     "path",
+    "path_index",
     "pcie_bytes_per_second",
     "pcie_gen_from_gts",
     "pcie_switch",
     "pcie_switches",
+    "per_snapshot",
     "physics_breaches",
     "shown",
     "shown_text",
@@ -242,10 +249,10 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     'model._with_measurements': "measurement_key with_measurements",
     'model._entities': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "
-        "NvSwitch PciFunction PcieLinkState PlatformInfo Snapshot link_id"
+        "NvSwitch PciFunction PcieLinkState PlatformInfo Snapshot link_id per_snapshot"
     ),
     'model._measurement': "Matrix MatrixKind Measurement Stats",
-    'fabric._paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path",
+    'fabric._paths': "NVML_TOPOLOGY_LEVEL PathClass PathIndex PathInfo path path_index",
     'fabric._physics': "GpuFamily family_of_device family_of_name",
     'fabric._physics_rules': "Breach measured_breach physics_breaches",
     'placement._best_groups': "PLACEMENT_SIZE_BYTES PlacementError best_groups",
@@ -256,7 +263,8 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     'render._summary': "no_gpu_reason summary",
     'fabric._pcie_switch': "pcie_switch pcie_switches",
     'model._text_bounds': "NAME_LIMIT TEXT_LIMIT shown shown_text",
-    'fabric._views': "GdrReadiness GdrVerdict Island gdr_readiness nearest_nics numa_affinity nvlink_islands",
+    'fabric._views': ("GdrReadiness GdrVerdict GpuNicClasses Island gdr_readiness gpu_nic_classes nearest_nics "
+                      "numa_affinity nvlink_islands"),
 }.items() for name in names.split()}
 
 __getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

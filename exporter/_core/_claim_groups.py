@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 from topology import (
     PathClass,
-    PathIndex,
     Snapshot,
     nearest_nics,
     nvlink_bytes_per_second,
     nvlink_islands,
+    path_index,
     pcie_switch,
     pcie_switches,
 )
@@ -122,7 +122,7 @@ def places_of(snap: Snapshot) -> tuple[GpuPlace, ...]:
     those devices carry."""
     islands = {gid: i for i, isl in enumerate(nvlink_islands(snap)) for gid in isl.gpus}
     counts = nvlink_counts(snap)
-    index = PathIndex(snap)
+    index = path_index(snap)
     nics = {n.id: n for n in snap.nics}
     out = []
     for g in snap.gpus:

@@ -22,12 +22,14 @@ from topology import (
     Fact,
     Knowledge,
     LinkKind,
-    PathIndex,
+    PathClass,
     Snapshot,
     gdr_readiness,
-    nearest_nics,
+    gpu_nic_classes,
     nvlink_islands,
     ordered_gpus,
+    path_index,
+    per_snapshot,
 )
 
 from ._health import degradation
@@ -77,7 +79,7 @@ def gpu_rows(snap: Snapshot, unread: Iterable[Fact] | None = None) -> tuple[GpuR
     known = {g.id for g in snap.gpus if k.knows(g.id, Aspect.NVLINKS)}
     islands = nvlink_islands(snap) if len(known) == len(snap.gpus) else ()  # any unknown could join one
     island_of = {g: str(i) for i, isl in enumerate(islands) for g in isl.gpus}
-    index = PathIndex(snap)
+    index = path_index(snap)
     links = nvlinks_per_gpu(snap)
     rows = []
     for g in ordered_gpus(snap):
@@ -92,32 +94,48 @@ def gpu_rows(snap: Snapshot, unread: Iterable[Fact] | None = None) -> tuple[GpuR
     return tuple(rows)
 
 
-def _level(index: PathIndex, a: str, b: str) -> float:
+def _level(cls: PathClass) -> float:
     """NVML's topology level of the PCIe path (10 PIX .. 50 SYS); NaN when not known."""
-    return float(NVML_TOPOLOGY_LEVEL.get(index.pcie_class(a, b), float("nan")))
+    return float(NVML_TOPOLOGY_LEVEL.get(cls, float("nan")))
 
 
-def gpu_pair_rows(snap: Snapshot, unread: Iterable[Fact] | None = None
-                  ) -> tuple[tuple[str, str, str, int | None, float], ...]:
+PairRow = tuple[str, str, str, int | None, float]
+
+
+def gpu_pair_rows(snap: Snapshot, unread: Iterable[Fact] | None = None) -> tuple[PairRow, ...]:
     """(gpu a, gpu b, topo -m class, NVLinks or None when unread, PCIe level) for each unordered pair, in
-    index order."""
-    index = PathIndex(snap)
+    index order: G(G-1)/2 rows, built once per snapshot and ``unread``."""
+    facts = None if unread is None else tuple(unread)
+    return per_snapshot(snap, (gpu_pair_rows, facts), lambda: _pair_rows(snap, facts))
+
+
+def _pair_rows(snap: Snapshot, unread: tuple[Fact, ...] | None) -> tuple[PairRow, ...]:
+    index = path_index(snap)
     k = _valued(snap, unread)
     gpus = [g.id for g in ordered_gpus(snap)]
     return tuple((a, b, str(index.path(a, b)), index.nvlinks(a, b) if k.knows_all(a, Aspect.NVLINKS)
-                  and k.knows_all(b, Aspect.NVLINKS) else None, _level(index, a, b))
+                  and k.knows_all(b, Aspect.NVLINKS) else None, _level(index.pcie_class(a, b)))
                  for i, a in enumerate(gpus) for b in gpus[i + 1:])
 
 
-def gpu_nic_rows(snap: Snapshot) -> tuple[tuple[str, str, float, bool, str], ...]:
-    """(gpu, nic, PCIe level, nearest, GPUDirect verdict) for every GPU and RDMA NIC."""
-    index = PathIndex(snap)
+NicRow = tuple[str, str, float, bool, str]
+
+
+def gpu_nic_rows(snap: Snapshot) -> tuple[NicRow, ...]:
+    """(gpu, nic, PCIe level, nearest, GPUDirect verdict) for every GPU and RDMA NIC: G x N rows, built once
+    per snapshot (every view around it, and so every scrape, shares them)."""
+    return per_snapshot(snap, gpu_nic_rows, lambda: _nic_rows(snap))
+
+
+def _nic_rows(snap: Snapshot) -> tuple[NicRow, ...]:
+    index = path_index(snap)
+    pairs = gpu_nic_classes(snap)
     out = []
     for g in ordered_gpus(snap):
-        near = set(nearest_nics(snap, g.id, index))
-        for n in index.rdma_nics():
+        near = set(pairs.nearest[g.id])
+        for n, cls in zip(pairs.nics, pairs.classes[g.id], strict=True):
             verdict = gdr_readiness(snap, g.id, n.id, index).verdict.value
-            out.append((g.id, n.name, _level(index, g.id, n.id), n.id in near, verdict))
+            out.append((g.id, n.name, _level(cls), n.id in near, verdict))
     return tuple(out)
 
 

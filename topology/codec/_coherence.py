@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from ..fabric._capability import LinkCapability
-from ..fabric._paths import PathIndex
+from ..fabric._paths import path_index
 from ..fabric._physics_rules import measured_breach
 from ..model._entities import Snapshot
 from ..model._errors import SchemaError
@@ -97,7 +97,7 @@ def _p2p(snap: Snapshot, k: Knowledge) -> None:
     m = snap.matrix(_P2P_NVLINK)
     if m is None:
         return
-    index = PathIndex(snap)
+    index = path_index(snap)
     for i, a in enumerate(m.ids):
         for j in range(i + 1, len(m.ids)):
             b = m.ids[j]

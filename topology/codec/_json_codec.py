@@ -22,7 +22,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from ..model._entities import Snapshot
+from ..model._entities import Snapshot, per_snapshot
 from ..model._errors import SchemaError
 from ..model._facts import NODE, Aspect, Fact
 from ..model._measurement import Matrix, MatrixKind
@@ -157,7 +157,12 @@ def loads(data: str | bytes, *, validate: bool = True) -> Snapshot:
 def structure_hash(snap: Snapshot) -> str:
     """sha256 over devices and links only: changes when the hardware or its wiring does, not when a
     measurement, a timestamp or a problem does. Measured matrices are left out too, and so is the fabric's
-    health mask (the fabric's state, not its wiring)."""
+    health mask (the fabric's state, not its wiring). Once per snapshot: every view the agent makes around one
+    snapshot (a probe pass, a publish) and the labels ask for it."""
+    return per_snapshot(snap, structure_hash, lambda: _structure_hash(snap))
+
+
+def _structure_hash(snap: Snapshot) -> str:
     body = {name: _encode(getattr(snap, name)) for name in _STRUCTURE_FIELDS if name != "matrices"}
     for gpu in body["gpus"]:
         if gpu.get("fabric"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..model._entities import Snapshot
 from ..model._measurement import Measurement
-from ._paths import PathIndex
+from ._paths import PathIndex, path_index
 from ._rates import pcie_bytes_per_second
 
 # nvbandwidth's host <-> GPU copies, each reported per direction: the GPU's PCIe link bounds them (in the
@@ -38,7 +38,7 @@ COMPARED_PROFILES = ("full", "")
 
 class LinkCapability:
     def __init__(self, snap: Snapshot, index: PathIndex | None = None) -> None:
-        self._index = index or PathIndex(snap)
+        self._index = index or path_index(snap)
         self._pcie: dict[str, float | None] = {}
         for g in snap.gpus:
             p = g.pcie

@@ -24,7 +24,7 @@ import enum
 from collections import defaultdict
 from typing import NamedTuple
 
-from ..model._entities import LinkKind, Nic, Snapshot
+from ..model._entities import LinkKind, Nic, Snapshot, per_snapshot
 from ..model._facts import Aspect
 
 
@@ -70,19 +70,20 @@ class _Place(NamedTuple):
 
 
 class PathIndex:
-    """Lookups built once per snapshot; ``path`` over a whole matrix is then cheap. Whatever asks about many
-    pairs (every GPU and NIC: the metrics, the labels, the slices) builds one and passes it on: building it
-    reads the whole snapshot, so one per pair would make G x N pairs cost G x N snapshots."""
+    """Lookups built once per snapshot; ``path`` over a whole matrix is then cheap. Building one reads the whole
+    snapshot: :func:`path_index` gives the snapshot's own, built once and shared by whoever asks (the metrics,
+    the labels, the slices, the page)."""
 
     def __init__(self, snap: Snapshot) -> None:
         self._knowledge = snap.knowledge()
         self._lost = {g.id for g in snap.gpus if g.lost}
         self._pci = {f.id: f for f in snap.pci}
+        self._acs = any(f.acs_enabled for f in snap.pci)  # no bridge redirects peer traffic: no walk per pair
         self._roots = {h.id: h for h in snap.host_bridges}
         self._nic_pci = {n.id: n.pci_bus_id for n in snap.nics}
         self._nics = {n.id: n for n in snap.nics}
         self._rdma: tuple[Nic, ...] | None = None
-        self._snap = snap
+        self._all_nics = snap.nics  # never the snapshot: the index is kept with it (``path_index``), not keeping it
         self._gpus = {g.id for g in snap.gpus}
         self._numa_of = {g.id: g.numa_node for g in snap.gpus} | {n.id: n.numa_node for n in snap.nics}
         switches = {s.id for s in snap.nvswitches}
@@ -158,12 +159,14 @@ class PathIndex:
     def rdma_nics(self) -> tuple[Nic, ...]:
         """The RDMA NICs in name order (the order every GPU/NIC table lists them in)."""
         if self._rdma is None:
-            self._rdma = tuple(sorted((n for n in self._snap.nics if n.rdma), key=lambda n: n.name))
+            self._rdma = tuple(sorted((n for n in self._all_nics if n.rdma), key=lambda n: n.name))
         return self._rdma
 
     def acs_bridges(self, gpu: str, nic: str) -> tuple[str, ...]:
         """The bridges with ACS request redirect on that peer traffic between the GPU and the NIC crosses: those
         below their deepest common bridge on either side, and that bridge."""
+        if not self._acs:
+            return ()
         nic_bdf = self._nic_pci.get(nic) or nic
         a, b = self._bridges_above(gpu), self._bridges_above(nic_bdf)
         shared = set(a) & set(b)
@@ -267,6 +270,11 @@ def _switch_of(chain: tuple[str, ...], depth: int) -> str:
     return chain[depth - 1]
 
 
+def path_index(snap: Snapshot) -> PathIndex:
+    """The snapshot's :class:`PathIndex`, built on the first request and kept while the snapshot lives."""
+    return per_snapshot(snap, PathIndex, lambda: PathIndex(snap))
+
+
 def path(snap: Snapshot, a: str, b: str) -> PathInfo:
     """The class of the connection between two GPUs/NICs (ids), as ``nvidia-smi topo -m`` prints it."""
-    return PathIndex(snap).path(a, b)
+    return path_index(snap).path(a, b)

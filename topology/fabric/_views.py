@@ -1,13 +1,18 @@
-"""Derived views over a snapshot: NVLink islands, NUMA affinity, nearest NICs, GPUDirect RDMA readiness."""
+"""Derived views over a snapshot: NVLink islands, NUMA affinity, nearest NICs, GPUDirect RDMA readiness.
+
+What grows with pairs (the PCIe class of every GPU and RDMA NIC, G x N; NVLink islands, G^2 / 2) is built
+once per snapshot (``per_snapshot``) and shared by every sink that asks."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..model._device_order import ordered_gpus
-from ..model._entities import Snapshot
-from ._paths import PathClass, PathIndex
+from ..model._entities import Nic, Snapshot, per_snapshot
+from ._paths import PathClass, PathIndex, path_index
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,8 +28,12 @@ class Island:
 
 
 def nvlink_islands(snap: Snapshot) -> tuple[Island, ...]:
-    """Connected components over NVLink, largest first, GPUs in index order inside each."""
-    index = PathIndex(snap)
+    """Connected components over NVLink, largest first, GPUs in index order inside each (once per snapshot)."""
+    return per_snapshot(snap, nvlink_islands, lambda: _islands(snap))
+
+
+def _islands(snap: Snapshot) -> tuple[Island, ...]:
+    index = path_index(snap)
     gpus = [g.id for g in ordered_gpus(snap) if not g.lost]
     parent = {g: g for g in gpus}
 
@@ -53,25 +62,51 @@ def nvlink_islands(snap: Snapshot) -> tuple[Island, ...]:
 
 def numa_affinity(snap: Snapshot, gpu: str) -> int | None:
     """The NUMA node whose CPUs are nearest the GPU: the GPU's own, else its PCIe root's."""
-    return PathIndex(snap).numa_of(gpu)
+    return path_index(snap).numa_of(gpu)
 
 
 _CLASS_RANK = {c: i for i, c in enumerate(
     (PathClass.PIX, PathClass.PXB, PathClass.PHB, PathClass.NODE, PathClass.SYS))}
 
 
-def nearest_nics(snap: Snapshot, gpu: str, index: PathIndex | None = None) -> tuple[str, ...]:
-    """The RDMA NICs at the closest PCIe class from the GPU (ties all returned, in name order). ``index``: the
-    snapshot's, where the caller asks about many GPUs."""
-    index = index or PathIndex(snap)
+class GpuNicClasses(NamedTuple):
+    """The PCIe class of every GPU and RDMA NIC pair of a snapshot."""
+
+    nics: tuple[Nic, ...]  # the RDMA NICs in name order
+    classes: Mapping[str, tuple[PathClass, ...]]  # GPU id -> its class to each of ``nics``
+    nearest: Mapping[str, tuple[str, ...]]  # GPU id -> the NICs at its closest class (``nearest_nics``)
+
+
+def gpu_nic_classes(snap: Snapshot) -> GpuNicClasses:
+    """The class of each GPU (every one, lost ones too) to each RDMA NIC: G x N pairs, built once per snapshot
+    and shared by the metrics, the labels, the slices and the page."""
+    return per_snapshot(snap, gpu_nic_classes, lambda: _classes(snap))
+
+
+def _classes(snap: Snapshot) -> GpuNicClasses:
+    index = path_index(snap)
     nics = index.rdma_nics()
-    if not nics:
-        return ()
-    ranked = [(_CLASS_RANK[c], n.id) for n in nics if (c := index.pcie_class(gpu, n.id)) in _CLASS_RANK]
+    classes = {g.id: tuple(index.pcie_class(g.id, n.id) for n in nics) for g in snap.gpus}
+    return GpuNicClasses(nics, classes, {g: _nearest(nics, row) for g, row in classes.items()})
+
+
+def _nearest(nics: tuple[Nic, ...], row: tuple[PathClass, ...]) -> tuple[str, ...]:
+    ranked = [(_CLASS_RANK[c], n.id) for n, c in zip(nics, row, strict=True) if c in _CLASS_RANK]
     if not ranked:
         return ()
     best = min(r for r, _ in ranked)
     return tuple(nid for r, nid in ranked if r == best)
+
+
+def nearest_nics(snap: Snapshot, gpu: str, index: PathIndex | None = None) -> tuple[str, ...]:
+    """The RDMA NICs at the closest PCIe class from the GPU (ties all returned, in name order). A GPU of the
+    snapshot's is answered from :func:`gpu_nic_classes` (once per snapshot); ``index``: the snapshot's, for
+    any other id."""
+    pairs = gpu_nic_classes(snap)
+    if (near := pairs.nearest.get(gpu)) is not None:
+        return near
+    index = index or path_index(snap)
+    return _nearest(pairs.nics, tuple(index.pcie_class(gpu, n.id) for n in pairs.nics))
 
 
 class GdrVerdict(enum.StrEnum):
@@ -97,7 +132,7 @@ def gdr_readiness(snap: Snapshot, gpu: str, nic: str, index: PathIndex | None = 
     NCCL's default GPUDirect RDMA level is PXB: it is used only when GPU and NIC share a PCIe switch.
     ACS request redirect on a bridge between them sends peer traffic up to the root complex.
     """
-    index = index or PathIndex(snap)
+    index = index or path_index(snap)
     cls = index.pcie_class(gpu, nic)
     nic_rec = index.nic(nic)
     reasons: list[str] = []

@@ -7,12 +7,20 @@ endpoints sorted, so the same physical link has one id whichever end saw it.
 
 A :class:`Snapshot` holds these entities beside the numbers on the graph (``_numbers``) and the record of
 where facts came from and what could not be read (``_provenance``).
+
+``per_snapshot``: what is derived from a snapshot alone (its path index, every GPU and NIC pair's class and
+verdict, its structure hash) is built once, kept by its identity (hashing one at the limits reads all of it)
+and dropped when it is collected; every view, scrape and sink around one snapshot shares it.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
+import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from ._facts import Fact, Knowledge
 from ._measurement import Matrix, Measurement
@@ -236,7 +244,7 @@ class GdrFacts:
     dmabuf_supported: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, weakref_slot=True)  # what is derived from it is kept with it
 class Snapshot:
     """One node, frozen. Build new ones with :func:`dataclasses.replace` or :func:`with_measurements`."""
 
@@ -273,3 +281,27 @@ class Snapshot:
 
     def matrix(self, name: str) -> Matrix | None:
         return next((m for m in self.matrices if m.name == name), None)
+
+
+T = TypeVar("T")
+_LOCK = threading.RLock()  # a build may ask for another entry of the same snapshot
+_BY_SNAPSHOT: dict[int, dict[Hashable, object]] = {}
+
+
+def per_snapshot(snap: Snapshot, key: Hashable, build: Callable[[], T]) -> T:
+    """``build()`` for this snapshot and key, built on the first request and kept while ``snap`` lives. ``build``
+    depends on the snapshot (and what ``key`` names) alone; what it returns must not hold the snapshot."""
+    entries = _BY_SNAPSHOT.get(id(snap))
+    if entries is not None and key in entries:
+        return cast(T, entries[key])
+    with _LOCK:  # one build per snapshot and key, even when two threads ask at once
+        entries = _BY_SNAPSHOT.get(id(snap))
+        if entries is None:
+            entries = _BY_SNAPSHOT[id(snap)] = {}
+            weakref.finalize(snap, _BY_SNAPSHOT.pop, id(snap), None)
+        return cast(T, entries[key] if key in entries else entries.setdefault(key, build()))
+
+
+def kept_snapshots() -> int:
+    """How many snapshots have entries now (entries go with their snapshot)."""
+    return len(_BY_SNAPSHOT)

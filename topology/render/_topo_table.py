@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..fabric._paths import PathIndex
+from ..fabric._paths import PathIndex, path_index
 from ..model._device_order import ordered_gpus, ordered_rdma_nics
 from ..model._entities import Gpu, Snapshot
 from ..model._facts import Aspect
@@ -50,7 +50,7 @@ def topo_table(snap: Snapshot) -> TopoTable:
     gpus, nics = ordered_gpus(snap), ordered_rdma_nics(snap)
     labels = [*gpu_labels(gpus)] + [f"NIC{i}" for i in range(len(nics))]
     ids = [g.id for g in gpus] + [n.id for n in nics]
-    index = PathIndex(snap)
+    index = path_index(snap)
     local_cpus = {f.id: f.local_cpus for f in snap.pci}
     rows = []
     by_id = {g.id: g for g in gpus}

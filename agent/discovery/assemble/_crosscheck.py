@@ -21,11 +21,11 @@ from topology import (
     NVML_TOPOLOGY_LEVEL,
     Aspect,
     PathClass,
-    PathIndex,
     Problem,
     SchemaError,
     Snapshot,
     SourceStatus,
+    path_index,
 )
 
 from . import _crosscheck_ends as ends
@@ -121,7 +121,7 @@ def _nvml_ancestor(snap: Snapshot) -> list[Problem]:
     m = snap.matrix("nvml_common_ancestor")
     if m is None:
         return []
-    index = PathIndex(snap)
+    index = path_index(snap)
     out = []
     for i, a in enumerate(m.ids):
         for j in range(i + 1, len(m.ids)):
@@ -141,7 +141,7 @@ def _p2p_without_nvlink(snap: Snapshot) -> list[Problem]:
     if m is None:
         return []
     k = snap.knowledge()
-    index = PathIndex(snap)
+    index = path_index(snap)
     out = []
     for i, a in enumerate(m.ids):
         for j in range(i + 1, len(m.ids)):

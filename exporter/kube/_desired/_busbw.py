@@ -17,22 +17,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from topology import PLACEMENT_SIZE_BYTES, CostModel, Snapshot, best_groups
+from topology import PLACEMENT_SIZE_BYTES, CostModel, Snapshot, best_groups, per_snapshot
 
 SIZES = (2, 4, 8)
 HYSTERESIS = 0.10
 KEY = "allreduce-busbw-{n}"
 
-# The last snapshot's figures: every sink of a pass gets the same snapshot object, so one search serves all.
-_LAST: list[tuple[Snapshot, dict[int, float | None]]] = []
-
-
 def best_busbw(snap: Snapshot) -> dict[int, float | None]:
     """Group size -> the estimated bus bandwidth (bytes/s) of its best group, for the sizes the node can host;
-    None where the estimate could not use every fact it needs."""
-    last = _LAST[-1] if _LAST else None
-    if last is not None and last[0] is snap:
-        return last[1]
+    None where the estimate could not use every fact it needs. Searched once per snapshot: every sink of a
+    pass gets the same snapshot object, so one search serves all."""
+    return dict(per_snapshot(snap, best_busbw, lambda: _best_busbw(snap)))
+
+
+def _best_busbw(snap: Snapshot) -> dict[int, float | None]:
     model = CostModel(snap)
     out: dict[int, float | None] = {}
     for n in SIZES:
@@ -41,7 +39,6 @@ def best_busbw(snap: Snapshot) -> dict[int, float | None]:
             break  # fewer GPUs than n (lost and MIG GPUs are not counted): no larger size either
         estimate = placement.groups[0].estimate
         out[n] = None if estimate.unknown else estimate.busbw_bytes_per_second
-    _LAST[:] = [(snap, out)]
     return out
 
 

@@ -17,12 +17,13 @@ from topology import (
     GdrVerdict,
     Knowledge,
     PathClass,
-    PathIndex,
     Snapshot,
     Source,
     gdr_readiness,
+    gpu_nic_classes,
     nearest_nics,
     nvlink_islands,
+    path_index,
     structure_hash,
 )
 
@@ -122,7 +123,7 @@ def _numa(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     host = [n for n in snap.numa_nodes if n.cpus and not n.gpu_memory]
     if not host:
         return {}
-    index = PathIndex(snap)
+    index = path_index(snap)
     per = Counter(index.numa_of(g) for g in _live(snap))
     most = max((per[n.os_index] for n in host), default=0)
     return {"numa-nodes": str(len(host)), "gpus-per-numa": str(most) if most else None}
@@ -148,9 +149,9 @@ def _nics(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
     out: Values = {"rdma-nics": str(len(rdma))}
     gpus = _live(snap)
     if rdma and gpus:
-        index = PathIndex(snap)
         rank = {c: i for i, c in enumerate(_PATH_ORDER)}  # "X" (a NIC on the GPU's own function) ranks first
-        classes = [[index.pcie_class(g, n.id) for n in rdma] for g in gpus]
+        pairs = gpu_nic_classes(snap)  # every GPU and RDMA NIC pair, once per snapshot
+        classes = [pairs.classes[g] for g in gpus]
         if any(c in (PathClass.UNKNOWN, PathClass.LOST) for row in classes for c in row):
             out["gpu-nic-path"] = None  # a class not known could be the nearest: keep what the Node has
         else:
@@ -159,11 +160,10 @@ def _nics(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
 
 
 def _gdr(snap: Snapshot, cfg: LabelConfig, prev: Mapping[str, str]) -> Values:
-    rdma = [n.id for n in snap.nics if n.rdma]
-    index = PathIndex(snap)
-    if any(index.pcie_class(g, n) in (PathClass.UNKNOWN, PathClass.LOST) for g in _live(snap) for n in rdma):
+    pairs = gpu_nic_classes(snap)
+    if any(c in (PathClass.UNKNOWN, PathClass.LOST) for g in _live(snap) for c in pairs.classes[g]):
         return {"gdr": None}  # a GPU's nearest NIC is not known: keep what the Node has
-    verdicts = [gdr_readiness(snap, g, n[0], index).verdict for g in _live(snap) if (n := nearest_nics(snap, g, index))]
+    verdicts = [gdr_readiness(snap, g, n[0]).verdict for g in _live(snap) if (n := nearest_nics(snap, g))]
     return {"gdr": min(verdicts, key=_GDR_ORDER.index).value} if verdicts else {}
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from topology import Gpu, Nic, PathClass, PathIndex, Snapshot, nearest_nics, nvlink_islands, pcie_switch, pcie_switches
+from topology import Gpu, Nic, PathClass, Snapshot, nearest_nics, nvlink_islands, path_index, pcie_switch, pcie_switches
 
 from ..._core._health import BwKind, classify, degradation, nvlink_counts, ratios
 from .._api._api import MANAGED_BY, Obj
@@ -185,7 +185,7 @@ def desired_devices(snap: Snapshot, cfg: SliceConfig, observed: Sequence[Obj] = 
     roots = _roots(snap)
     driver = semver(dict(snap.versions).get("nvidia_driver", ""))
     ctx = {"driver": driver, "islands": nvlink_islands(snap), "nvlinks": nvlink_counts(snap),
-           "index": PathIndex(snap), "degraded": degradation(snap)}
+           "index": path_index(snap), "degraded": degradation(snap)}
     found = ratios(snap)
     devices: dict[str, Obj] = {}
     for g in snap.gpus:
