@@ -7,10 +7,6 @@ endpoints sorted, so the same physical link has one id whichever end saw it.
 
 A :class:`Snapshot` holds these entities beside the numbers on the graph (``_numbers``) and the record of
 where facts came from and what could not be read (``_provenance``).
-
-``per_snapshot``: what is derived from a snapshot alone (its path index, every GPU and NIC pair's class and
-verdict, its structure hash) is built once, kept by its identity (hashing one at the limits reads all of it)
-and dropped when it is collected; every view, scrape and sink around one snapshot shares it.
 """
 
 from __future__ import annotations
@@ -57,14 +53,11 @@ class PcieLinkState:
     @property
     def downtrained(self) -> bool:
         """Running below what it is capable of (gen or width)."""
-        return _below(self.current_gen, self.max_gen) or _below(self.current_width, self.max_width)
+        pairs = ((self.current_gen, self.max_gen), (self.current_width, self.max_width))
+        return any(now is not None and most is not None and now < most for now, most in pairs)
 
 
 _WHOLE = frozenset({SourceStatus.OK, SourceStatus.ABSENT})
-
-
-def _below(current: int | None, maximum: int | None) -> bool:
-    return current is not None and maximum is not None and current < maximum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,8 +282,8 @@ _BY_SNAPSHOT: dict[int, dict[Hashable, object]] = {}
 
 
 def per_snapshot(snap: Snapshot, key: Hashable, build: Callable[[], T]) -> T:
-    """``build()`` for this snapshot and key, built on the first request and kept while ``snap`` lives. ``build``
-    depends on the snapshot (and what ``key`` names) alone; what it returns must not hold the snapshot."""
+    """``build()`` for this snapshot and key, built once, kept by ``snap``'s identity while it lives and shared by
+    every view and sink around it; it depends on ``snap`` and ``key`` alone and must not hold ``snap``."""
     entries = _BY_SNAPSHOT.get(id(snap))
     if entries is not None and key in entries:
         return cast(T, entries[key])
