@@ -4,7 +4,8 @@ templates the real kube-scheduler could not allocate.
 Two HGX H100 nodes (one NVLink island of eight each) under a label prefix and driver of this test, the GPU
 driver's slices beside topolink's; ``topolink controller`` writes the class's templates. Two pods take a whole
 island each (the scheduler allocates them), so a third finds no free group: its Event says the class, its two
-nodes and that none has a free group of 8. A pod whose template names a class no node has (a template made by
+nodes and that none has a free group of 8, and ``/metrics`` counts the free islands
+(two, then none). A pod whose template names a class no node has (a template made by
 hand) gets the other Event. The same note is not written twice.
 """
 
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from exporter.kube import SliceConfig, build_slices, desired_devices
-from tests.apiserver import ApiServer
+from tests.apiserver import ApiServer, free_port
 from tests.apiserver_agent import SLICES, wait_until
 from tests.gpu_driver import gpu_slice
 from tests.placement_support import discover_profile
@@ -85,6 +86,13 @@ def _events(http: httpx.Client, ns: str, pod: str) -> list[dict[str, Any]]:
     return [e for e in items if e.get("reason") == "TopologyGroupUnavailable"]
 
 
+def _metrics(port: int) -> str:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except httpx.TransportError:  # not listening yet
+        return ""
+
+
 def test_a_pod_with_no_free_group_and_one_of_a_class_no_node_has_are_told_why(
         kube_control_plane: ApiServer, fleet: dict[str, Any], tmp_path: Path) -> None:
     http, ns, prefix, cls = fleet["http"], fleet["tag"], fleet["prefix"], fleet["class"]
@@ -94,12 +102,15 @@ def test_a_pod_with_no_free_group_and_one_of_a_class_no_node_has_are_told_why(
             "--lease-namespace", ns, "--namespace", ns, "--identity", "pending", "--label-prefix", prefix,
             "--dra-driver-name", prefix, "--gpus", "8", "--no-kueue", "--no-kai", "--no-volcano", "--no-slurm",
             "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.5", "--resync", "30",
-            "--delay", "0.2"]
+            "--delay", "0.2", "--metrics-port", str(port := free_port()), "--metrics-address", "127.0.0.1"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
                             env=os.environ | {"PYTHONUNBUFFERED": "1"})
     try:
         wait_until(f"template {template}", lambda: http.get(
             f"{RESOURCE}/namespaces/{ns}/resourceclaimtemplates/{template}").status_code == 200, timeout=30)
+        free = f'topolink_controller_free_groups{{class="{cls}",kind="nvlink",gpus="8"}}'
+        wait_until("both islands free", lambda: f"{free} 2\n" in _metrics(port), timeout=20)
+        assert f'topolink_controller_class_nodes{{class="{cls}"}} 2\n' in _metrics(port)
         for i in range(2):  # an island each: both nodes full
             _pod(http, ns, f"whole-{i}", label=label, class_id=cls, template=template)
         for i in range(2):
@@ -111,6 +122,7 @@ def test_a_pod_with_no_free_group_and_one_of_a_class_no_node_has_are_told_why(
         assert said["regarding"]["kind"] == "Pod" and said["regarding"]["name"] == "third"
         assert f"claim class {cls}" in said["note"] and "2 nodes of the class, 0 with a free group of 8" in \
             said["note"], said["note"]
+        wait_until("no island free", lambda: f"{free} 0\n" in _metrics(port), timeout=20)
         assert not _events(http, ns, "whole-0") and not _events(http, ns, "whole-1")  # scheduled: nothing said
 
         # a template of a class no node has (made by hand: the controller makes none for it)

@@ -21,7 +21,17 @@ from .._fleet._wanted import Parts, wanted
 from ._events import Recorder
 from ._informer import Informer
 from ._lease import LeaderElector, LeaseTimes
-from ._pending import REASON, asked, explain, in_use, keep_claim, keep_device_slice, keep_pod, metrics
+from ._pending import (
+    REASON,
+    asked,
+    explain,
+    exposition,
+    in_use,
+    keep_claim,
+    keep_device_slice,
+    keep_pod,
+    metrics,
+)
 from ._queue import SyncQueue
 from ._sync import served_parts, sync
 
@@ -56,6 +66,12 @@ class Controller:
         # the last sync's classes: class -> its nodes, and class -> its groups (where its slices were read)
         self._known: tuple[dict[str, list[str]], dict[str, ClaimClass]] | None = None
         self.free: list[tuple[str, str, int, int]] = []  # (class, kind, size, free groups): the metric
+        self.leading = False
+
+    def metrics_text(self) -> str:
+        """The ``/metrics`` body: what the last sync and the last look at the pending pods counted."""
+        known = self._known
+        return exposition(self.free if self.leading else [], known[0] if known and self.leading else {}, self.leading)
 
     def _keep_node(self, obj: Obj) -> Obj | None:
         prefix = self._cfg.parts.claim.prefix
@@ -151,6 +167,13 @@ class Controller:
 
     def lead(self, lost: threading.Event) -> None:
         """Informers, resync and syncs until ``lost``."""
+        self.leading = True
+        try:
+            self._lead(lost)
+        finally:
+            self.leading, self._known, self.free = False, None, []
+
+    def _lead(self, lost: threading.Event) -> None:
         queue, backoff, explain_queue = SyncQueue(self._cfg.delay_s), Backoff(), SyncQueue(self._cfg.delay_s)
         nodes = Informer(self._api, NODES, keep=self._keep_node, changed=queue.add, log=self._log)
         slices = Informer(self._api, slice_kind("v1"), keep=self._keep_slice, changed=queue.add, log=self._log,

@@ -139,3 +139,24 @@ def metrics(classes: Iterable[ClaimClass], sizes: Sequence[int],
                 if (size >= 2 or kind == "gpu-nic") and offered(cls, kind, size):
                     out.append((cls.id, kind, size, sum(free_groups(cls, kind, size, used).values())))
     return out
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def exposition(free: Iterable[tuple[str, str, int, int]], members: Mapping[str, Sequence[str]],
+               leading: bool) -> str:
+    """The controller's ``/metrics`` (Prometheus text format 0.0.4): the free groups by class, kind and size,
+    the nodes of each class, and whether this replica leads (only the leader counts: a follower serves none)."""
+    lines = ["# HELP topolink_controller_leading Whether this replica holds the Lease (1) or waits (0).",
+             "# TYPE topolink_controller_leading gauge", f"topolink_controller_leading {int(leading)}",
+             "# HELP topolink_controller_class_nodes Nodes labelled with each claim class.",
+             "# TYPE topolink_controller_class_nodes gauge"]
+    lines += [f'topolink_controller_class_nodes{{class="{_label(c)}"}} {len(n)}' for c, n in sorted(members.items())]
+    lines += ["# HELP topolink_controller_free_groups Groups a claim class's template offers with enough devices in "
+              "no allocated claim, over the class's nodes (a group inside another counts as well).",
+              "# TYPE topolink_controller_free_groups gauge"]
+    lines += [f'topolink_controller_free_groups{{class="{_label(c)}",kind="{k}",gpus="{n}"}} {v}'
+              for c, k, n, v in sorted(free)]
+    return "\n".join(lines) + "\n"
