@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._api._api import Kind, KubeApi
+from ._sync import MANAGED_BY
 
 EVENTS = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
 REPORTER = "topolink-controller"  # the project's name for it: its field manager and managed-by label
@@ -42,7 +43,8 @@ class Recorder:
             return True
         digest = hashlib.sha256(f"{uid}\n{note}".encode()).hexdigest()[:16]
         event = {"apiVersion": EVENTS.api_version, "kind": "Event",
-                 "metadata": {"name": f"{pod['name'][:200]}.{digest}", "namespace": pod["namespace"]},
+                 "metadata": {"name": f"{pod['name'][:200]}.{digest}", "namespace": pod["namespace"],
+                              "labels": {MANAGED_BY: REPORTER}},  # the admission policy: it updates only its own
                  "eventTime": _stamp(), "reportingController": REPORTER, "reportingInstance": self._instance[:128],
                  "action": "Scheduling", "reason": reason, "type": "Warning", "note": note[:1024],
                  "regarding": {"apiVersion": "v1", "kind": "Pod", "name": pod["name"], "namespace": pod["namespace"],
