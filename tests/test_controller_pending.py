@@ -105,8 +105,17 @@ def test_a_pod_is_kept_only_unbound_in_the_templates_namespace_with_a_claim_of_o
 
 
 class Written:
-    def __init__(self) -> None:
+    def __init__(self, made: set[str] | None = None) -> None:
         self.applied: list[dict[str, Any]] = []
+        self.made = made if made is not None else set()
+
+    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        from exporter.kube import Conflict
+
+        if obj["metadata"]["name"] in self.made:
+            raise Conflict("create: 409 already exists")
+        self.made.add(obj["metadata"]["name"])
+        return self.apply(kind, obj)
 
     def apply(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         assert kind.plural == "events" and kind.group == "events.k8s.io"
@@ -127,7 +136,19 @@ def test_an_unchanged_note_is_one_event_and_after_the_window_its_series_counts()
     assert first["regarding"] == {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "ns", "uid": "u1"}
     assert rec.warn(pod, "R", "two") and api.applied[-1]["metadata"]["name"] != first["metadata"]["name"]
     rec.forget([])  # no longer pending: said again if it comes back
-    assert rec.warn(pod, "R", "two")
+    assert rec.warn(pod, "R", "three")
+
+
+def test_a_new_leader_finds_the_same_note_said_and_writes_nothing_more() -> None:
+    old = Written()
+    pod = {"name": "p", "namespace": "ns", "uid": "u1"}
+    assert Recorder(old, "a").warn(pod, "R", "one")  # type: ignore[arg-type]
+    now = [0.0]
+    new = Written(made=old.made)
+    rec = Recorder(new, "b", clock=lambda: now[0])  # type: ignore[arg-type]
+    assert not rec.warn(pod, "R", "one")
+    now[0] = REPEAT_S + 1
+    assert not rec.warn(pod, "R", "one") and not new.applied
 
 
 def test_metrics_text_is_prometheus_text_with_escaped_labels() -> None:

@@ -1,7 +1,9 @@
 """Events on pods (``events.k8s.io/v1``, as kube-scheduler writes them), deduplicated as client-go's event
 recorder does: a note said of a pod once is one Event object; the same note again within ``REPEAT_S`` writes
 nothing, and after it the same object's ``series`` (count, last observed) is updated rather than a new object
-made. A new note for the pod is a new Event. What was said of a pod no longer pending is forgotten.
+made. A new note for the pod is a new Event. What was said of a pod no longer pending is forgotten. The Event's name
+is the pod's and a digest of its uid and the note: a new leader saying the same finds it made (409) and says
+nothing more (an Event's fields but its series are immutable, and another leader's are not known here).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._api._api import Kind, KubeApi
+from .._api._errors import Conflict
 from ._sync import MANAGED_BY
 
 EVENTS = Kind("events.k8s.io", "v1", "Event", "events", namespaced=True)
@@ -27,7 +30,8 @@ def _stamp() -> str:
 class Recorder:
     def __init__(self, api: KubeApi, instance: str, clock: Callable[[], float] = time.monotonic) -> None:
         self._api, self._instance, self._clock = api, instance, clock
-        self._said: dict[str, tuple[str, float, dict[str, Any], int]] = {}  # pod uid -> (note, when, event, count)
+        # pod uid -> (note, when, the Event as written, or None: another leader's, count)
+        self._said: dict[str, tuple[str, float, dict[str, Any] | None, int]] = {}
 
     def warn(self, pod: dict[str, Any], reason: str, note: str) -> bool:
         """Say ``note`` of the pod (a store entry: name, namespace, uid); True when something was written."""
@@ -36,9 +40,11 @@ class Recorder:
         if said is not None and said[0] == note:
             if now - said[1] < REPEAT_S:
                 return False
+            if said[2] is None:  # another leader's Event: its fields are not known here, and are immutable
+                self._said[uid] = (note, now, None, said[3])
+                return False
             count = said[3] + 1
-            event = said[2] | {"series": {"count": count, "lastObservedTime": _stamp()}}
-            self._api.apply(EVENTS, event)
+            self._api.apply(EVENTS, said[2] | {"series": {"count": count, "lastObservedTime": _stamp()}})
             self._said[uid] = (note, now, said[2], count)
             return True
         digest = hashlib.sha256(f"{uid}\n{note}".encode()).hexdigest()[:16]
@@ -49,7 +55,11 @@ class Recorder:
                  "action": "Scheduling", "reason": reason, "type": "Warning", "note": note[:1024],
                  "regarding": {"apiVersion": "v1", "kind": "Pod", "name": pod["name"], "namespace": pod["namespace"],
                                "uid": uid}}
-        self._api.apply(EVENTS, event)
+        try:
+            self._api.create(EVENTS, event)
+        except Conflict:  # the same note on the same pod, written by the leader before: said already
+            self._said[uid] = (note, now, None, 1)
+            return False
         self._said[uid] = (note, now, event, 1)
         return True
 
