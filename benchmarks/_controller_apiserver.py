@@ -9,7 +9,9 @@ namespace, node names), so a shared server's other objects are neither read nor 
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -118,6 +120,7 @@ def run(http: httpx.Client, kubeconfig: Path, *, tag: str, nodes: int, changes: 
         thread.start()
         _wait("the first sync", lambda: controller.syncs and _block_of(http, tag, moved), timeout=600)
         first = time.monotonic() - started
+        print(f"created in {created:.1f} s, first sync {first:.1f} s", file=sys.stderr, flush=True)
         took = []
         for i in range(changes):  # to the other block and back: each patch moves it
             before = _block_of(http, tag, moved)
@@ -127,10 +130,12 @@ def run(http: httpx.Client, kubeconfig: Path, *, tag: str, nodes: int, changes: 
             assert got.status_code == 200, got.text
             _wait("the change reflected", lambda b=before: _block_of(http, tag, moved) not in (None, b), timeout=120)
             took.append(time.monotonic() - started)
+            print(f"change {i}: reflected in {took[-1]:.2f} s", file=sys.stderr, flush=True)
         return Figures(nodes=nodes, create_s=created, first_sync_s=first, changes_s=took)
     finally:
         stop.set()
         thread.join(timeout=30)
-        http.delete(f"/api/v1/namespaces/{tag}")
-        http.request("DELETE", "/api/v1/nodes", params={"labelSelector": f"{prefix}/claim-class"})
-        http.request("DELETE", SLICES, params={"fieldSelector": f"spec.driver={prefix}"})
+        with contextlib.suppress(httpx.TransportError):  # a fleet of 10,000 takes long to delete: not measured
+            http.delete(f"/api/v1/namespaces/{tag}")
+            http.request("DELETE", "/api/v1/nodes", params={"labelSelector": f"{prefix}/claim-class"}, timeout=600)
+            http.request("DELETE", SLICES, params={"fieldSelector": f"spec.driver={prefix}"}, timeout=600)
