@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import ssl
 import subprocess
@@ -20,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -264,6 +266,7 @@ def test_the_shipped_rbac_and_policy_let_the_controller_do_its_work_and_nothing_
                 wait_until("the objects, written as the ServiceAccount", done, timeout=30, every=0.3)
             except AssertionError as exc:
                 raise AssertionError(f"{exc}: {log.read_text()}") from None
+            _pending_pod_told(http, ns, fleet.nodes["hgx-0"]["metadata"]["labels"][f"{fleet.prefix}/claim-class"])
             fleet.drop_node("hgx-0")
             fleet.drop_node("hgx-1")  # the H100 class's last node: its templates deleted, as the ServiceAccount
             h100 = fleet.nodes["hgx-0"]["metadata"]["labels"][f"{fleet.prefix}/claim-class"]
@@ -282,6 +285,31 @@ def test_the_shipped_rbac_and_policy_let_the_controller_do_its_work_and_nothing_
         http.delete(f"{PATHS['classes']}/{ns}-theirs")
         http.delete("/api/v1/namespaces/topolink/configmaps/topolink-slurm-topology")
         as_controller.close()
+
+
+def _pending_pod_told(http: httpx.Client, ns: str, class_id: str) -> None:
+    """A pod of the class's template that the scheduler found no node for (its condition written as the
+    scheduler writes it: no scheduler runs here) gets the controller's Event, written as its ServiceAccount."""
+    assert http.post(f"/api/v1/namespaces/{ns}/serviceaccounts", json={
+        "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}).status_code in (201, 409)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "waits"},
+           "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": f"topolink-nvlink-2-{class_id}"}],
+                    "containers": [{"name": "c", "image": "example.invalid/none",
+                                    "resources": {"claims": [{"name": "gpus"}]}}]}}
+    got = http.post(f"/api/v1/namespaces/{ns}/pods", json=pod)
+    assert got.status_code == 201, got.text
+    got = http.patch(f"/api/v1/namespaces/{ns}/pods/waits/status", headers={
+        "Content-Type": "application/merge-patch+json"}, json={"status": {"conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes"}]}})
+    assert got.status_code == 200, got.text
+
+    def told() -> list[Any]:
+        items = http.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+                         params={"fieldSelector": "regarding.name=waits"}).json()["items"]
+        return [e for e in items if e.get("reportingController") == "topolink-controller"]
+    (said,) = wait_until("the pending pod's Event", told, timeout=20)
+    assert re.search(rf"claim class {class_id}: [1-9][0-9]* nodes of the class, [0-9]+ with a free group of 2$",
+                     said["note"]), said["note"]
 
 
 def test_two_candidates_racing_for_the_lease_one_wins(kube_apiserver: ApiServer) -> None:

@@ -253,7 +253,7 @@ class FleetApi(MemoryApi):
 
     def list_versioned(self, kind: Kind, labels: Mapping[str, str],
                        fields: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
-        return json.loads(json.dumps(self.fleet[kind.plural])), "1"
+        return json.loads(json.dumps(self.fleet.get(kind.plural, []))), "1"  # no pods, no claims
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False) -> Any:

@@ -4,7 +4,11 @@ switchable, what ``topolink cluster`` computes once: the DeviceClasses and Resou
 class, Kueue's Topology and ResourceFlavors, KAI's Topology, Volcano's HyperNodes and Slurm's topology.yaml in a
 ConfigMap (docs/schedulers.md).
 
-Exit status: 0 stopped by SIGTERM or SIGINT (the Lease handed back); 2 usage, or no readable kubeconfig.
+With ``--metrics-port``, ``/metrics`` serves what the leader counts: free groups by class, kind and size, nodes
+by class, and whether this replica leads.
+
+Exit status: 0 stopped by SIGTERM or SIGINT (the Lease handed back); 2 usage, no readable kubeconfig, or the
+metrics port taken.
 """
 
 from __future__ import annotations
@@ -53,6 +57,11 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--delay", type=seconds(0, 600, low_open=False), default=1.0, metavar="S",
                    help="a sync waits this long after the change it follows, so changes together are one sync "
                         "(default 1)")
+    p.add_argument("--metrics-port", type=count(0, 65535), default=0, metavar="PORT",
+                   help="serve /metrics on this port (free groups by class and size, nodes by class, leading); "
+                        "default 0: not served")
+    p.add_argument("--metrics-address", type=TEXT, default="0.0.0.0", metavar="ADDR",
+                   help="the address /metrics listens on (default every address)")
     p.add_argument("--label-prefix", type=PREFIX, default="gpu.topology", help="the agents' label prefix")
     p.add_argument("--dra-driver-name", type=DRIVER, default="gpu.topology", help="the agents' ResourceSlice driver")
     p.add_argument("--gpus", type=count(1, 1 << 20), action="append", metavar="N",
@@ -116,5 +125,38 @@ def _cmd_controller(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     _log(f"{cfg.identity}: candidate for lease {cfg.namespace}/{cfg.lease_name}; parts: "
          f"{', '.join(cfg.parts.on()) or 'none'}")
-    Controller(api, cfg, _log, lease_api=lease_api).run(stop)
+    controller = Controller(api, cfg, _log, lease_api=lease_api)
+    if args.metrics_port:
+        try:
+            _serve_metrics(args.metrics_address, args.metrics_port, controller.metrics_text)
+        except OSError as exc:
+            print(f"topolink controller: /metrics on {args.metrics_address}:{args.metrics_port}: {exc}",
+                  file=sys.stderr)
+            return EXIT_USAGE
+    controller.run(stop)
     return EXIT_OK
+
+
+def _serve_metrics(address: str, port: int, body: Callable[[], str]) -> None:
+    """``GET /metrics`` on a thread of its own (Prometheus text format); any other path is 404."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/metrics":
+                self.send_error(404)
+                return
+            data = body().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            del format, args  # a scrape is not news
+
+    server = ThreadingHTTPServer((address, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name="topolink-metrics").start()

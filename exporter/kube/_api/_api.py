@@ -80,7 +80,8 @@ class KubeApi(Protocol):
         ...
 
     def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> tuple[Objs, str]:
-        """As :meth:`list`, with the list's resourceVersion: where a watch of the same selection starts."""
+        """As :meth:`list` (a namespaced kind: in every namespace), with the list's resourceVersion: where a watch
+        of the same selection starts."""
         ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...

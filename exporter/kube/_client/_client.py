@@ -187,7 +187,9 @@ class LightkubeApi:
         return self._list(kind, labels, fields or {}, namespace)[0]
 
     def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> tuple[Objs, str]:
-        return self._list(kind, labels, fields, None)
+        from lightkube import ALL_NS
+
+        return self._list(kind, labels, fields, ALL_NS if kind.namespaced else None)  # every namespace, as a watch
 
     def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               namespace: str | None) -> tuple[Objs, str]:

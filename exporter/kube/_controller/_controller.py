@@ -14,15 +14,30 @@ from dataclasses import dataclass, field
 from .._api._api import Kind, KubeApi, Obj, slice_kind
 from .._api._errors import PublishError
 from .._api._retry import Backoff
+from .._desired._claims import ClaimClass
 from .._fleet._claims_read import claim_classes
 from .._fleet._levels import HOSTNAME
 from .._fleet._wanted import Parts, wanted
+from ._events import Recorder
 from ._informer import Informer
 from ._lease import LeaderElector, LeaseTimes
+from ._pending import (
+    REASON,
+    asked,
+    explain,
+    exposition,
+    in_use,
+    keep_claim,
+    keep_device_slice,
+    keep_pod,
+    metrics,
+)
 from ._queue import SyncQueue
 from ._sync import served_parts, sync
 
 NODES = Kind("", "v1", "Node", "nodes")
+PODS = Kind("", "v1", "Pod", "pods", namespaced=True)
+CLAIMS = Kind("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", namespaced=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +50,7 @@ class ControllerConfig:
     times: LeaseTimes = field(default_factory=LeaseTimes)
     resync_s: float = 300.0
     delay_s: float = 1.0  # a sync waits this long after the first change it follows: changes in between join it
+    explain: bool = True  # pending pods of our templates told why (an Event), free groups counted (a metric)
 
 
 class Controller:
@@ -47,6 +63,15 @@ class Controller:
         self._said: dict[str, str] = {}  # part -> what was last said of it ('' served)
         self._notes: tuple[str, ...] = ()  # what the last sync left out, and why (said when it changes)
         self.syncs = 0  # syncs done (tests wait on it)
+        # the last sync's classes: class -> its nodes, and class -> its groups (where its slices were read)
+        self._known: tuple[dict[str, list[str]], dict[str, ClaimClass]] | None = None
+        self.free: list[tuple[str, str, int, int]] = []  # (class, kind, size, free groups): the metric
+        self.leading = False
+
+    def metrics_text(self) -> str:
+        """The ``/metrics`` body: what the last sync and the last look at the pending pods counted."""
+        known = self._known
+        return exposition(self.free if self.leading else [], known[0] if known and self.leading else {}, self.leading)
 
     def _keep_node(self, obj: Obj) -> Obj | None:
         prefix = self._cfg.parts.claim.prefix
@@ -80,6 +105,7 @@ class Controller:
         for obj in slices.items().values():
             by_node.setdefault(obj["spec"].get("nodeName", ""), []).append(obj)
         read = claim_classes(members, lambda node: by_node.get(node, []), self._cfg.driver)
+        self._known = members, {c.id: c for c in read.classes}
         want = wanted(labels, read.classes, parts, on=served)
         namespaces = {"resourceclaimtemplates": parts.claim.namespace, "configmaps": parts.namespace}
         result = sync(self._api, want.objects, served, namespaces,
@@ -94,13 +120,66 @@ class Controller:
             self._log(f"sync: applied {len(result.applied)}, deleted {len(result.deleted)}, unchanged "
                       f"{result.unchanged}" + "".join(f"; left alone: {w}" for w in result.left_alone))
 
+    def _explain_once(self, pods: Informer, claims: Informer, devices: list[Informer], events: Recorder) -> None:
+        """An Event on each pending pod whose claim of our templates is unallocated; the free groups counted."""
+        if self._known is None:
+            return
+        members, classes = self._known
+        held = claims.items()
+        used = in_use(held.values(), [s for d in devices for s in d.items().values()])
+        self.free = metrics(classes.values(), self._cfg.parts.gpus, used)
+        pending = []
+        for pod in pods.items().values():
+            if not pod["unschedulable"]:
+                continue
+            pending.append(pod["uid"])
+            for _, template, claim in pod["claims"]:
+                if (ask := asked(template)) is None or (claim and held.get(f"{pod['namespace']}/{claim}", {}).get(
+                        "allocated")):
+                    continue
+                note = explain(ask, template, classes=classes, members=members, used=used,
+                               label=self._cfg.parts.claim.class_label)
+                try:
+                    if events.warn(pod, REASON, note):
+                        self._log(f"pod {pod['namespace']}/{pod['name']}: {note}")
+                except PublishError as exc:  # said at the next change or resync
+                    self._log(f"pod {pod['namespace']}/{pod['name']}: no Event: {exc}")
+                break  # one Event a pod: its first claim that waits
+        events.forget(pending)
+
+    def _explaining(self, lost: threading.Event, explain_queue: SyncQueue) -> list[Informer]:
+        """The pod, claim and device informers, and the thread that explains pending pods from them."""
+        cfg, add = self._cfg.parts.claim, explain_queue.add
+        pods = Informer(self._api, PODS, keep=lambda o: keep_pod(o, cfg.namespace), changed=add, log=self._log,
+                        fields={"metadata.namespace": cfg.namespace})
+        claims = Informer(self._api, CLAIMS, keep=keep_claim, changed=add, log=self._log)
+        devices = [Informer(self._api, slice_kind("v1"), keep=lambda o: keep_device_slice(o, cfg), changed=add,
+                            log=self._log, fields={"spec.driver": driver})
+                   for driver in dict.fromkeys((cfg.gpu_driver, cfg.nic_driver))]
+        events = Recorder(self._api, self._cfg.identity)
+
+        def loop() -> None:
+            while explain_queue.get(lost):
+                if all(i.synced.is_set() for i in (pods, claims, *devices)):
+                    self._explain_once(pods, claims, devices, events)
+        threading.Thread(target=loop, daemon=True, name="topolink-explain").start()
+        return [pods, claims, *devices]
+
     def lead(self, lost: threading.Event) -> None:
         """Informers, resync and syncs until ``lost``."""
-        queue, backoff = SyncQueue(self._cfg.delay_s), Backoff()
+        self.leading = True
+        try:
+            self._lead(lost)
+        finally:
+            self.leading, self._known, self.free = False, None, []
+
+    def _lead(self, lost: threading.Event) -> None:
+        queue, backoff, explain_queue = SyncQueue(self._cfg.delay_s), Backoff(), SyncQueue(self._cfg.delay_s)
         nodes = Informer(self._api, NODES, keep=self._keep_node, changed=queue.add, log=self._log)
         slices = Informer(self._api, slice_kind("v1"), keep=self._keep_slice, changed=queue.add, log=self._log,
                           fields={"spec.driver": self._cfg.driver})
-        for informer in (nodes, slices):
+        more = self._explaining(lost, explain_queue) if self._cfg.explain else []
+        for informer in (nodes, slices, *more):
             threading.Thread(target=informer.run, args=(lost,), daemon=True, name="topolink-informer").start()
 
         recheck = threading.Event()  # ask the server again which kinds it serves
@@ -123,6 +202,7 @@ class Controller:
                     served = self._say(served_parts(self._api, self._cfg.parts.on()))
                 self._sync_once(nodes, slices, served, lost)
                 backoff.succeeded()
+                explain_queue.add(0.0)  # the classes may have changed: the pending pods again
             except (PublishError, ValueError) as exc:  # ValueError: a fleet whose names would meet (never seen)
                 wait = backoff.failed(exc, getattr(exc, "retry_after", None))
                 self._log(f"sync: {exc}; again in {wait:.1f} s")

@@ -19,6 +19,12 @@ from .._api._retry import Backoff
 ERROR_WINDOW_S = 2.0
 
 
+def _name(obj: Obj) -> str:
+    """The store's key: the name, behind its namespace for a namespaced kind."""
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
+
+
 class Informer:
     def __init__(self, api: KubeApi, kind: Kind, *, keep: Callable[[Obj], Obj | None],
                  changed: Callable[[], None], log: Callable[[str], None], fields: Mapping[str, str] | None = None,
@@ -33,7 +39,7 @@ class Informer:
         self.synced = threading.Event()  # the store holds one whole list
 
     def items(self) -> dict[str, Obj]:
-        """A copy of the store (name -> what ``keep`` held)."""
+        """A copy of the store (name, or namespace/name, -> what ``keep`` held)."""
         with self._lock:
             return dict(self._store)
 
@@ -51,7 +57,7 @@ class Informer:
         fresh: dict[str, Obj] = {}
         for obj in items:
             if (held := self._keep(obj)) is not None:
-                fresh[obj["metadata"]["name"]] = held
+                fresh[_name(obj)] = held
         with self._lock:
             self._store = fresh
         self._rv = rv or None
@@ -68,8 +74,7 @@ class Informer:
                 self._rv = rv
             if typ == "BOOKMARK":
                 continue
-            name = obj["metadata"]["name"]
-            if self._put(name, None if typ == "DELETED" else self._keep(obj)):
+            if self._put(_name(obj), None if typ == "DELETED" else self._keep(obj)):
                 self._changed()
 
     def run(self, stop: threading.Event) -> None:
