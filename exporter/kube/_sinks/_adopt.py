@@ -28,6 +28,10 @@ class Adopter:
     def foreign(self, name: str) -> bool:
         return name in self._foreign
 
+    def forget(self, name: str) -> None:
+        """``name`` is no longer someone else's (the server has no such object): created and reported afresh."""
+        self._foreign.discard(name)
+
     def disown(self, kind: Kind, name: str) -> NotOurs:
         """Remembers ``name`` as someone else's; the error to report, once."""
         self._foreign.add(name)

@@ -108,9 +108,8 @@ class NodeFeatureSink:
             observed: dict[str, Any] = dict((current or {}).get("spec", {}).get("labels") or {})
             labels = desired_labels(snapshot, self._cfg, observed)
             want = node_feature(self._node, self._ns, labels, self._owners)
-            if current is None:
-                if self._adopter.foreign(name):
-                    return PublishResult(unchanged=len(labels))
+            if current is None:  # the server's copy decides: someone else's that is gone is no reason to hold back
+                self._adopter.forget(name)
                 self._adopter.create(self._api, NODE_FEATURE, want, self._ours)
                 return PublishResult(written=1)
             if observed == labels and _meta_same(current, want):
