@@ -282,6 +282,9 @@ async def test_a_taint_rule_that_lost_its_labels_is_taken_over_and_a_foreign_one
     results = [await run(other.publish, _degraded(_snap())) for _ in range(2)]
     assert [r.ok for r in results] == [False, True] and "someone else" in results[0].detail
     assert kmock.objects[RULES, None, name]["spec"]["deviceSelector"]["driver"] == "other.example.com"
+    del kmock.objects[RULES, None, name]  # someone else's is gone: the server's copy, not a memory, decides
+    assert (await run(other.publish, _degraded(_snap()))).written == 1
+    assert kmock.objects[RULES, None, name]["spec"]["deviceSelector"]["driver"] == "gpu.nvidia.com"
 
 
 async def test_a_node_feature_that_lost_its_labels_is_taken_over_on_409_and_a_foreign_one_reported_once(

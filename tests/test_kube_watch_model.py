@@ -89,6 +89,7 @@ class Checked(Agent):
 
     failed = False  # the last sync failed: the sync worker requeues it
     synced_at = 0.0  # the last sync (``server.now``)
+    listed = False  # the last sync ended with no store to compare with (it listed for itself)
 
     def publish(self) -> bool:
         view = self.sink.cache.view()
@@ -97,6 +98,7 @@ class Checked(Agent):
             assert versions(view) == server, f"trusted {versions(view)} at {self.server.now}, server had {server}"
         self.failed = not super().publish()
         self.synced_at = self.server.now  # its end: a write's reply and the mutation cache's TTL start late in it
+        self.listed = self.sink.cache.view() is None  # it ended with no store: it listed for itself
         return not self.failed
 
 
@@ -158,10 +160,11 @@ def assert_converges(agent: Checked, server: ScriptedServer, passes: int) -> Non
     the server holds what the agent wants (a new agent finds nothing to write), the view is the server's, and no
     sync after that writes (nothing flaps). With no pass in the history, the first sync is the agent's start."""
     server.faults, server.during_write = [], None
-    # a sync is due at once: a failed one's requeue; or a discovery pass, where the agent never synced, where its
-    # watch has no state yet (its syncs listed for themselves), or where a discovery interval (60 s, the mutation
-    # cache's TTL too) has gone by since the last one
-    failed = (not passes or agent.failed or not agent.sink.cache.synced()
+    # a sync is due at once: a failed one's requeue; or a discovery pass, where the agent never synced, where the
+    # last sync had no store (it listed for itself: the first state wakes the agent only for what its own writes
+    # showed, a known gap the next pass closes), or where a discovery interval (60 s, the mutation cache's TTL too)
+    # has gone by since the last one
+    failed = (not passes or agent.failed or agent.listed or not agent.sink.cache.synced()
               or server.now - agent.synced_at >= DISCOVERY_INTERVAL_S)
     for _ in range(QUIET_ROUNDS):
         agent.step()

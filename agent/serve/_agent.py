@@ -143,12 +143,13 @@ class Agent:
             self._rebuild()
 
     def resync(self, whys: dict[str, str]) -> None:
-        """The sinks named sync again from the served snapshot, no discovery (a watch saw a change, or a requeue)."""
+        """A sync from the served snapshot, no discovery: of every sink when a watch saw a change (a Node deleted and
+        created again lost its labels too, and only the slice watch sees it), of the failed sinks alone on a requeue."""
         with self._lock:
             served = self._served
         if served is not None and whys:
             event(self.log, "resync", sinks=",".join(sorted(whys)), why="; ".join(whys[n] for n in sorted(whys)))
-            self._publish(served, frozenset(whys))
+            self._publish(served, frozenset(whys) if all(map(self._limiter.failures, whys)) else None)
 
     def _publish(self, served: Snapshot, only: frozenset[str] | None = None) -> None:
         sinks = [s for s in self._sinks if only is None or s.name in only]

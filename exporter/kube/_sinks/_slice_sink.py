@@ -201,7 +201,7 @@ class ResourceSliceSink:
             deleted.append(name)
         stored += [self._api.apply(kind, o) for o in plan.update]
         stored += [self._adopter.create(self._api, kind, o, self._ours) for o in plan.create
-                   if not self._adopter.foreign(_name(o))]
+                   if not self._adopter.still_foreign(self._api, kind, _name(o))]
 
     def watcher(self, stop: threading.Event, wake: Callable[[str], None],
                 backoff: Backoff | None = None) -> SliceWatch:

@@ -61,7 +61,7 @@ class DeviceTaintRuleSink:
                 written += 1
             for name, obj in sorted(want.items()):
                 if name not in current:
-                    if not self._adopter.foreign(name):
+                    if not self._adopter.still_foreign(self._api, kind, name):
                         self._adopter.create(self._api, kind, obj, self._ours)
                         written += 1
                 elif rule_spec(current[name]) != rule_spec(obj) or not _labelled(current[name]):
