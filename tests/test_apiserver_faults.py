@@ -114,3 +114,6 @@ def test_a_slice_of_our_name_that_is_someone_elses_is_reported_once(kube_apiserv
         results = [agent.sinks[1].publish(agent.snap) for _ in range(3)]
         assert [r.ok for r in results] == [False, True, True] and "someone else" in results[0].detail
         assert http.get(f"{SLICES}/{name}").json()["spec"]["driver"] == "other.example.com"
+        assert http.delete(f"{SLICES}/{name}").status_code == 200  # gone: the server's copy decides, not a memory
+        assert agent.sinks[1].publish(agent.snap).written == 1
+        assert http.get(f"{SLICES}/{name}").json()["spec"]["driver"] != "other.example.com"

@@ -282,13 +282,16 @@ async def test_a_taint_rule_that_lost_its_labels_is_taken_over_and_a_foreign_one
     results = [await run(other.publish, _degraded(_snap())) for _ in range(2)]
     assert [r.ok for r in results] == [False, True] and "someone else" in results[0].detail
     assert kmock.objects[RULES, None, name]["spec"]["deviceSelector"]["driver"] == "other.example.com"
+    del kmock.objects[RULES, None, name]  # someone else's is gone: the server's copy, not a memory, decides
+    assert (await run(other.publish, _degraded(_snap()))).written == 1
+    assert kmock.objects[RULES, None, name]["spec"]["deviceSelector"]["driver"] == "gpu.nvidia.com"
 
 
 async def test_a_node_feature_that_lost_its_labels_is_taken_over_on_409_and_a_foreign_one_reported_once(
         kmock: Any, api: LightkubeApi) -> None:
     """The NodeFeature's name is there when the create is answered (the GET before it missed it: created in
     between): read again, ours by every other mark it is taken over with our labels; labelled for another node
-    it is reported once and left alone."""
+    it is reported once and left alone, and ours is created once the server no longer has it."""
     from tests.kmock_support import FEATURES
 
     def created_in_between() -> None:  # the sink's next GET answers 404, its create 409
@@ -319,3 +322,6 @@ async def test_a_node_feature_that_lost_its_labels_is_taken_over_on_409_and_a_fo
     assert [r.method.value.lower() for r in kmock][-4:] == ["get", "post", "get", "get"]  # reported, then left alone
     assert [r.ok for r in results] == [False, True] and "someone else" in results[0].detail
     assert kmock.objects[FEATURES, "nfd", name] == foreign
+    del kmock.objects[FEATURES, "nfd", name]  # someone else's is gone: the server's copy, not a memory, decides
+    assert (await run(other.publish, _snap())).written == 1
+    assert kmock.objects[FEATURES, "nfd", name]["metadata"]["labels"] == post.data["metadata"]["labels"]

@@ -12,11 +12,11 @@ Imports ``agent.discovery`` (NVML access for idleness), ``probes``, ``exporter``
 imported by the command line (``agent.cli.serve``).
 """
 
-from ._agent import Agent, next_probe_at
+from ._agent import Agent
 from ._config import ServeConfig
 from ._log import LOGGER, event
 from ._log import setup as setup_log
-from ._probe import nvml_busy
+from ._probe import next_probe_at, nvml_busy
 from ._run import run
 
 __all__ = ["LOGGER", "Agent", "ServeConfig", "event", "next_probe_at", "nvml_busy", "run", "setup_log"]

@@ -22,14 +22,9 @@ from topology import Fact, LinkCapability, Measurement, Snapshot, carry_forward,
 from ._config import ServeConfig
 from ._log import Failures, event
 from ._probe import BUSY, BUSY_UNKNOWN, Busy, Item, run_pass
+from ._requeue import RateLimiter
 from ._retry import nvml_waiting, retry_delay
 from ._state import REPORT_FILE, SNAPSHOT_FILE, Loaded, StateDir, stale_since
-
-
-def next_probe_at(started: float, ended: float, interval_s: float, duty_cycle: float) -> float:
-    """When the next scheduled pass may start: after the interval, and late enough that probe time stays
-    within ``duty_cycle`` of wall time."""
-    return max(ended + interval_s, started + (ended - started) / duty_cycle)
 
 
 class Agent:
@@ -56,6 +51,8 @@ class Agent:
         self._sink_totals = {s.name: sink_stats(s) for s in sinks}
         self._runs: Counter[tuple[str, str]] = Counter()
         self._failures = Failures(log)  # publish failures: one line until the sink publishes again
+        self._limiter = RateLimiter()  # a failed sync's backoff, per sink; the sync queued again by ``requeue``
+        self.requeue: Callable[[str, str, float], None] = lambda _sink, _why, _after_s: None  # ``Wake.requeue``
         self._busy_s = 0.0
         self._reasons: tuple[tuple[str, str, str], ...] = ()
         self._probe_running = False
@@ -146,24 +143,27 @@ class Agent:
             self._rebuild()
 
     def resync(self, whys: dict[str, str]) -> None:
-        """Every sink compares the served snapshot with what is there again, no discovery (a watch saw a change)."""
+        """A sync from the served snapshot, no discovery: of every sink when a watch saw a change (a Node deleted and
+        created again lost its labels too, and only the slice watch sees it), of the failed sinks alone on a requeue."""
         with self._lock:
             served = self._served
         if served is not None and whys:
             event(self.log, "resync", sinks=",".join(sorted(whys)), why="; ".join(whys[n] for n in sorted(whys)))
-            self._publish(served)
+            self._publish(served, frozenset(whys) if all(map(self._limiter.failures, whys)) else None)
 
-    def _publish(self, served: Snapshot) -> None:
-        changed = False
-        for sink in self._sinks:
+    def _publish(self, served: Snapshot, only: frozenset[str] | None = None) -> None:
+        sinks = [s for s in self._sinks if only is None or s.name in only]
+        for sink in sinks:
             try:
                 result = sink.publish(served)
             except Exception as exc:  # a sink must report, not raise; one that does is counted as failed
                 result = PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
             self._sink_totals[sink.name] = sink_stats(sink, self._sink_totals[sink.name], result)
-            changed = True
             self._failures.result(sink.name, result.ok, result.detail)
-        if changed:
+            # a failed sync is tried again on its sink's backoff, not at the next discovery pass; never given up
+            if (after_s := self._limiter.result(sink.name, result.ok, result.retry_after)) is not None:
+                self.requeue(sink.name, f"sync failed ({result.detail.split(':', 1)[0]}): requeued", after_s)
+        if sinks:
             with self._lock:
                 self._rebuild()
 

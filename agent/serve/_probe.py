@@ -125,3 +125,9 @@ def kill_children() -> int:
         except ProcessLookupError:
             continue
     return killed
+
+
+def next_probe_at(started: float, ended: float, interval_s: float, duty_cycle: float) -> float:
+    """When the next scheduled pass may start: after the interval, and late enough that probe time stays
+    within ``duty_cycle`` of wall time."""
+    return max(ended + interval_s, started + (ended - started) / duty_cycle)

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 from exporter import Sink, WatchingSink
 from topology import Snapshot
 
-from ._agent import Agent, next_probe_at
+from ._agent import Agent
 from ._config import ServeConfig
 from ._log import event, setup
-from ._probe import Busy, kill_children
+from ._probe import Busy, kill_children, next_probe_at
 from ._wake import Wake
 
 _STOP_GRACE_S = 4.0  # SIGTERM to exit: within the 5 s a DaemonSet's pod is given at the least
@@ -242,6 +242,7 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     server = http_server(app, dataclasses.replace(config.http, max_connections=cap), stats)
     stop = threading.Event()
     wake = Wake()
+    agent.requeue = wake.requeue
     stopped_by = _on_signals(stop, wake)
     event(log, "agent starting", version=config.version, address=address, max_connections=cap,
           discovery_interval_s=config.discovery_interval_s, probe_interval_s=config.probe_interval_s,

@@ -25,6 +25,7 @@ class PublishResult:
     unchanged: int = 0
     failed: int = 0
     detail: str = ""  # why it failed, for the log line and the metric's reason
+    retry_after: float | None = None  # failed: no try again sooner (the server's Retry-After, the client's backoff)
 
     @property
     def ok(self) -> bool:

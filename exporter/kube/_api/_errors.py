@@ -60,3 +60,11 @@ class Expired(PublishError):
 
 class BadConfig(PublishError):
     pass
+
+
+def retry_floor(exc: BaseException) -> float | None:
+    """How long the server (its Retry-After) or the client's own backoff (a request not sent) asked to wait before
+    the next try; None where neither said."""
+    if isinstance(exc, BackingOff):
+        return max(exc.retry_in, exc.retry_after or 0.0)
+    return exc.retry_after if isinstance(exc, PublishError) else None

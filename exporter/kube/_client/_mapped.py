@@ -21,9 +21,10 @@ def mapped(what: str) -> Iterator[None]:
     except httpx2.HTTPStatusError as exc:  # lightkube's ApiError, or a body it could not read as a Status
         code = exc.response.status_code
         status = exc.status if isinstance(exc, ApiError) else None
-        err = error_for(what, code, (status.message or "") if status else "")
+        after = retry_after(exc.response.headers.get("Retry-After"))  # kept on the error: the sync's requeue floor
+        err = error_for(what, code, (status.message or "") if status else "", after)
         if code in RETRYABLE:
-            raise Retryable(err, retry_after(exc.response.headers.get("Retry-After"))) from exc
+            raise Retryable(err, after) from exc
         raise err from exc
     except httpx2.TransportError as exc:
         err = Unavailable(f"{what}: {type(exc).__name__}: {exc}")

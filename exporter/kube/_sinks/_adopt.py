@@ -19,7 +19,7 @@ class NotOurs(Conflict):
 
 class Adopter:
     """Creates objects, adopting ours on a 409; remembers the names found to be someone else's (reported
-    once: :meth:`foreign` skips them until the agent restarts)."""
+    once: :meth:`still_foreign` skips them while the server still has them)."""
 
     def __init__(self, sink: str) -> None:
         self._sink = sink
@@ -27,6 +27,20 @@ class Adopter:
 
     def foreign(self, name: str) -> bool:
         return name in self._foreign
+
+    def still_foreign(self, api: KubeApi, kind: Kind, name: str, namespace: str | None = None) -> bool:
+        """``name`` was found to be someone else's and the server still has it (one read, only for such a name):
+        the server's copy decides, so one that is gone is created again."""
+        if name not in self._foreign:
+            return False
+        if api.get(kind, name, namespace) is not None:
+            return True
+        self.forget(name)
+        return False
+
+    def forget(self, name: str) -> None:
+        """``name`` is no longer someone else's (the server has no such object): created and reported afresh."""
+        self._foreign.discard(name)
 
     def disown(self, kind: Kind, name: str) -> NotOurs:
         """Remembers ``name`` as someone else's; the error to report, once."""

@@ -17,7 +17,7 @@ from topology import Snapshot
 from ..._core._files import UnsafeFile, read_regular, write_file
 from ..._core._sink import PublishResult
 from .._api._api import MANAGED_BY, NODE_FEATURE, KubeApi, NodeView, Obj
-from .._api._errors import InvalidObject, NotFound, PublishError
+from .._api._errors import InvalidObject, NotFound, PublishError, retry_floor
 from .._desired._compat import COMPAT
 from .._desired._labels import LabelConfig, catalogue, desired_labels
 from .._desired._names import check_labels, is_label_value, object_name
@@ -52,7 +52,7 @@ def plan_node_labels(node: NodeView, desired: Mapping[str, str], cfg: LabelConfi
 
 def _failed(sink: str, exc: PublishError) -> PublishResult:
     log.debug("%s: %s", sink, exc)  # the agent logs the failed publish, once
-    return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
+    return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}", retry_after=retry_floor(exc))
 
 
 class NodeLabelSink:
@@ -108,9 +108,8 @@ class NodeFeatureSink:
             observed: dict[str, Any] = dict((current or {}).get("spec", {}).get("labels") or {})
             labels = desired_labels(snapshot, self._cfg, observed)
             want = node_feature(self._node, self._ns, labels, self._owners)
-            if current is None:
-                if self._adopter.foreign(name):
-                    return PublishResult(unchanged=len(labels))
+            if current is None:  # the server's copy decides: someone else's that is gone is no reason to hold back
+                self._adopter.forget(name)
                 self._adopter.create(self._api, NODE_FEATURE, want, self._ours)
                 return PublishResult(written=1)
             if observed == labels and _meta_same(current, want):

@@ -14,7 +14,7 @@ from topology import Snapshot
 
 from ..._core._sink import PublishResult
 from .._api._api import Obj
-from .._api._errors import Conflict, PublishError
+from .._api._errors import Conflict, PublishError, retry_floor
 from .._desired._node_condition import CONDITION, Verdict, condition, desired_taints, same_condition, verdict
 
 log = logging.getLogger(__name__)
@@ -67,14 +67,14 @@ class NodeConditionSink:
         v = verdict(snapshot)
         if v is None:
             return PublishResult()
-        written, failed = 0, ""
+        written, failed, floor = 0, "", None
         try:
             node = self._api.get_node_object(self._node)
             if self._taint:  # first: its patch is tested against the resourceVersion read, which the apply moves
                 try:
                     written, node = self._taints(node, v)
                 except PublishError as exc:  # the condition is still written: it does not depend on the taint
-                    failed = f"{type(exc).__name__}: {exc}"
+                    failed, floor = f"{type(exc).__name__}: {exc}", retry_floor(exc)
             conditions = (node.get("status") or {}).get("conditions") or []
             have = next((c for c in conditions if c.get("type") == CONDITION), None)
             now = self._clock()
@@ -82,10 +82,10 @@ class NodeConditionSink:
                 self._api.apply_node_condition(self._node, condition(v, _stamp(now), have))
                 written += 1
         except PublishError as exc:
-            failed = f"{type(exc).__name__}: {exc}"
+            failed, floor = f"{type(exc).__name__}: {exc}", retry_floor(exc)
         if failed:
             log.debug("%s: %s", self.name, failed)
-            return PublishResult(written=written, failed=1, detail=failed)
+            return PublishResult(written=written, failed=1, detail=failed, retry_after=floor)
         return PublishResult(written=written) if written else PublishResult(unchanged=1 + self._taint)
 
     def _taints(self, node: Obj, v: Verdict) -> tuple[int, Obj]:

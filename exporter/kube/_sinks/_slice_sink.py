@@ -19,7 +19,7 @@ from topology import Snapshot
 
 from ..._core._sink import PublishResult
 from .._api._api import MANAGED_BY, RESOURCE_GROUP, SLICE_VERSIONS, Kind, KubeApi, Obj, slice_kind
-from .._api._errors import NotFound, PublishError, Unavailable
+from .._api._errors import NotFound, PublishError, Unavailable, retry_floor
 from .._api._retry import Backoff
 from .._desired._slices import SliceConfig, build_slices, desired_devices, devices_of
 from ._adopt import Adopter, NotOurs
@@ -188,7 +188,7 @@ class ResourceSliceSink:
             if not isinstance(exc, Unavailable):
                 self._d.uid = None
             log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
-            return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
+            return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}", retry_after=retry_floor(exc))
 
     def _write(self, kind: Kind, plan: Plan, stored: list[Obj], deleted: list[str]) -> None:
         """The plan's requests; what the server did lands in ``stored`` (its replies) and ``deleted``. A slice to
@@ -201,7 +201,7 @@ class ResourceSliceSink:
             deleted.append(name)
         stored += [self._api.apply(kind, o) for o in plan.update]
         stored += [self._adopter.create(self._api, kind, o, self._ours) for o in plan.create
-                   if not self._adopter.foreign(_name(o))]
+                   if not self._adopter.still_foreign(self._api, kind, _name(o))]
 
     def watcher(self, stop: threading.Event, wake: Callable[[str], None],
                 backoff: Backoff | None = None) -> SliceWatch:

@@ -9,7 +9,7 @@ from topology import Snapshot
 
 from ..._core._sink import PublishResult
 from .._api._api import MANAGED_BY, RESOURCE_GROUP, TAINT_RULE_VERSIONS, KubeApi, Obj, taint_rule_kind
-from .._api._errors import PublishError
+from .._api._errors import PublishError, retry_floor
 from .._desired._taints import desired_rules, rule_spec
 from ._adopt import Adopter, NotOurs
 from ._slice_sink import pick_version
@@ -61,7 +61,7 @@ class DeviceTaintRuleSink:
                 written += 1
             for name, obj in sorted(want.items()):
                 if name not in current:
-                    if not self._adopter.foreign(name):
+                    if not self._adopter.still_foreign(self._api, kind, name):
                         self._adopter.create(self._api, kind, obj, self._ours)
                         written += 1
                 elif rule_spec(current[name]) != rule_spec(obj) or not _labelled(current[name]):
@@ -72,4 +72,4 @@ class DeviceTaintRuleSink:
             return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")  # once: skipped from now on
         except PublishError as exc:
             log.debug("%s: %s", self.name, exc)  # the agent logs the failed publish, once
-            return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}")
+            return PublishResult(failed=1, detail=f"{type(exc).__name__}: {exc}", retry_after=retry_floor(exc))
