@@ -15,6 +15,7 @@ import topology as t
 _FABRIC = t.FabricInfo(state=t.FabricState.COMPLETED, cluster_uuid="big-domain", clique_id=1)
 _PCIE = t.PcieLinkState(current_gen=5, current_width=16, max_gen=5, max_width=16)
 _BRIDGE = 0x060400
+_PCIE_RATE = t.pcie_bytes_per_second(5, 16)  # a link's rate is the physics table's for its state (saved docs say so)
 
 
 def _f(bdf: str, parent: str, cls: int, numa: int, device: int = 0x1234) -> t.PciFunction:
@@ -37,16 +38,16 @@ def big(gpus: int, *, nics: int = 0, pci: int = 0, links: int = 0) -> t.Snapshot
             bridges.append(t.HostBridge(id=hb, domain=domain, bus=0, numa_node=numa))
             port = f"{domain:04x}:00:01.0"
             functions.append(_f(port, hb, _BRIDGE, numa))
-            edges.append(t.Link(a=port, b=hb, kind=t.LinkKind.PCIE, pcie=_PCIE))
+            edges.append(t.Link(a=port, b=hb, kind=t.LinkKind.PCIE, pcie=_PCIE, bytes_per_second=_PCIE_RATE))
             for p in range(2):
                 up = f"{domain:04x}:{0x10 + 0x10 * p:02x}:00.0"
                 functions.append(_f(up, port, _BRIDGE, numa))
-                edges.append(t.Link(a=up, b=port, kind=t.LinkKind.PCIE, pcie=_PCIE))
+                edges.append(t.Link(a=up, b=port, kind=t.LinkKind.PCIE, pcie=_PCIE, bytes_per_second=_PCIE_RATE))
                 switch_parents.append((up, domain, numa, p))
                 for d in range(3):
                     bdf = f"{domain:04x}:{0x11 + 0x10 * p + d:02x}:00.0"
                     functions.append(_f(bdf, up, 0x030200 if d < 2 else 0x020700, numa))
-                    edges.append(t.Link(a=bdf, b=up, kind=t.LinkKind.PCIE, pcie=_PCIE))
+                    edges.append(t.Link(a=bdf, b=up, kind=t.LinkKind.PCIE, pcie=_PCIE, bytes_per_second=_PCIE_RATE))
                     if d < 2:
                         gpu_list.append(t.Gpu(id=bdf, index=len(gpu_list), name="GPU", numa_node=numa, pcie=_PCIE,
                                               memory_affinity=(numa,), cpu_affinity=(numa,), fabric=_FABRIC))
@@ -56,8 +57,9 @@ def big(gpus: int, *, nics: int = 0, pci: int = 0, links: int = 0) -> t.Snapshot
         for k in range(4):
             sw = f"nvswitch{4 * b + k}"
             switches.append(t.NvSwitch(id=sw, visible_on_pci=False))
-            edges += [t.Link(a=g.id, b=sw, kind=t.LinkKind.NVLINK, count=4 + (k < 2), nvlink_version=4,
-                             bytes_per_second=(4 + (k < 2)) * 25e9) for g in gpu_list[8 * b:8 * b + 8]]
+            count = 4 + (k < 2)
+            edges += [t.Link(a=g.id, b=sw, kind=t.LinkKind.NVLINK, count=count, nvlink_version=4,
+                             bytes_per_second=t.nvlink_bytes_per_second(4, count)) for g in gpu_list[8 * b:8 * b + 8]]
     extra = 0
     while len(nic_list) < nics or len(functions) < pci or len(edges) < links:
         up, domain, numa, which = switch_parents[extra % len(switch_parents)]
@@ -65,7 +67,7 @@ def big(gpus: int, *, nics: int = 0, pci: int = 0, links: int = 0) -> t.Snapshot
         bdf = f"{domain:04x}:{0x80 + 0x40 * which + n // 256:02x}:{(n // 8) % 32:02x}.{n % 8}"
         functions.append(_f(bdf, up, 0x020000, numa))
         if links:
-            edges.append(t.Link(a=bdf, b=up, kind=t.LinkKind.PCIE, pcie=_PCIE))
+            edges.append(t.Link(a=bdf, b=up, kind=t.LinkKind.PCIE, pcie=_PCIE, bytes_per_second=_PCIE_RATE))
         if len(nic_list) < nics:
             nic_list.append(t.Nic(id=bdf, name=f"mlx5_{len(nic_list)}", pci_bus_id=bdf, rdma=True, numa_node=numa))
         extra += 1

@@ -4,13 +4,13 @@ and when one node changed class. The saved GB200-racks fleet (tests/data/fleet) 
 NVLink domains. Measured on this machine; the 10 s bound of the issue is for the whole path with the real API
 server, which this does not measure.
 
-    .venv/bin/python -m benchmarks.controller [--nodes 10000]
+    .venv/bin/python benchmarks/controller.py [--nodes 10000]
 
 With ``--apiserver`` (needs $KUBEBUILDER_ASSETS: etcd and kube-apiserver), the whole path on a real API server
 of its own: N fake Nodes and their slices, the controller leading in process, and the time from one node's
 labels patched to its objects reflecting it (``benchmarks._controller_apiserver``).
 
-    KUBEBUILDER_ASSETS=/work/kas .venv/bin/python -m benchmarks.controller --apiserver --nodes 10000
+    KUBEBUILDER_ASSETS=... .venv/bin/python benchmarks/controller.py --apiserver --nodes 10000
 """
 
 from __future__ import annotations
@@ -18,16 +18,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from exporter.kube import Parts, wanted
-from exporter.kube._controller._sync import sync
-from exporter.kube._fleet._claims_read import claim_classes
-from tests.test_controller import NS, MemoryApi
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script, it reads the test fleet and the tests' in-memory API
 
-FLEET = Path(__file__).resolve().parents[1] / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
+from exporter.kube import Parts, wanted  # noqa: E402
+from exporter.kube._controller._sync import sync  # noqa: E402
+from exporter.kube._fleet._claims_read import claim_classes  # noqa: E402
+from tests.test_controller import NS, MemoryApi  # noqa: E402
+
+FLEET = REPO / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
 P = "gpu.topology"
 
 
@@ -88,7 +92,6 @@ def main() -> int:
 
 
 def on_apiserver(nodes: int, changes: int) -> int:
-    import sys
     import tempfile
     from contextlib import contextmanager
 
