@@ -37,7 +37,7 @@ def four_gpu_box(*, gdr: t.GdrFacts | None = None) -> t.Snapshot:
         _f(G3, "0000:80:01.0", numa=1),
     )
     gen4 = t.PcieLinkState(current_gen=4, current_width=16, max_gen=4, max_width=16)
-    gpus = tuple(t.Gpu(id=g, index=i, numa_node=0 if i < 2 else 1, pcie=gen4,
+    gpus = tuple(t.Gpu(id=g, index=i, numa_node=0 if i < 2 else 1, memory_affinity=(0 if i < 2 else 1,), pcie=gen4,
                        memory_bytes=16 * GiB if g == G3 else 80 * GiB)
                  for i, g in enumerate((G0, G1, G2, G3)))
     links = (t.Link(a=G0, b=G1, kind=t.LinkKind.NVLINK, count=4, nvlink_version=4, bytes_per_second=100e9),

@@ -49,7 +49,7 @@ def _hostile(snap: t.Snapshot) -> t.Snapshot:
     """Every name of ``snap`` replaced with hostile text, a problem and a source detail quoting it."""
     name = lambda i: HOSTILE[i % len(HOSTILE)]  # noqa: E731
     gpus = tuple(dataclasses.replace(g, name=name(i)) for i, g in enumerate(snap.gpus))
-    nics = tuple(dataclasses.replace(n, name=name(i), netdevs=(name(i + 1),), ports=tuple(
+    nics = tuple(dataclasses.replace(n, name=f"{name(i)}{i}", netdevs=(f"{name(i + 1)}if{i}",), ports=tuple(
         dataclasses.replace(p, state=name(i + 2), link_layer=name(i + 3)) for p in n.ports))
         for i, n in enumerate(snap.nics))
     problems = (*snap.problems, *(t.Problem(source="sysfs", subject=h, message=f"could not read {h}") for h in HOSTILE))

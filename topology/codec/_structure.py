@@ -137,7 +137,7 @@ def _parents(snap: Snapshot, k: Knowledge) -> None:
         if not k.knows(f.id, Aspect.PCIE_PATH):
             continue
         parent = funcs.get(f.parent)
-        if parent is not None and not parent.is_bridge:
+        if parent is not None and parent.class_code and not parent.is_bridge:  # 0: a class not read
             raise SchemaError(f"snapshot.pci[{i}].parent: {f.parent!r} is no bridge (class "
                               f"{parent.class_code:06x}), so nothing sits below it")
         domain, bus, *_ = f"{f.id}::".split(":")  # a canonical bus id (_identities), "dddd:bb:dd.f"
