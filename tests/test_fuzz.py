@@ -124,20 +124,12 @@ def test_fuzz_snapshot_roundtrip_is_stable(suite: Suite) -> None:
 @pytest.fixture(scope="module")
 def machine_docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
     """Clean snapshot documents of the machine profiles with NVLinks, discovered in this process."""
-    from agent.discovery import discover
-    from agent.discovery.access import DiscoveryContext, FsRoot
-    from tests.fakenvml import ENV_PROFILE, materialize
+    from tests.serve_machines import discover_profile
     from topology import to_dict
 
     docs = {}
     for name in ("hgx-h100", "dgx-a100", "dgx1-v100", "a6000-8x-nvlink-pairs", "gb200-tray"):
-        node = materialize(name, tmp_path_factory.mktemp(name))
-        os.environ[ENV_PROFILE] = str(node.nvml_profile)
-        try:
-            ctx = DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))
-            docs[name] = to_dict(discover(ctx))
-        finally:
-            del os.environ[ENV_PROFILE]
+        docs[name] = to_dict(discover_profile(name, tmp_path_factory.mktemp(name))[0])
     return docs
 
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.discovery import discover
-from agent.discovery.access import DiscoveryContext, FsRoot
-from tests.fakenvml import ENV_PROFILE, materialize
+from tests.serve_machines import discover_profile
 from tests.test_from_file import topo_from
 from topology import SchemaError, from_dict, to_dict
 
@@ -26,12 +23,7 @@ PROFILES = ("hgx-h100", "gb200-tray", "dgx1-v100", "gh200")
 def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     out = {}
     for name in PROFILES:
-        node = materialize(name, tmp_path_factory.mktemp(name))
-        os.environ[ENV_PROFILE] = str(node.nvml_profile)
-        try:
-            out[name] = to_dict(discover(DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library))))
-        finally:
-            del os.environ[ENV_PROFILE]
+        out[name] = to_dict(discover_profile(name, tmp_path_factory.mktemp(name))[0])
     return out
 
 

@@ -21,11 +21,9 @@ from typing import Any
 
 import pytest
 
-from agent.discovery import discover
-from agent.discovery.access import DiscoveryContext, FsRoot
 from agent.discovery.assemble import witnessed
-from tests.fakenvml import ENV_PROFILE, materialize
 from tests.saved_sweep import Edit, every_edit, judge, named, put, read_all, refusals, sample
+from tests.serve_machines import discover_profile
 from topology import SchemaError, from_dict
 
 ALL = os.environ.get("TOPOLINK_SWEEP_ALL") == "1"
@@ -48,12 +46,7 @@ FREE = frozenset({
 def docs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     out = {}
     for name in MACHINES:
-        node = materialize(name, tmp_path_factory.mktemp(name))
-        os.environ[ENV_PROFILE] = str(node.nvml_profile)
-        try:
-            snap = discover(DiscoveryContext(root=FsRoot(node.root), nvml_library=str(node.nvml_library)))
-        finally:
-            del os.environ[ENV_PROFILE]
+        snap, _ = discover_profile(name, tmp_path_factory.mktemp(name))
         out[name] = json.loads(json.dumps({"schema": "topolink.topology/v2", **_plain(snap)}))
     return out
 
