@@ -22,6 +22,7 @@ from topology import TopolinkError
 class PublishError(TopolinkError):
     retry_after: float | None = None  # the server's Retry-After, where it sent one
     status: int | None = None  # the HTTP status (or a Status object's code) the server answered with, if any
+    retry_in: float | None = None  # the client's own backoff after this failure: no request is sent sooner
 
 
 class InvalidObject(PublishError):
@@ -45,6 +46,8 @@ class Unavailable(PublishError):
 
 
 class BackingOff(Unavailable):
+    retry_in: float
+
     def __init__(self, message: str, retry_in: float) -> None:
         super().__init__(message)
         self.retry_in = retry_in
@@ -63,8 +66,9 @@ class BadConfig(PublishError):
 
 
 def retry_floor(exc: BaseException) -> float | None:
-    """How long the server (its Retry-After) or the client's own backoff (a request not sent) asked to wait before
-    the next try; None where neither said."""
-    if isinstance(exc, BackingOff):
-        return max(exc.retry_in, exc.retry_after or 0.0)
-    return exc.retry_after if isinstance(exc, PublishError) else None
+    """How long the server (its Retry-After) or the client's own backoff (after a failed try, or a request not
+    sent) asked to wait before the next try; None where neither said. A sync requeued sooner would only be
+    refused unsent by the client."""
+    if not isinstance(exc, PublishError) or (exc.retry_after is None and exc.retry_in is None):
+        return None
+    return max(exc.retry_in or 0.0, exc.retry_after or 0.0)

@@ -110,7 +110,17 @@ class LightkubeApi:
         def once() -> T:
             with _mapped(what):
                 return fn()
-        return self._backoff.run(once, self._refuse(what))
+        return self._run(once, what)
+
+    def _run(self, once: Callable[[], T], what: str) -> T:
+        """``once`` under the client's backoff. A failure the backoff counted carries the wait before the client
+        sends again (``retry_in``), so that a caller's requeue is not sooner than a refusal unsent."""
+        try:
+            return self._backoff.run(once, self._refuse(what))
+        except Unavailable as exc:
+            if not isinstance(exc, BackingOff):
+                exc.retry_in = self._backoff.wait_s()
+            raise
 
     def _raw_get(self, path: str) -> Any:
         """Discovery and /version: lightkube has no call for them, so its configured httpx client is used."""
@@ -125,7 +135,7 @@ class LightkubeApi:
             if resp.status_code in (401, 403):
                 raise Forbidden(f"GET {path}: {resp.status_code}")
             return resp.json() if resp.status_code == 200 else {}
-        return self._backoff.run(once, self._refuse(f"GET {path}"))
+        return self._run(once, f"GET {path}")
 
     def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
         """One page of a list, its JSON body undecoded (``limit``/``continue`` in ``params``), retried as every
@@ -142,7 +152,7 @@ class LightkubeApi:
                     raise Retryable(err, retry_after(resp.headers.get("Retry-After")))
                 raise err
             return bytes(resp.content)
-        return self._backoff.run(once, self._refuse(f"GET {path}"))
+        return self._run(once, f"GET {path}")
 
     def served_versions(self, group: str) -> Sequence[str]:
         return [str(v["version"]) for v in self._raw_get(f"/apis/{group}").get("versions", [])]
