@@ -109,3 +109,26 @@ def test_a_write_is_not_made_again_while_its_watch_event_lags(
     syncs = ctl.syncs
     _wait("two syncs after the events", lambda: ctl.syncs >= syncs + 2, said)
     assert api.writes[before:] == made
+
+
+def test_a_kind_served_later_is_listed_once_then_and_written() -> None:
+    api, said = WatchedApi(served=frozenset({"deviceclasses", "resourceclaimtemplates", "topologies",
+                                             "resourceflavors", "configmaps"})), list[str]()
+    api.seed_fleet()
+    ctl = Controller(api, ControllerConfig(delay_s=0.02, resync_s=0.2, explain=False), said.append)  # type: ignore[arg-type]
+    lost = threading.Event()
+    worker = threading.Thread(target=ctl.lead, args=(lost,), daemon=True)
+    worker.start()
+    hypernodes = "hypernodes.topology.volcano.sh"
+    try:
+        _wait("the first sync", lambda: SLURM in api.objects and ctl.syncs >= 1, said)
+        assert not api.requests["list", hypernodes] and not api.requests["watch", hypernodes]
+        assert any(line.startswith("volcano: not written: the server does not serve hypernodes") for line in said)
+        api.served |= {"hypernodes"}  # Volcano's CRDs installed
+        _wait("the HyperNodes written", lambda: any(k[0] == hypernodes for k in api.objects), said)
+        syncs = ctl.syncs
+        _wait("two more syncs", lambda: ctl.syncs >= syncs + 2, said)
+        assert api.requests["list", hypernodes] == 1 and "volcano: served: kept current" in said
+    finally:
+        lost.set()
+        worker.join(timeout=5)
