@@ -34,6 +34,7 @@ from ._pending import (
     keep_device_slice,
     keep_pod,
     metrics,
+    pod_note,
 )
 from ._queue import SyncQueue
 from ._sync import served_parts, sync
@@ -129,7 +130,8 @@ class Controller:
                       f"{result.unchanged}" + "".join(f"; left alone: {w}" for w in result.left_alone))
 
     def _explain_once(self, pods: Informer, claims: Informer, devices: list[Informer], events: Recorder) -> None:
-        """An Event on each pending pod whose claim of our templates is unallocated; the free groups counted."""
+        """An Event on each pending pod whose claims of our templates are unallocated (one a pod, naming each such
+        claim); the free groups counted."""
         if self._known is None:
             return
         members, classes = self._known
@@ -141,18 +143,19 @@ class Controller:
             if not pod["unschedulable"]:
                 continue
             pending.append(pod["uid"])
-            for _, template, claim in pod["claims"]:
-                if (ask := asked(template)) is None or (claim and held.get(f"{pod['namespace']}/{claim}", {}).get(
-                        "allocated")):
-                    continue
-                note = explain(ask, template, classes=classes, members=members, used=used,
-                               label=self._cfg.parts.claim.class_label)
-                try:
-                    if events.warn(pod, REASON, note):
-                        self._log(f"pod {pod['namespace']}/{pod['name']}: {note}")
-                except PublishError as exc:  # said at the next change or resync
-                    self._log(f"pod {pod['namespace']}/{pod['name']}: no Event: {exc}")
-                break  # one Event a pod: its first claim that waits
+            waiting = [(entry, explain(ask, template, classes=classes, members=members, used=used,
+                                       label=self._cfg.parts.claim.class_label))
+                       for entry, template, claim in pod["claims"]
+                       if (ask := asked(template)) is not None
+                       and not (claim and held.get(f"{pod['namespace']}/{claim}", {}).get("allocated"))]
+            if not waiting:
+                continue
+            note = pod_note(waiting)  # one Event a pod, naming each claim that waits
+            try:
+                if events.warn(pod, REASON, note):
+                    self._log(f"pod {pod['namespace']}/{pod['name']}: {note}")
+            except PublishError as exc:  # said at the next change or resync
+                self._log(f"pod {pod['namespace']}/{pod['name']}: no Event: {exc}")
         events.forget(pending)
 
     def _explaining(self, lost: threading.Event, explain_queue: SyncQueue) -> list[Informer]:
