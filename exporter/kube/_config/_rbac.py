@@ -52,9 +52,10 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
               _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
               _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),
               _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete"),
-              # every node's prune: the claim objects of `topolink cluster --apply` (_prune.CLUSTER_KINDS)
-              _p(RESOURCE_GROUP, "deviceclasses", "list", "delete"),
-              _p(RESOURCE_GROUP, "resourceclaimtemplates", "list", "delete")),
+              # every node's prune: the claim objects of `topolink cluster --apply` (_prune.CLUSTER_KINDS) and every
+              # kind the fleet controller keeps (_prune_controller), its Slurm ConfigMap in its namespace
+              *(_p(group, plural, "list", "delete") for group, plural in CONTROLLER_KINDS),
+              _p("", "configmaps", "list", "delete", namespaced=True)),
     # the fleet controller (``topolink controller``): its informers list and watch Nodes and slices; each kind it
     # keeps is listed once and watched (its own, by label), read by name before a first write (whose is it?),
     # applied (a server-side apply that makes an object needs create as well as patch) and deleted; the Lease and
