@@ -15,9 +15,9 @@ from typing import Any
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 _EPILOG = ("Say which nodes: --node-name NODE prunes that node, --all-nodes every node of the cluster (what the "
            "uninstall Job does); with neither, nothing is pruned and the exit status is 2. $NODE_NAME is never "
-           "read: a variable left in a shell must not narrow an uninstall. Stop the agents first (delete the "
-           "DaemonSet), or they "
-           "publish again on their next pass. Exit status: 0 pruned; 1 an API request failed; 2 usage or no "
+           "read: a variable left in a shell must not narrow an uninstall. Stop the agents and the fleet controller "
+           "first (delete the DaemonSet and the Deployment topolink-controller), or they write again what was "
+           "removed. Exit status: 0 pruned; 1 an API request failed; 2 usage or no "
            "readable kubeconfig.")
 
 
