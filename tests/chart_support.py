@@ -138,7 +138,8 @@ def dashboard() -> dict[str, str]:
 # `helm uninstall` ends with `topolink prune --all-nodes` once the DaemonSet is gone (a pre-delete hook would
 # prune while the agents still run, and they publish again). The account's objects come first (weight).
 HOOK = "post-delete"
-HOOK_WEIGHTS = {"ServiceAccount": "-10", "ClusterRole": "-10", "ClusterRoleBinding": "-10", "Job": "0"}
+HOOK_WEIGHTS = {"ServiceAccount": "-10", "ClusterRole": "-10", "ClusterRoleBinding": "-10", "Role": "-10",
+                "RoleBinding": "-10", "Job": "0"}
 
 
 def uninstall_hook() -> dict[str, str]:
@@ -152,8 +153,10 @@ def uninstall_hook() -> dict[str, str]:
             "helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded"})
         if obj["kind"] == "Job":  # the release's settings, as values: its ConfigMap is deleted before the hook
             for container in templated["spec"]["template"]["spec"]["containers"]:
-                keys = [(e["name"], e["valueFrom"]["configMapKeyRef"]["key"]) for e in container["env"]]
-                container["env"] = [{"name": n, "value": f"{{{{ .Values.settings.{k} }}}}"} for n, k in keys]
+                keys = {e["name"]: e["valueFrom"]["configMapKeyRef"]["key"] for e in container["env"]
+                        if "configMapKeyRef" in e.get("valueFrom", {})}  # the others (a fieldRef) as they are
+                container["env"] = [{"name": e["name"], "value": f"{{{{ .Values.settings.{keys[e['name']]} }}}}"}
+                                    if e["name"] in keys else e for e in container["env"]]
         text = yaml.safe_dump(templated, sort_keys=False, width=1000)
         files[f"hook-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"] = (
             f"{{{{- if .Values.pruneOnUninstall }}}}\n{text}{{{{- end }}}}\n")

@@ -27,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from exporter.kube._fleet._wanted import KINDS
 from tests.apiserver import ApiServer
 from tests.apiserver_agent import wait_until
 
@@ -153,6 +154,7 @@ def test_two_replicas_keep_the_fleets_objects_current(kube_apiserver: ApiServer,
                "metadata": {"name": f"{ns}-foreign", "labels": {"app.kubernetes.io/managed-by": "topolink-controller"}},
                "spec": {"tier": 9, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "x"}}}]}}
     assert http.post(PATHS["hypernodes"], json=foreign).status_code == 201
+    mark = kube_apiserver.audit_mark()
     procs = {who: _start(kube_apiserver, fleet, who, tmp_path / f"{who}.log") for who in ("a", "b")}
     try:
         # every part appears: templates of both classes for 2 and 4 GPUs, the DeviceClasses, the schedulers' kinds
@@ -194,6 +196,14 @@ def test_two_replicas_keep_the_fleets_objects_current(kube_apiserver: ApiServer,
         assert _holder(http, ns) == ""
         log = (tmp_path / f"{other}.log").read_text()
         assert "leading" in log and "Traceback" not in log, log
+        # its own kinds were listed once a leadership each (then watched), whatever the syncs and changes between
+        # (a list the server failed, a 429 while a CRD's storage initializes, is tried again: not counted)
+        leads = sum((tmp_path / f"{who}.log").read_text().count("leading: lease") for who in procs)
+        own = {(k.group, k.plural) for k in KINDS.values()}
+        lists = [e for e in kube_apiserver.audit(mark) if e["verb"] == "list" and e["userAgent"].startswith(
+            "topolink/") and ((e.get("objectRef") or {}).get("apiGroup", ""), e["objectRef"]["resource"]) in own
+            and e["responseStatus"].get("code") == 200]
+        assert leads >= 2 and len(lists) == len(own) * leads, (leads, [e["requestURI"] for e in lists])
     finally:
         for proc in procs.values():
             if proc.poll() is None:

@@ -62,10 +62,12 @@ def _ours(http: httpx.Client, path: str) -> list[str]:
 
 
 def _prune_account(http: httpx.Client, server: ApiServer) -> Path:
-    """The prune overlay's ServiceAccount, ClusterRole and binding as shipped; a kubeconfig with its token."""
+    """The prune overlay's ServiceAccount, roles and bindings as shipped; a kubeconfig with its token."""
     paths = {"Namespace": "/api/v1/namespaces", "ServiceAccount": "/api/v1/namespaces/topolink/serviceaccounts",
              "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-             "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings"}
+             "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+             "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/topolink/roles",
+             "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/topolink/rolebindings"}
     for obj in kustomize("prune"):
         if obj["kind"] in paths:
             _apply(http, paths[obj["kind"]], obj, "tests")

@@ -56,7 +56,14 @@ def _publish_as_the_agents_did(http: httpx.Client) -> None:
 def _run_pod(http: httpx.Client, server: ApiServer, pod: dict[str, Any], tmp: Path) -> int:
     """The kubelet's part for the hook's one container: its args and env, the pod's token; the exit reported."""
     (container,) = pod["spec"]["containers"]
-    env = {e["name"]: e["value"] for e in container.get("env", [])}  # the chart writes values, no references
+    def field(path: str) -> str:  # a fieldRef, as the kubelet resolves it (the Job's POD_NAMESPACE)
+        value: Any = pod
+        for part in path.split("."):
+            value = value[part]
+        return str(value)
+    # the chart writes the settings as values; the namespace is a reference to the pod's own
+    env = {e["name"]: e["value"] if "value" in e else field(e["valueFrom"]["fieldRef"]["fieldPath"])
+           for e in container.get("env", [])}
     kubeconfig = server.kubeconfig(pod_token(http, pod), where=tmp / "kubeconfig")
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG"))}
     run = subprocess.run([sys.executable, "-m", "agent.cli", *container["args"], "--kubeconfig", str(kubeconfig)],

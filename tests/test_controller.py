@@ -240,7 +240,7 @@ def test_the_command_refuses_in_one_line(args: list[str], says: str) -> None:
 
 
 class FleetApi(MemoryApi):
-    """A fleet's Nodes and slices to list and watch (the watch quiet), and list calls failing ``fail`` times with
+    """A fleet's Nodes and slices to list and watch (the watch quiet), and applies failing ``fail`` times with
     a 429 whose Retry-After is ``after``."""
 
     def __init__(self, fail: int, after: float) -> None:
@@ -251,17 +251,16 @@ class FleetApi(MemoryApi):
                       "resourceslices": [o for o in items if o["kind"] == "ResourceSlice"]}
         self.quiet = threading.Event()
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str],
-                       fields: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str], *,
+                       namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
         return json.loads(json.dumps(self.fleet.get(kind.plural, []))), "1"  # no pods, no claims
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None, initial: bool = False) -> Any:
+              resource_version: str | None = None, initial: bool = False, *, namespace: str | None = None) -> Any:
         yield "OPEN", {}
         self.quiet.wait(0.2)
 
-    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None,
-             fields: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    def apply(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         import time
 
         from exporter.kube import Unavailable
@@ -269,10 +268,10 @@ class FleetApi(MemoryApi):
         if self.fail:
             self.fail -= 1
             self.failed_at.append(time.monotonic())
-            err = Unavailable("list: 429 too many requests")
+            err = Unavailable("apply: 429 too many requests")
             err.retry_after = self.after
             raise err
-        return super().list(kind, labels, namespace, fields)
+        return super().apply(kind, obj)
 
 
 def test_a_failing_server_is_tried_again_no_sooner_than_it_asked_and_never_given_up() -> None:
@@ -293,6 +292,6 @@ def test_a_failing_server_is_tried_again_no_sooner_than_it_asked_and_never_given
         worker.join(timeout=5)
     gaps = [b - a for a, b in zip(api.failed_at, api.failed_at[1:], strict=False)]
     assert len(api.failed_at) == 2 and all(g >= 0.4 for g in gaps), gaps
-    assert sum("sync: list: 429 too many requests; again in" in line for line in said) == 2, said
+    assert sum("sync: apply: 429 too many requests; again in" in line for line in said) == 2, said
     said_out = [line for line in said if line.startswith("left out: class ")]
     assert any("no switch template for 2 GPUs: no PCIe switch joins GPUs" in line for line in said_out), said

@@ -156,3 +156,15 @@ def test_metrics_text_is_prometheus_text_with_escaped_labels() -> None:
     assert 'topolink_controller_free_groups{class="c\\"1",kind="nvlink",gpus="2"} 3\n' in text
     assert 'topolink_controller_class_nodes{class="c\\"1"} 2\n' in text and "topolink_controller_leading 1\n" in text
     assert "topolink_controller_free_groups{" not in exposition([], {}, leading=False)
+
+
+def test_a_pods_note_names_each_waiting_claim_once_and_fits_an_event() -> None:
+    from exporter.kube._controller._pending import NOTE_MAX, pod_note
+
+    assert pod_note([("gpus", "note a")]) == "note a"  # one claim: its note alone
+    assert pod_note([("nics", "note b"), ("gpus", "note a"), ("more", "note a")]) == (
+        "3 claims wait: claims gpus, more: note a; claim nics: note b")
+    many = pod_note([(f"c{i:03d}", f"template t{i} of class x{i}: " + "n" * 80) for i in range(40)])
+    assert len(many) <= NOTE_MAX and many.startswith("40 claims wait: claim c000: ")
+    said = many.count("; claim ") + 1
+    assert many.endswith(f"; and {40 - said} more claims"), many[-60:]

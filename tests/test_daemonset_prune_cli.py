@@ -19,12 +19,17 @@ def test_prune_whole_cluster_when_asked(cli: Any, monkeypatch: pytest.MonkeyPatc
                                         capsys: pytest.CaptureFixture[str]) -> None:
     seen: list[Any] = []
     monkeypatch.setenv("NODE_NAME", "from-the-shell")
-    monkeypatch.setattr("exporter.kube.prune",
-                        lambda cfg, node: seen.append((cfg, node)) or PruneResult(labels=3, slices=2))
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    monkeypatch.setattr("exporter.kube.prune", lambda cfg, node, controller_namespace: seen.append(
+        (cfg, node, controller_namespace)) or PruneResult(labels=3, slices=2))
     assert cli.main(["prune", "--all-nodes", "--dra-driver-name", "gpu.example", "--labels-via", "nodefeature"]) == 0
-    ((cfg, node),) = seen
+    ((cfg, node, namespace),) = seen
     assert node is None and cfg.driver == "gpu.example" and cfg.labels_via == "nodefeature"
+    assert namespace == "topolink"  # the fleet controller's Slurm ConfigMap: its default namespace
     assert "every node: labels cleared on 3 node(s)" in capsys.readouterr().out
+    monkeypatch.setenv("POD_NAMESPACE", "from-the-job")  # the Job's own namespace, as the controller's default
+    assert cli.main(["prune", "--all-nodes"]) == 0 and seen[-1][2] == "from-the-job"
+    assert cli.main(["prune", "--all-nodes", "--controller-namespace", "elsewhere"]) == 0 and seen[-1][2] == "elsewhere"
 
 
 def test_prune_names_its_nodes_or_prunes_nothing(cli: Any, monkeypatch: pytest.MonkeyPatch,
@@ -33,7 +38,7 @@ def test_prune_names_its_nodes_or_prunes_nothing(cli: Any, monkeypatch: pytest.M
     at once too. The help says so and claims no $NODE_NAME default."""
     seen: list[Any] = []
     monkeypatch.setenv("NODE_NAME", "from-the-shell")
-    monkeypatch.setattr("exporter.kube.prune", lambda cfg, node: seen.append(node) or PruneResult())
+    monkeypatch.setattr("exporter.kube.prune", lambda cfg, node, **_: seen.append(node) or PruneResult())
     assert cli.main(["prune"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--node-name NODE" in err and "--all-nodes" in err
@@ -50,7 +55,7 @@ def test_prune_names_its_nodes_or_prunes_nothing(cli: Any, monkeypatch: pytest.M
 
 def test_prune_one_node_and_failures(cli: Any, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    def refuse(cfg: Any, node: str | None) -> PruneResult:
+    def refuse(cfg: Any, node: str | None, **_: Any) -> PruneResult:
         assert node == "gpu-1"
         raise PublishError("list nodes: 403 forbidden")
 

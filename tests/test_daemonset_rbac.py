@@ -142,10 +142,12 @@ async def test_prune_whole_cluster(kmock: Any, api: LightkubeApi) -> None:
         assert (await run(sink.publish, snap(8))).ok
     seen = await exercise(kmock, lambda: prune(cfg, None, api))
     # the node condition's and taint's removal (nodes/status) needs the Node status client: the API server tier
-    # checks it (tests/test_apiserver_node_condition.py); the claim objects' removal (no claim objects here) runs
-    # with exactly the shipped prune RBAC on the real server (tests/test_apiserver_uninstall.py)
-    claims = {("resource.k8s.io", kind, verb) for kind in ("deviceclasses", "resourceclaimtemplates")
-              for verb in ("list", "delete")}
+    # checks it (tests/test_apiserver_node_condition.py); the claim objects' and the fleet controller's objects'
+    # removal (none here, their CRDs not served) runs with exactly the shipped prune RBAC on the real server
+    # (tests/test_apiserver_uninstall.py, tests/test_apiserver_prune_controller.py)
+    claims = {(p.group, p.resource, verb) for p in PERMISSIONS["prune"] for verb in ("list", "delete")
+              if p.resource in ("deviceclasses", "resourceclaimtemplates", "topologies", "resourceflavors",
+                                "hypernodes", "configmaps")}
     assert seen <= allowed("prune")
     assert seen >= allowed("prune") - {("", "nodes", "get"), ("", "nodes/status", "patch")} - claims
     seen = await exercise(kmock, lambda: prune(cfg, NODE, api))

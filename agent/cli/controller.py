@@ -20,9 +20,9 @@ from typing import Any
 
 EXIT_OK, EXIT_USAGE = 0, 2
 _EPILOG = ("Needs, in its namespace: get, create and patch on leases (coordination.k8s.io), and get, list, create, "
-           "patch and delete on configmaps (the Slurm topology); cluster-wide: list and watch on nodes and "
-           "resourceslices; get, list, create, patch and delete on deviceclasses, resourceclaimtemplates and the "
-           "schedulers' kinds it writes (daemonset/base/controller.yaml). Exit status: 0 stopped by a signal; 2 "
+           "patch, delete and watch on configmaps (the Slurm topology); cluster-wide: list and watch on nodes and "
+           "resourceslices; get, list, watch, create, patch and delete on deviceclasses, resourceclaimtemplates and "
+           "the schedulers' kinds it writes (daemonset/base/controller.yaml). Exit status: 0 stopped by a signal; 2 "
            "usage or no readable kubeconfig.")
 
 

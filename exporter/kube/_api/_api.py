@@ -79,9 +79,10 @@ class KubeApi(Protocol):
         needs crosses the network)."""
         ...
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> tuple[Objs, str]:
-        """As :meth:`list` (a namespaced kind: in every namespace), with the list's resourceVersion: where a watch
-        of the same selection starts."""
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str], *,
+                       namespace: str | None = None) -> tuple[Objs, str]:
+        """As :meth:`list` (a namespaced kind: in ``namespace``, default every namespace), with the list's
+        resourceVersion: where a watch of the same selection starts."""
         ...
 
     def create(self, kind: Kind, obj: Obj) -> Obj: ...
@@ -98,8 +99,11 @@ class KubeApi(Protocol):
         ...
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
-        """First ``("OPEN", {"timeoutSeconds": n})`` once the server accepted the watch (``n``: when the client asked
+              resource_version: str | None = None, initial: bool = False, *,
+              namespace: str | None = None) -> Iterator[tuple[str, Obj]]:
+        """A namespaced kind: in ``namespace``, default every namespace.
+
+        First ``("OPEN", {"timeoutSeconds": n})`` once the server accepted the watch (``n``: when the client asked
         the server to end it, if it did), then ``(type, object)`` for every change after
         ``resource_version`` (``ADDED``, ``MODIFIED``, ``DELETED``) and ``BOOKMARK`` events (asked for: their object
         carries only the resourceVersion reached, which keeps a quiet watch's resourceVersion recent). Ends when the

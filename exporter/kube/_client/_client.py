@@ -196,10 +196,15 @@ class LightkubeApi:
             namespace = "*"
         return self._list(kind, labels, fields or {}, namespace)[0]
 
-    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str]) -> tuple[Objs, str]:
+    def list_versioned(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str], *,
+                       namespace: str | None = None) -> tuple[Objs, str]:
         from lightkube import ALL_NS
 
-        return self._list(kind, labels, fields, ALL_NS if kind.namespaced else None)  # every namespace, as a watch
+        if not kind.namespaced:
+            namespace = None
+        elif namespace is None:
+            namespace = ALL_NS  # every namespace, as a watch
+        return self._list(kind, labels, fields, namespace)
 
     def _list(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               namespace: str | None) -> tuple[Objs, str]:
@@ -241,7 +246,8 @@ class LightkubeApi:
         self._backoff.on_answer(callback)
 
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
-              resource_version: str | None = None, initial: bool = False) -> Iterator[tuple[str, Obj]]:
+              resource_version: str | None = None, initial: bool = False, *,
+              namespace: str | None = None) -> Iterator[tuple[str, Obj]]:
         timeout = _watch_timeout_s()
         params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
         if initial:
@@ -257,7 +263,8 @@ class LightkubeApi:
             raise self._refuse(what)(due)
         opened = False
         try:
-            for typ, obj in stream_events(self._http, path_of(kind), params, what):
+            for typ, obj in stream_events(self._http, path_of(kind, namespace if kind.namespaced else None),
+                                          params, what):
                 if typ == OPEN:
                     opened = True
                     b.succeeded()  # the server answered; whether the watch works is the watch's own backoff

@@ -3,8 +3,8 @@ or the whole cluster, and the node condition and taint (``_prune_nodes``). Label
 with an empty set, so only keys our field manager owns are removed; objects are found by the
 ``app.kubernetes.io/managed-by=topolink`` label. Pruning every node also removes the cluster's objects we made
 (``CLUSTER_KINDS``: the DeviceClasses and ResourceClaimTemplates of ``topolink cluster --apply``), those with our
-label whose fields our field manager wrote, never another's; one node's prune leaves them, as other nodes may
-still be in their classes."""
+label whose fields our field manager wrote, never another's, and the fleet controller's (``_controller_objects``);
+one node's prune leaves them, as other nodes may still be in their classes."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .._desired._labels import catalogue
 from .._sinks._label_sinks import NODE_NAME_LABEL
 from .._sinks._slice_sink import NotServed, pick_version
 from ._config import KubePublishConfig
+from ._prune_controller import prune_controller_objects
 from ._prune_nodes import prune_node_marks
 
 
@@ -41,10 +42,12 @@ class PruneResult:
     not_served: tuple[str, ...] = ()  # kinds the server does not serve: nothing of them to prune
 
 
-def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) -> PruneResult:
+def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None,
+          controller_namespace: str = "topolink") -> PruneResult:
     """Errors propagate (:class:`~._errors.PublishError`): an uninstall that half-failed must say so. A kind
     the server does not serve (DeviceTaintRules behind a feature gate, NodeFeatures without NFD) has nothing
-    to prune: it is named in ``not_served``, not an error."""
+    to prune: it is named in ``not_served``, not an error. ``controller_namespace``: where the fleet controller
+    keeps its Slurm ConfigMap (its Lease's namespace)."""
     files = 0
     if cfg.labels_via == "file" and cfg.features_file.exists():
         cfg.features_file.unlink()
@@ -89,15 +92,14 @@ def prune(cfg: KubePublishConfig, node: str | None, api: KubeApi | None = None) 
                 rules += 1
     except NotServed:
         missing.append("DeviceTaintRules")
-    removed = _prune_cluster_objects(api, missing) if node is None else ()
+    removed = (*_prune_cluster_objects(api, missing),
+               *prune_controller_objects(api, controller_namespace, missing)) if node is None else ()
     return PruneResult(labels=cleared, node_features=features, slices=slices, taint_rules=rules, files=files,
                        not_served=tuple(missing), node_marks=marks, cluster_objects=removed)
 
 
-# The cluster-scoped or namespaced objects an uninstall removes beside the nodes' own: (kind, plural, versions
-# preferred first, namespaced). The fleet controller's objects (Kueue Topology and ResourceFlavors, Volcano
-# HyperNodes, its Slurm ConfigMap; issue 49) join this table when it exists, with their permissions in
-# _rbac.PERMISSIONS["prune"].
+# The cluster-scoped or namespaced objects of ``topolink cluster --apply`` an uninstall removes beside the nodes'
+# own: (kind, plural, versions preferred first, namespaced). The fleet controller's: ``_prune_controller``.
 CLUSTER_KINDS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("DeviceClass", "deviceclasses", SLICE_VERSIONS, False),
     ("ResourceClaimTemplate", "resourceclaimtemplates", SLICE_VERSIONS, True),

@@ -52,21 +52,23 @@ PERMISSIONS: Mapping[str, tuple[Permission, ...]] = {
               _p(NODE_FEATURE.group, NODE_FEATURES, "list", "delete"),
               _p(RESOURCE_GROUP, "resourceslices", "list", "delete"),
               _p(RESOURCE_GROUP, "devicetaintrules", "list", "delete"),
-              # every node's prune: the claim objects of `topolink cluster --apply` (_prune.CLUSTER_KINDS)
-              _p(RESOURCE_GROUP, "deviceclasses", "list", "delete"),
-              _p(RESOURCE_GROUP, "resourceclaimtemplates", "list", "delete")),
+              # every node's prune: the claim objects of `topolink cluster --apply` (_prune.CLUSTER_KINDS) and every
+              # kind the fleet controller keeps (_prune_controller), its Slurm ConfigMap in its namespace
+              *(_p(group, plural, "list", "delete") for group, plural in CONTROLLER_KINDS),
+              _p("", "configmaps", "list", "delete", namespaced=True)),
     # the fleet controller (``topolink controller``): its informers list and watch Nodes and slices; each kind it
-    # keeps is listed (its own, by label), read by name before a first write (whose is it?), applied (a server-side
-    # apply that makes an object needs create as well as patch) and deleted; the Lease and the Slurm ConfigMap in
-    # its own namespace. Pending pods explained: the pods and every claim watched (the claims allocated anywhere
-    # hold devices), an Event on a pod applied in the pod's namespace (made: create; a series updated: patch)
+    # keeps is listed once and watched (its own, by label), read by name before a first write (whose is it?),
+    # applied (a server-side apply that makes an object needs create as well as patch) and deleted; the Lease and
+    # the Slurm ConfigMap in its own namespace. Pending pods explained: the pods and every claim watched (the
+    # claims allocated anywhere hold devices), an Event on a pod applied in the pod's namespace (made: create; a
+    # series updated: patch)
     "controller": (_p("", "nodes", "list", "watch"), _p(RESOURCE_GROUP, "resourceslices", "list", "watch"),
                    _p("", "pods", "list", "watch"), _p(RESOURCE_GROUP, "resourceclaims", "list", "watch"),
                    _p("events.k8s.io", "events", "create", "patch"),
-                   *(_p(group, plural, "get", "list", "create", "patch", "delete")
+                   *(_p(group, plural, "get", "list", "watch", "create", "patch", "delete")
                      for group, plural in CONTROLLER_KINDS),
                    _p("coordination.k8s.io", "leases", "get", "create", "patch", namespaced=True),
-                   _p("", "configmaps", "get", "list", "create", "patch", "delete", namespaced=True)),
+                   _p("", "configmaps", "get", "list", "watch", "create", "patch", "delete", namespaced=True)),
 }
 
 

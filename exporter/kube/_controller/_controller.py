@@ -1,8 +1,10 @@
 """The fleet controller: while it holds the Lease, two informers (Nodes with our labels, our driver's
 ResourceSlices) feed one coalescing queue, and each sync computes what the fleet wants (``_fleet._wanted``, the
-code ``topolink cluster`` runs) and writes only the difference (``_sync``). A resync every ``resync_s`` asks the
-server again which kinds it serves (a part whose CRDs are not served is said once, and written once they are)
-and syncs. A failed sync is tried again on the backoff (Retry-After a floor): nothing is given up.
+code ``topolink cluster`` runs) and writes only the difference (``_sync``) from what it made, as informers of its own
+kinds keep it (``_owned``: one list each when it starts leading, then watches; a change of its objects queues a
+sync too). A resync every ``resync_s`` asks the server again which kinds it serves (a part whose CRDs are not
+served is said once, and its informers started, and its objects written, once they are) and syncs. A failed sync
+is tried again on the backoff (Retry-After a floor): nothing is given up.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .._fleet._wanted import Parts, wanted
 from ._events import Recorder
 from ._informer import Informer
 from ._lease import LeaderElector, LeaseTimes
+from ._owned import Owned
 from ._pending import (
     REASON,
     asked,
@@ -31,6 +34,7 @@ from ._pending import (
     keep_device_slice,
     keep_pod,
     metrics,
+    pod_note,
 )
 from ._queue import SyncQueue
 from ._sync import served_parts, sync
@@ -67,6 +71,7 @@ class Controller:
         self._known: tuple[dict[str, list[str]], dict[str, ClaimClass]] | None = None
         self.free: list[tuple[str, str, int, int]] = []  # (class, kind, size, free groups): the metric
         self.leading = False
+        self.owned: Owned | None = None  # the informers of its own kinds, while it leads
 
     def metrics_text(self) -> str:
         """The ``/metrics`` body: what the last sync and the last look at the pending pods counted."""
@@ -94,7 +99,12 @@ class Controller:
                 self._said[part] = missing
         return [p for p, missing in served.items() if not missing]
 
-    def _sync_once(self, nodes: Informer, slices: Informer, served: list[str], lost: threading.Event) -> None:
+    def _namespaces(self) -> dict[str, str]:
+        parts = self._cfg.parts
+        return {"resourceclaimtemplates": parts.claim.namespace, "configmaps": parts.namespace}
+
+    def _sync_once(self, nodes: Informer, slices: Informer, served: list[str], lost: threading.Event,
+                   owned: Owned) -> None:
         parts, prefix = self._cfg.parts, self._cfg.parts.claim.prefix
         labels = nodes.items()
         members: dict[str, list[str]] = {}
@@ -107,9 +117,8 @@ class Controller:
         read = claim_classes(members, lambda node: by_node.get(node, []), self._cfg.driver)
         self._known = members, {c.id: c for c in read.classes}
         want = wanted(labels, read.classes, parts, on=served)
-        namespaces = {"resourceclaimtemplates": parts.claim.namespace, "configmaps": parts.namespace}
-        result = sync(self._api, want.objects, served, namespaces,
-                      leading=lambda: not lost.is_set())
+        result = sync(self._api, want.objects, served, self._namespaces(), leading=lambda: not lost.is_set(),
+                      observed=owned)
         self.syncs += 1
         notes = (*read.problems, *want.notes)
         if notes != self._notes:
@@ -121,7 +130,8 @@ class Controller:
                       f"{result.unchanged}" + "".join(f"; left alone: {w}" for w in result.left_alone))
 
     def _explain_once(self, pods: Informer, claims: Informer, devices: list[Informer], events: Recorder) -> None:
-        """An Event on each pending pod whose claim of our templates is unallocated; the free groups counted."""
+        """An Event on each pending pod whose claims of our templates are unallocated (one a pod, naming each such
+        claim); the free groups counted."""
         if self._known is None:
             return
         members, classes = self._known
@@ -133,18 +143,19 @@ class Controller:
             if not pod["unschedulable"]:
                 continue
             pending.append(pod["uid"])
-            for _, template, claim in pod["claims"]:
-                if (ask := asked(template)) is None or (claim and held.get(f"{pod['namespace']}/{claim}", {}).get(
-                        "allocated")):
-                    continue
-                note = explain(ask, template, classes=classes, members=members, used=used,
-                               label=self._cfg.parts.claim.class_label)
-                try:
-                    if events.warn(pod, REASON, note):
-                        self._log(f"pod {pod['namespace']}/{pod['name']}: {note}")
-                except PublishError as exc:  # said at the next change or resync
-                    self._log(f"pod {pod['namespace']}/{pod['name']}: no Event: {exc}")
-                break  # one Event a pod: its first claim that waits
+            waiting = [(entry, explain(ask, template, classes=classes, members=members, used=used,
+                                       label=self._cfg.parts.claim.class_label))
+                       for entry, template, claim in pod["claims"]
+                       if (ask := asked(template)) is not None
+                       and not (claim and held.get(f"{pod['namespace']}/{claim}", {}).get("allocated"))]
+            if not waiting:
+                continue
+            note = pod_note(waiting)  # one Event a pod, naming each claim that waits
+            try:
+                if events.warn(pod, REASON, note):
+                    self._log(f"pod {pod['namespace']}/{pod['name']}: {note}")
+            except PublishError as exc:  # said at the next change or resync
+                self._log(f"pod {pod['namespace']}/{pod['name']}: no Event: {exc}")
         events.forget(pending)
 
     def _explaining(self, lost: threading.Event, explain_queue: SyncQueue) -> list[Informer]:
@@ -189,6 +200,15 @@ class Controller:
                 recheck.set()
                 queue.add(0.0)
         threading.Thread(target=resync, daemon=True, name="topolink-resync").start()
+        self.owned = owned = Owned(self._api, self._namespaces(), changed=queue.add, log=self._log)
+        try:
+            self._loop(queue, backoff, explain_queue, (nodes, slices, owned), recheck=recheck, lost=lost)
+        finally:
+            owned.stop()
+
+    def _loop(self, queue: SyncQueue, backoff: Backoff, explain_queue: SyncQueue,
+              watched: tuple[Informer, Informer, Owned], *, recheck: threading.Event, lost: threading.Event) -> None:
+        nodes, slices, owned = watched
         served: list[str] | None = None
         while queue.get(lost):
             if not (nodes.synced.is_set() and slices.synced.is_set()):
@@ -200,7 +220,10 @@ class Controller:
                 if served is None or recheck.is_set():
                     recheck.clear()
                     served = self._say(served_parts(self._api, self._cfg.parts.on()))
-                self._sync_once(nodes, slices, served, lost)
+                    owned.ensure(served)
+                if not owned.synced():
+                    continue  # each informer's first list queues a sync
+                self._sync_once(nodes, slices, served, lost, owned)
                 backoff.succeeded()
                 explain_queue.add(0.0)  # the classes may have changed: the pending pods again
             except (PublishError, ValueError) as exc:  # ValueError: a fleet whose names would meet (never seen)

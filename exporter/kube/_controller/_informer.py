@@ -4,13 +4,16 @@ The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is o
 resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
 Retry-After a floor, the wait jittered and doubling up to 5 minutes, at least ``ERROR_WINDOW_S`` after a stream
 broke so that replicas dropped together come back spread) and tries again: nothing is given up. Every change
-calls ``changed()`` (the controller's queue coalesces them).
+calls ``changed()`` (the controller's queue coalesces them). A label selector, a field selector and a namespace
+narrow what crosses the network; :class:`._owned.OwnedInformer` keeps the controller's own objects through the
+agent's mutation cache instead of a plain store.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from .._api._api import Kind, KubeApi, Obj, resource_version
 from .._api._errors import BackingOff, Expired, PublishError
@@ -28,10 +31,13 @@ def _name(obj: Obj) -> str:
 class Informer:
     def __init__(self, api: KubeApi, kind: Kind, *, keep: Callable[[Obj], Obj | None],
                  changed: Callable[[], None], log: Callable[[str], None], fields: Mapping[str, str] | None = None,
+                 labels: Mapping[str, str] | None = None, namespace: str | None = None,
                  backoff: Backoff | None = None) -> None:
         """``keep(obj)``: what the store holds of an object (None: not ours to hold)."""
         self._api, self._kind, self._keep, self._changed, self._log = api, kind, keep, changed, log
-        self._fields = dict(fields or {})
+        self._fields, self._labels = dict(fields or {}), dict(labels or {})
+        # a namespace only where given: a port's list_versioned and watch without it list and watch every namespace
+        self._where: dict[str, Any] = {"namespace": namespace} if namespace else {}
         self._backoff = backoff or Backoff()
         self._lock = threading.Lock()
         self._store: dict[str, Obj] = {}
@@ -52,20 +58,29 @@ class Informer:
             self._store[name] = obj
             return True
 
-    def _list(self) -> None:
-        items, rv = self._api.list_versioned(self._kind, {}, self._fields)
+    def _replace(self, items: list[Obj], rv: str) -> None:
+        """The store holds exactly ``items`` (a list at ``rv``)."""
         fresh: dict[str, Obj] = {}
         for obj in items:
             if (held := self._keep(obj)) is not None:
                 fresh[_name(obj)] = held
         with self._lock:
             self._store = fresh
+
+    def _event(self, typ: str, obj: Obj) -> bool:
+        """One watch event into the store; whether what the store shows changed."""
+        return self._put(_name(obj), None if typ == "DELETED" else self._keep(obj))
+
+    def _list(self) -> None:
+        items, rv = self._api.list_versioned(self._kind, self._labels, self._fields, **self._where)
+        self._replace(items, rv)
         self._rv = rv or None
         self.synced.set()
         self._changed()
 
     def _watch(self, stop: threading.Event) -> None:
-        for typ, obj in self._api.watch(self._kind, {}, self._fields, resource_version=self._rv):
+        for typ, obj in self._api.watch(self._kind, self._labels, self._fields, resource_version=self._rv,
+                                        **self._where):
             if stop.is_set():  # leadership ended: at the stream's next event or bookmark (a minute at most)
                 return
             if typ == "OPEN":
@@ -74,7 +89,7 @@ class Informer:
                 self._rv = rv
             if typ == "BOOKMARK":
                 continue
-            if self._put(_name(obj), None if typ == "DELETED" else self._keep(obj)):
+            if self._event(typ, obj):
                 self._changed()
 
     def run(self, stop: threading.Event) -> None:

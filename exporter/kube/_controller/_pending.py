@@ -129,6 +129,29 @@ def explain(ask: Ask, template: str, *, classes: Mapping[str, ClaimClass], membe
     return f"{head}: {len(nodes)} nodes of the class, {having} with a free {group}"
 
 
+NOTE_MAX = 1024  # an Event's note: at most this many characters (events.k8s.io/v1)
+
+
+def pod_note(waiting: Sequence[tuple[str, str]]) -> str:
+    """The one note of a pod from each waiting claim's (entry name, note): a claim alone, its note; several, each
+    named (claims with the same note together), in entry order, as many as fit in an Event's note."""
+    if len(waiting) == 1:
+        return waiting[0][1]
+    together: dict[str, list[str]] = {}
+    for entry, note in sorted(waiting):
+        together.setdefault(note, []).append(entry)
+    groups = list(together.items())
+    out = f"{len(waiting)} claims wait: "
+    for i, (note, entries) in enumerate(groups):
+        piece = ("; " if i else "") + f"claim{'s' if len(entries) > 1 else ''} {', '.join(entries)}: {note}"
+        left = sum(len(e) for _, e in groups[i + 1:])
+        if len(out) + len(piece) + len(f"; and {left} more claims" if left else "") > NOTE_MAX:
+            unsaid = len(entries) + left  # the last check left room for this
+            return (out + f"; and {unsaid} more claim{'s' if unsaid > 1 else ''}")[:NOTE_MAX]
+        out += piece
+    return out
+
+
 def metrics(classes: Iterable[ClaimClass], sizes: Sequence[int],
             used: Mapping[str, set[str]]) -> list[tuple[str, str, int, int]]:
     """(class, kind, size, free groups in the fleet) for every template the class has."""

@@ -5,6 +5,10 @@ field manager in ``managedFields``: only such an object is ever deleted. A wante
 the controller's field manager, forced) only where the server's copy differs from it; an object of the same name
 that another manager made (its managed-by label neither ours nor ``topolink``, the one-off ``topolink cluster
 --apply``'s, which the controller adopts) is left alone, and said so.
+
+What the controller made is read from an :class:`Observed` (the fleet controller's informers and their mutation
+cache: no list each sync), told of each write; without one (``topolink cluster``'s tests, the benchmark) each sync
+lists its kinds by the label.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .._api._api import Kind, KubeApi, Obj
 from .._api._errors import NotFound
@@ -44,6 +48,20 @@ def _made_by_us(obj: Obj) -> bool:
     return any(e.get("manager") == MANAGER for e in (obj.get("metadata") or {}).get("managedFields") or [])
 
 
+class Observed(Protocol):
+    def objects(self, kind: Kind, namespace: str | None) -> list[Obj] | None:
+        """The controller's objects of ``kind`` (in ``namespace``), its writes included; None: not kept (list)."""
+        ...
+
+    def stored(self, kind: Kind, reply: Obj) -> None:
+        """The server's reply to an apply."""
+        ...
+
+    def deleted(self, kind: Kind, obj: Obj) -> None:
+        """An object deleted (or found gone)."""
+        ...
+
+
 @dataclass(slots=True)
 class SyncResult:
     applied: list[Key] = field(default_factory=list)
@@ -71,18 +89,20 @@ def _namespaces(kind: Kind, wanted: Mapping[Key, Obj], namespaces: Mapping[str, 
 
 
 def sync(api: KubeApi, wanted: Mapping[Key, Obj], parts: Sequence[str], namespaces: Mapping[str, str],
-         leading: Callable[[], bool] = lambda: True) -> SyncResult:
+         *, leading: Callable[[], bool] = lambda: True, observed: Observed | None = None) -> SyncResult:
     """Write what differs for the kinds of ``parts`` (a namespaced kind in ``namespaces[plural]``);
-    stop writing as soon as ``leading()`` is False."""
+    stop writing as soon as ``leading()`` is False. ``observed``: where what the controller made is read."""
     result = SyncResult()
     actual: dict[Key, Obj] = {}
     for part in parts:
         for name in PART_KINDS[part]:
             kind = KINDS[name]
             for ns in _namespaces(kind, wanted, namespaces):
-                for obj in api.list(kind, {MANAGED_BY: MANAGER}, namespace=ns):
-                    obj.setdefault("apiVersion", kind.api_version)
-                    obj.setdefault("kind", kind.kind)
+                found = observed.objects(kind, ns) if observed is not None else None
+                if found is None:
+                    found = api.list(kind, {MANAGED_BY: MANAGER}, namespace=ns)
+                for item in found:
+                    obj = {"apiVersion": kind.api_version, "kind": kind.kind, **item}  # a list's items have neither
                     actual[key(obj)] = obj
     kinds = {KINDS[n] for p in parts for n in PART_KINDS[p]}
     for k, obj in sorted(wanted.items()):
@@ -102,7 +122,9 @@ def sync(api: KubeApi, wanted: Mapping[Key, Obj], parts: Sequence[str], namespac
                 continue
         if not leading():
             return result
-        api.apply(kind, mine)
+        reply = api.apply(kind, mine)
+        if observed is not None:
+            observed.stored(kind, reply)
         result.applied.append(k)
     for k, obj in sorted(actual.items()):
         if k not in wanted and _made_by_us(obj):
@@ -110,5 +132,7 @@ def sync(api: KubeApi, wanted: Mapping[Key, Obj], parts: Sequence[str], namespac
                 return result
             with suppress(NotFound):  # gone already
                 api.delete(kind_of(obj), obj["metadata"]["name"], obj["metadata"].get("namespace"))
+            if observed is not None:
+                observed.deleted(kind_of(obj), obj)
             result.deleted.append(k)
     return result

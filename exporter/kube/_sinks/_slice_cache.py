@@ -39,7 +39,10 @@ class _Mutation:
 
 class SliceCache:
     def __init__(self, ttl_s: float = MUTATION_TTL_S, clock: Callable[[], float] = time.monotonic,
-                 fresh_s: float = BOOKMARK_INTERVAL_S) -> None:
+                 fresh_s: float = BOOKMARK_INTERVAL_S, noun: str = "resourceslice") -> None:
+        """``noun``: what the reasons to sync call an object (the fleet controller keeps one cache a kind of its
+        own, ``fresh_s`` infinite: an informer's store, believed while it holds a state)."""
+        self._noun = noun
         self._lock = threading.Lock()
         self._store: dict[str, Obj] = {}
         self._at: int | None = None  # the resourceVersion the store's state is at (its last state or event)
@@ -62,7 +65,7 @@ class SliceCache:
             self._at = int(rv) if rv is not None and rv.isdigit() else None
             self._lived()
             after = self._versions()
-        return [f"resourceslice {n} {'missing' if n not in after else 'changed' if n in before else 'added'}"
+        return [f"{self._noun} {n} {'missing' if n not in after else 'changed' if n in before else 'added'}"
                 for n in sorted(before.keys() | after.keys())
                 if before.get(n) != after.get(n) and (had_state or n in before)]
 
@@ -85,7 +88,7 @@ class SliceCache:
             else:
                 self._store[name] = obj
             changed = self._versions() != before
-        return f"resourceslice {name} {_WORDS.get(typ, typ.lower())}" if changed else None
+        return f"{self._noun} {name} {_WORDS.get(typ, typ.lower())}" if changed else None
 
     def alive(self) -> None:
         """The watch showed life (an event, a bookmark, a stream the server ended at its timeout): the store is the
@@ -160,5 +163,5 @@ class SliceCache:
                     if old is None or old.rv is None or rv is None or old.rv < rv:
                         self._mutations[name] = _Mutation(obj, rv, expires)
                 elif (have := self._store.get(name)) is None or _rv(have) != rv:
-                    why.append(f"resourceslice {name} {'deleted' if have is None else 'changed'} after our write")
+                    why.append(f"{self._noun} {name} {'deleted' if have is None else 'changed'} after our write")
         return why
