@@ -15,7 +15,7 @@ from .._api._api import MANAGER, Kind, NodeView, Obj, Objs
 from .._api._errors import BackingOff, BadConfig, Forbidden, NotFound, Unavailable
 from .._api._retry import RETRYABLE, Backoff, Retryable, retry_after
 from ._mapped import mapped as _mapped
-from ._watch_stream import OPEN, error_for, path_of, selector, stream_events
+from ._watch_stream import OPEN, error_for, matches, path_of, selector, stream_events, watch_timeout_s
 
 T = TypeVar("T")
 # Idle connections are kept this long (httpx's default is 5 s): longer than the discovery interval (60 s by
@@ -227,7 +227,7 @@ class LightkubeApi:
         found, rv = self._call(f"list {kind.plural}", fetch)
         items = [dict(o.to_dict()) for o in found]
         # the server filtered already; a server that ignores a selector (an emulator) is filtered here
-        return [o for o in items if _matches(o, labels, fields)], rv
+        return [o for o in items if matches(o, labels, fields)], rv
     def create(self, kind: Kind, obj: Obj) -> Obj:
         res = _resource(kind)
         return dict(self._call(f"create {kind.kind} {obj['metadata']['name']}",
@@ -248,7 +248,7 @@ class LightkubeApi:
     def watch(self, kind: Kind, labels: Mapping[str, str], fields: Mapping[str, str],
               resource_version: str | None = None, initial: bool = False, *,
               namespace: str | None = None) -> Iterator[tuple[str, Obj]]:
-        timeout = _watch_timeout_s()
+        timeout = watch_timeout_s()
         params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout)}
         if initial:
             params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
@@ -282,24 +282,3 @@ class LightkubeApi:
             self._call(f"delete {kind.kind} {name}", lambda: self._client.delete(res, name, namespace=namespace))
         else:
             self._call(f"delete {kind.kind} {name}", lambda: self._client.delete(res, name))
-
-
-def _watch_timeout_s() -> int:
-    """The server ends each watch after this (then it is opened again from where it stopped); spread over
-    5 to 10 minutes as client-go's reflectors do, so that a fleet's agents do not reconnect together."""
-    import random
-
-    return random.randint(300, 600)
-
-
-def _matches(obj: Obj, labels: Mapping[str, str], fields: Mapping[str, str] | None) -> bool:
-    have = (obj.get("metadata") or {}).get("labels") or {}
-    if any(have.get(k) != v for k, v in labels.items()):
-        return False
-    for path, want in (fields or {}).items():
-        value: Any = obj
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if value != want:
-            return False
-    return True

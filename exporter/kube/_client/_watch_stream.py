@@ -83,3 +83,25 @@ def stream_events(http: Any, path: str, params: Mapping[str, str], what: str) ->
         raise Unavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
     except httpx2.TransportError as exc:
         raise Unavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+def watch_timeout_s() -> int:
+    """The server ends each watch after this (then it is opened again from where it stopped); spread over
+    5 to 10 minutes as client-go's reflectors do, so that a fleet's agents do not reconnect together."""
+    import random
+
+    return random.randint(300, 600)
+
+
+def matches(obj: Obj, labels: Mapping[str, str], fields: Mapping[str, str] | None) -> bool:
+    """Whether ``obj`` carries ``labels`` and the values of ``fields`` (dotted paths): the selectors a list sent."""
+    have = (obj.get("metadata") or {}).get("labels") or {}
+    if any(have.get(k) != v for k, v in labels.items()):
+        return False
+    for path, want in (fields or {}).items():
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value != want:
+            return False
+    return True
