@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from topology import Gpu, LinkCapability, Problem, Snapshot, replace, to_dict, with_measurements
+from topology import Gpu, LinkCapability, Problem, Record, Snapshot, replace, to_dict, with_measurements
 
 from ..core import (
     SELFTEST,
@@ -102,9 +102,21 @@ def report_to_dict(report: ProbeReport, snap: Snapshot) -> dict[str, Any]:
         "schema": REPORT_SCHEMA, "profile": report.profile, "backend": report.backend,
         "elapsed_s": round(report.elapsed_s, 3), "ran": report.ran, "notes": list(report.notes),
         "versions": dict(report.versions),
-        "outcomes": [dataclasses.asdict(o) for o in report.outcomes],
+        "outcomes": [_plain(dataclasses.asdict(o)) for o in report.outcomes],
         "snapshot": to_dict(apply_report(snap, report)),
     }
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with the model's records in it (an outcome's measurements) as dicts of their fields, as
+    ``dataclasses.asdict`` leaves the outcome's own."""
+    if isinstance(value, Record):
+        return {name: _plain(getattr(value, name)) for name in value.__match_args__}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def report_json(report: ProbeReport, snap: Snapshot) -> str:
