@@ -11,10 +11,8 @@ where facts came from and what could not be read (``_provenance``).
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Hashable
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from ._devices import (
     GPU_CLASSES,
@@ -40,6 +38,9 @@ from ._facts import Fact, Knowledge
 from ._measurement import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
 from ._record import Record
+
+if TYPE_CHECKING:
+    import threading
 
 # The devices too: they are imported from here.
 __all__ = ["GPU_CLASSES", "NVIDIA_VENDOR", "FabricInfo", "FabricState", "GdrFacts", "Gpu", "HostBridge", "Link",
@@ -100,8 +101,18 @@ class Snapshot(Record):
 
 
 T = TypeVar("T")
-_LOCK = threading.RLock()  # a build may ask for another entry of the same snapshot
 _BY_SNAPSHOT: dict[int, dict[Hashable, object]] = {}
+_LOCKS: dict[int, threading.RLock] = {}  # the one lock (reentrant: a build may ask for another entry of the same
+# snapshot), made on first use: threading and weakref load only where a snapshot's derived entries are asked for
+
+
+def _lock() -> threading.RLock:
+    lock = _LOCKS.get(0)
+    if lock is None:
+        import threading
+
+        lock = _LOCKS.setdefault(0, threading.RLock())  # setdefault is one step: two first callers get one lock
+    return lock
 
 
 def per_snapshot(snap: Snapshot, key: Hashable, build: Callable[[], T]) -> T:
@@ -110,9 +121,11 @@ def per_snapshot(snap: Snapshot, key: Hashable, build: Callable[[], T]) -> T:
     entries = _BY_SNAPSHOT.get(id(snap))
     if entries is not None and key in entries:
         return cast(T, entries[key])
-    with _LOCK:  # one build per snapshot and key, even when two threads ask at once
+    with _lock():  # one build per snapshot and key, even when two threads ask at once
         entries = _BY_SNAPSHOT.get(id(snap))
         if entries is None:
+            import weakref
+
             entries = _BY_SNAPSHOT[id(snap)] = {}
             weakref.finalize(snap, _BY_SNAPSHOT.pop, id(snap), None)
         return cast(T, entries[key] if key in entries else entries.setdefault(key, build()))
