@@ -22,6 +22,7 @@ from typing import Any
 
 import topology as t
 from exporter.kube import LabelConfig, SliceConfig, build_slices, desired_devices, desired_labels
+from topology import replace
 
 P = "gpu.topology"
 STAMP = "2026-11-24T10:00:00Z"
@@ -87,7 +88,7 @@ def simulated(kinds: dict[str, t.Snapshot], nodes: int, rng: random.Random) -> E
     """``kinds``: "gb200", "hgx" and "pcie" snapshots; 60%, 30% and 10% of the nodes."""
     made: dict[str, tuple[dict[str, str], list[dict[str, Any]]]] = {}
     for kind, snap in kinds.items():
-        named = dataclasses.replace(snap, node="node-00000")
+        named = replace(snap, node="node-00000")
         made[kind] = (desired_labels(named, LabelConfig(), {}), desired_devices(named, SliceConfig()))
     out = Encoded(nodes=[], slices=[], node_bytes=0, slice_bytes=0)
     for i in range(nodes):

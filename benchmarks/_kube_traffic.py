@@ -23,6 +23,8 @@ from typing import Any
 
 import httpx2
 
+from topology import replace
+
 DAY_S = 86400
 WIRE_PASSES, WIRE_GAP_S = 3, 6.0
 WATCH_MEAN_S = 450  # the server timeout the client asks for: uniform over 300..600 s
@@ -79,7 +81,7 @@ def measure(passes: int, watch_s: int, nodes: int) -> dict[str, float]:
     if found is None:
         raise LookupError("needs KUBEBUILDER_ASSETS (envtest's kube-apiserver and etcd)")
     with tempfile.TemporaryDirectory() as tmp:
-        snap = dataclasses.replace(discover_profile("hgx-h100", Path(tmp) / "m"), node="h100-0")
+        snap = replace(discover_profile("hgx-h100", Path(tmp) / "m"), node="h100-0")
         server_run = running(found, Path(tmp) / "apiserver")
         server = next(server_run)
         try:

@@ -3,7 +3,6 @@ change), kept only so that benchmarks/codec.py can print the two side by side. N
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import math
@@ -14,6 +13,7 @@ from functools import cache
 from typing import Any
 
 import topology as t
+from topology import Record
 from topology.model._measurement import MatrixKind
 
 SchemaError = t.SchemaError
@@ -60,7 +60,7 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
             return tp(value)
         except (ValueError, TypeError) as exc:
             raise SchemaError(f"{where}: {value!r} is not a {tp.__name__}") from exc
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and issubclass(tp, Record):
         return _decode_record(tp, value, where)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -82,7 +82,7 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
 def _decode_record(cls: type, value: Any, where: str) -> Any:
     if not isinstance(value, Mapping):
         raise SchemaError(f"{where}: expected an object")
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = set(cls.__match_args__)
     unknown = set(value) - names
     if unknown:
         raise SchemaError(f"{where}: unknown keys {sorted(unknown)}")

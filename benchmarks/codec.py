@@ -13,9 +13,10 @@ machine of 72 GPUs grown from it (tests/fakenvml/_synthetic.py), with every matr
   ``msgspec.json.encode`` of the same document;
 - encode beside ``json.dumps(doc, indent=2)`` of the same document: what ``topology.codec._jsontext`` saves;
 - import, each a fresh interpreter (median of ``--runs``, the child's CPU time): ``topology.model._entities`` and
-  what it imports (the ``dataclasses`` module and the model's records), ``dataclasses`` alone,
-  ``msgspec`` alone; and the frozen records of ``topology`` created again two ways: as the dataclasses
-  they are and as ``msgspec.Struct`` classes (``msgspec.defstruct``, once msgspec is imported).
+  what it imports (the model's records: plain slotted classes, ``topology.Record``), ``dataclasses`` alone,
+  ``msgspec`` alone; and the frozen records of ``topology`` created again two ways: as frozen, slotted,
+  keyword-only dataclasses (what they were until issue 52) and as ``msgspec.Struct`` classes
+  (``msgspec.defstruct``, once msgspec is imported).
 """
 
 from __future__ import annotations
@@ -44,23 +45,19 @@ MS = 1e3
 _MODEL = "import time\na = time.process_time()\nimport topology.model._entities\nprint(time.process_time() - a)"
 _DATACLASSES = "import time\na = time.process_time()\nimport dataclasses\nprint(time.process_time() - a)"
 _MSGSPEC = "import time\na = time.process_time()\nimport msgspec\nprint(time.process_time() - a)"
-# The model's records created again, two ways, in one child: dataclasses (the model) and ``msgspec.Struct``
+# The model's records created again, two ways, in one child: dataclasses (what they were) and ``msgspec.Struct``
 # (``msgspec.defstruct``).
 _CREATE = """
-import dataclasses, sys, time, msgspec, topology.model._entities
+import dataclasses, sys, time, msgspec, topology.model._entities, topology
 mods = [m for n, m in sys.modules.items() if n.startswith('topology.')]
 classes = [c for m in mods for c in vars(m).values()
-           if isinstance(c, type) and dataclasses.is_dataclass(c) and c.__module__ == m.__name__
-           and getattr(c, '__slots__', None) and c.__dataclass_params__.frozen
-           and all(f.kw_only for f in dataclasses.fields(c))]
+           if isinstance(c, type) and issubclass(c, topology.Record) and c.__module__ == m.__name__
+           and c is not topology.Record]
 def body_of(c):
-    body = {'__annotations__': {f.name: f.type for f in dataclasses.fields(c)}, '__module__': c.__module__,
+    defaults = c.__init__.__kwdefaults__ or {}
+    body = {'__annotations__': {n: c.__annotations__[n] for n in c.__match_args__}, '__module__': c.__module__,
             '__doc__': c.__doc__, '__qualname__': c.__qualname__}
-    for f in dataclasses.fields(c):
-        if f.default is not dataclasses.MISSING:
-            body[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            body[f.name] = dataclasses.field(default_factory=f.default_factory)
+    body.update((n, defaults[n]) for n in c.__match_args__ if n in defaults)
     return c.__name__, body
 bodies = [body_of(c) for c in classes]
 plain = [type(name, (), dict(body)) for name, body in bodies]
@@ -69,7 +66,7 @@ for c in plain:
     dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(c)
 t1 = time.process_time()
 for c in classes:
-    msgspec.defstruct(c.__name__, [(f.name, object) for f in dataclasses.fields(c)], frozen=True, kw_only=True)
+    msgspec.defstruct(c.__name__, [(n, object) for n in c.__match_args__], frozen=True, kw_only=True)
 t2 = time.process_time()
 print(t1 - a, t2 - t1, len(classes))
 """
@@ -144,10 +141,11 @@ def import_rows(runs: int) -> list[tuple[str, str, str]]:
     plain, structs, classes = _child(_CREATE, runs)
     cpu = "ms CPU measured"
     return [
-        ("import topology.model._entities (the dataclasses module, the records)", f"{model * MS:.2f} {cpu}",
+        ("import topology.model._entities (the records, plain slotted classes)", f"{model * MS:.2f} {cpu}",
          "what discovery pays"),
-        ("  of which: import dataclasses (and inspect)", f"{dataclasses_s * MS:.2f} {cpu}", "-"),
-        (f"create the model's {int(classes)} records again: dataclasses", f"{plain * MS:.2f} {cpu}", "the model"),
+        ("import dataclasses (and inspect) alone", f"{dataclasses_s * MS:.2f} {cpu}", "not paid: no dataclass"),
+        (f"create the model's {int(classes)} records again: dataclasses", f"{plain * MS:.2f} {cpu}",
+         "the model until issue 52"),
         (f"create the model's {int(classes)} records again: msgspec.Struct", f"{structs * MS:.2f} {cpu}", "-"),
         ("import msgspec alone", f"{msgspec_s * MS:.2f} {cpu}", "what msgspec would add first"),
     ]

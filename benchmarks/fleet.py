@@ -18,7 +18,6 @@ fleet each pass.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import random
 import sys
@@ -33,6 +32,7 @@ sys.path.insert(0, str(REPO))
 import topology as t  # noqa: E402
 from exporter._core._health import EDGES, BwKind, classify  # noqa: E402
 from exporter.kube import LabelConfig, NodeLabelSink, NodeView  # noqa: E402
+from topology import replace  # noqa: E402
 
 PROFILES = ("hgx-h100", "dgx-a100", "a30-4x-nvlink-pairs", "rtx4090-8x")
 KINDS = tuple(BwKind)
@@ -117,8 +117,8 @@ def noisy(snap: t.Snapshot, rng: random.Random, ratio: float) -> t.Snapshot:
 
 def narrowed(snap: t.Snapshot) -> t.Snapshot:
     g = snap.gpus[0]
-    pcie = dataclasses.replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
-    return dataclasses.replace(snap, gpus=(dataclasses.replace(g, pcie=pcie), *snap.gpus[1:]))
+    pcie = replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
+    return replace(snap, gpus=(replace(g, pcie=pcie), *snap.gpus[1:]))
 
 
 def sample(per_profile: int, days: int, rng: random.Random) -> dict[str, float]:
@@ -132,7 +132,7 @@ def sample(per_profile: int, days: int, rng: random.Random) -> dict[str, float]:
     for p, snap in snaps.items():
         for n in range(per_profile):
             node = f"{p}-{n}"
-            snap_n = dataclasses.replace(snap, node=node)
+            snap_n = replace(snap, node=node)
             api = CountingApi(node)
             sink = NodeLabelSink(api, node, LabelConfig())  # type: ignore[arg-type]
             ratio = EDGES[1] * rng.uniform(0.98, 1.02) if n % 2 else rng.uniform(0.8, 0.9)

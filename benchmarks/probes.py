@@ -52,6 +52,7 @@ import probes  # noqa: E402
 import topology as t  # noqa: E402
 from probes.core import MiB, spec  # noqa: E402
 from probes.harness import _plan  # noqa: E402
+from topology import replace  # noqa: E402
 
 
 def this_machine() -> t.Snapshot:
@@ -131,7 +132,7 @@ def budget(snap: t.Snapshot, profile: str, backend: str, gpus: int = 0) -> tuple
                                      latency_accesses=2000)
         os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (str(FAKE), env.get("PYTHONPATH", "")) if p),
                           FAKECUDA_GPUS=str(gpus), FAKECUDA_MEMORY=str(4 << 30))
-        snap = dataclasses.replace(snap, gpus=tuple(
+        snap = replace(snap, gpus=tuple(
             t.Gpu(id=f"0000:{0x10 + i:02x}:00.0", index=i, numa_node=snap.numa_nodes[0].os_index if snap.numa_nodes
                   else None, memory_bytes=80 << 30) for i in range(gpus)), links=())
     floor = _plan._GPU_FLOOR_BYTES_PER_SECOND

@@ -13,6 +13,7 @@ from typing import Any
 import topology as t
 from exporter.kube import Expired, LabelConfig, SliceConfig, build_slices, desired_devices, desired_labels
 from tests.kube_support import discover_profile
+from topology import replace
 
 Obj = dict[str, Any]
 P = "gpu.topology"
@@ -32,7 +33,7 @@ def fleet(workdir: Path, *, trays: int = 18, hgx: int = 2, slow_tray: int | None
     box = discover_profile("hgx-h100", workdir / "hgx")
     nodes, slices = [], []
     for name, snap in [*((f"tray-{i:02d}", tray) for i in range(trays)), *((f"hgx-{i}", box) for i in range(hgx))]:
-        named = dataclasses.replace(snap, node=name)
+        named = replace(snap, node=name)
         labels = desired_labels(named, LabelConfig(prefix=prefix), {})
         if name == f"tray-{slow_tray:02d}" if slow_tray is not None else False:
             labels[f"{prefix}/allreduce-busbw-4"] = str(int(labels[f"{prefix}/allreduce-busbw-4"]) // 2)

@@ -16,6 +16,7 @@ import probes
 import topology as t
 from probes.core._profiles import KiB
 from tests.probe_snapshots import this_host
+from topology import replace
 
 FAKE = Path(__file__).parent / "fakecuda"
 
@@ -66,7 +67,7 @@ def gpu_box(gpus: int) -> t.Snapshot:
     """This machine's NUMA node 0 (real CPUs, for the host buffers) and ``gpus`` fake GPUs on it."""
     host = this_host()
     devices = tuple(t.Gpu(id=bus(i), index=i, numa_node=0, memory_bytes=80 << 30) for i in range(gpus))
-    return dataclasses.replace(host, gpus=devices)
+    return replace(host, gpus=devices)
 
 
 def outcomes(report: probes.ProbeReport, test: str) -> list[probes.ProbeOutcome]:

@@ -3,13 +3,13 @@ the objects the server starts with, and the event that lets a blocked watch thre
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import httpx
 import kmock
 
 import topology as t
+from topology import replace
 
 NODE = "node-a"
 NODES = kmock.resource("", "v1", "nodes")
@@ -26,11 +26,11 @@ def a100_node(name: str = NODE, *, gpus: int = 4, gpu1_width: int = 16) -> t.Sna
     from tests.probe_snapshots import four_gpu_box
 
     box = four_gpu_box()
-    named = [dataclasses.replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus)]
+    named = [replace(g, minor=i, uuid=f"GPU-{i}", name="NVIDIA A100") for i, g in enumerate(box.gpus)]
     g1 = named[1]
     if g1.pcie is not None:
-        named[1] = dataclasses.replace(g1, pcie=dataclasses.replace(g1.pcie, current_width=gpu1_width))
-    return dataclasses.replace(box, node=name, gpus=tuple(named[:gpus]))
+        named[1] = replace(g1, pcie=replace(g1.pcie, current_width=gpu1_width))
+    return replace(box, node=name, gpus=tuple(named[:gpus]))
 
 
 def start_objects(server: Any, *, labels: dict[str, str] | None = None, managed: bool = True) -> None:

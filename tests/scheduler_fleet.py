@@ -8,7 +8,6 @@ spine: tier 0 nearest the node), which the agent does not write.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -18,6 +17,7 @@ import topology as t
 from exporter.kube import LabelConfig, SliceConfig, build_slices, desired_devices, desired_labels
 from tests.cluster_support import Fleet, P, kubectl_list
 from tests.kube_support import discover_profile
+from topology import replace
 
 SAVED = Path(__file__).resolve().parent / "data" / "fleet" / "gb200-racks-topograph.json"
 LEAF, SPINE = "fabric.topograph.run/tier-0", "fabric.topograph.run/tier-1"
@@ -26,7 +26,7 @@ TRAYS = 3
 
 
 def _node(name: str, snap: t.Snapshot, extra: dict[str, str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    named = dataclasses.replace(snap, node=name)
+    named = replace(snap, node=name)
     labels = desired_labels(named, LabelConfig(prefix=P), {}) | {"kubernetes.io/hostname": name} | extra
     cfg = SliceConfig(driver=P)
     slices = build_slices(desired_devices(named, cfg), node=name, node_uid=f"uid-{name}", cfg=cfg, version="v1",

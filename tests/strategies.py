@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import types
 import typing
@@ -32,7 +31,7 @@ def _for_type(tp: Any) -> st.SearchStrategy[Any]:
         return st.sets(st.sampled_from(list(t.MatrixKind))).map(_or_flags)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return st.sampled_from(list(tp))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and issubclass(tp, t.Record):
         return record(tp)
     return {float: _finite, int: _ints, str: _text, bool: st.booleans()}[tp]
 
@@ -46,7 +45,7 @@ def _or_flags(flags: set[t.MatrixKind]) -> t.MatrixKind:
 
 def record(cls: type) -> st.SearchStrategy[Any]:
     hints = typing.get_type_hints(cls)
-    fields = {f.name: st.deferred(lambda tp=hints[f.name]: _for_type(tp)) for f in dataclasses.fields(cls)}
+    fields = {name: st.deferred(lambda tp=hints[name]: _for_type(tp)) for name in cls.__match_args__}
     return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
 
 

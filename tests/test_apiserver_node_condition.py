@@ -7,7 +7,6 @@ condition says ``False`` and the waiting pod is bound."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from tests.apiserver import ApiServer
 from tests.apiserver_agent import create_node, wait_until
 from tests.kube_support import discover_profile
 from tests.ready_nodes import ReadyNodes
+from topology import replace
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.slow]
 NODE = "cp-gpu-degraded"
@@ -38,8 +38,8 @@ def http(kube_control_plane: ApiServer) -> Iterator[httpx.Client]:
 def narrowed(snap: t.Snapshot) -> t.Snapshot:
     """GPU 0's PCIe link trained to 8 of its 16 lanes."""
     g = snap.gpus[0]
-    pcie = dataclasses.replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
-    return dataclasses.replace(snap, gpus=(dataclasses.replace(g, pcie=pcie), *snap.gpus[1:]), node=NODE)
+    pcie = replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
+    return replace(snap, gpus=(replace(g, pcie=pcie), *snap.gpus[1:]), node=NODE)
 
 
 def pod(name: str, tolerate: bool) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def test_the_scheduler_keeps_untolerating_pods_off_a_degraded_node_and_the_node_
     ready = ReadyNodes(http)
     try:
         ready.add(NODE, {"kubernetes.io/hostname": NODE})
-        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=NODE)
+        whole = replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=NODE)
         sink = NodeConditionSink(LightkubeNodeApi.connect(kubeconfig=str(kube_control_plane.kubeconfig())), NODE,
                                  "gpu.topology", taint=True)
         assert sink.publish(narrowed(whole)).written == 2
@@ -107,9 +107,9 @@ def test_prune_removes_the_condition_and_the_taint_and_nothing_else(kube_apiserv
         assert http.patch(f"/api/v1/nodes/{node}", json=[{"op": "add", "path": "/spec/taints", "value": [foreign]}],
                           headers={"Content-Type": "application/json-patch+json"}).status_code == 200
         api = LightkubeNodeApi.connect(kubeconfig=str(kube_apiserver.kubeconfig()))
-        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
+        whole = replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
         sink = NodeConditionSink(api, node, "gpu.topology", taint=True)
-        assert sink.publish(dataclasses.replace(narrowed(whole), node=node)).written == 2
+        assert sink.publish(replace(narrowed(whole), node=node)).written == 2
         done = prune(KubePublishConfig(node=node, resource_slices=False), node, api)
         assert done.node_marks == 1
         got = http.get(f"/api/v1/nodes/{node}").json()
@@ -135,7 +135,7 @@ def test_the_condition_is_written_again_on_its_heartbeat_with_nothing_changed(ku
         create_node(http, node)
         api = LightkubeNodeApi.connect(kubeconfig=str(kube_apiserver.kubeconfig()))
         sink = NodeConditionSink(api, node, "gpu.topology", heartbeat_s=300, clock=clock)
-        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
+        whole = replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
 
         def ours() -> dict[str, Any]:
             conditions = http.get(f"/api/v1/nodes/{node}").json()["status"]["conditions"]
@@ -178,7 +178,7 @@ def test_a_node_changed_between_the_read_and_the_taint_is_read_again(kube_apiser
         with pytest.raises(Conflict):
             api.replace_node_taints(node, [], stale)  # the server's 422, mapped
         sink = NodeConditionSink(api, node, "gpu.topology", taint=True)
-        whole = dataclasses.replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
+        whole = replace(discover_profile("hgx-h100", tmp_path / "hgx"), node=node)
         result = sink.publish(narrowed(whole))
         assert result.ok and result.written == 2 and Racing.reads == 3  # read, raced, read again
         got = http.get(f"/api/v1/nodes/{node}").json()

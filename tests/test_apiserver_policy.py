@@ -13,7 +13,6 @@ CRD is installed in a minimal form (its objects unvalidated), so that every kind
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.apiserver_agent import SLICES, agent_token, create_node, wait_until
 from tests.chart_support import unhashed
 from tests.kube_support import discover_profile
 from tests.test_daemonset import kustomize
+from topology import replace
 
 pytestmark = [pytest.mark.apiserver, pytest.mark.slow]
 NS = "topolink"
@@ -124,8 +124,8 @@ def h100(tmp_path_factory: pytest.TempPathFactory) -> t.Snapshot:
 def degraded(snap: t.Snapshot) -> t.Snapshot:
     """GPU 0's PCIe link trained to 8 of its 16 lanes: a DeviceTaintRule for it."""
     g = snap.gpus[0]
-    pcie = dataclasses.replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
-    return dataclasses.replace(snap, gpus=(dataclasses.replace(g, pcie=pcie), *snap.gpus[1:]))
+    pcie = replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
+    return replace(snap, gpus=(replace(g, pcie=pcie), *snap.gpus[1:]))
 
 
 # (id, settings other than the defaults). Each case after the first has a prefix and driver of its own, so the
@@ -177,7 +177,7 @@ def test_every_write_of_the_agent_is_allowed_and_nothing_else(cluster: ApiServer
     cfg = agent_config(data, node, (identity.pod, identity.pod_uid), tmp_path, taints)
     api = LightkubeNodeApi.connect(kubeconfig=str(cluster.kubeconfig(identity.token)))
     sinks = sinks_from_config(cfg, api)
-    snap = dataclasses.replace(degraded(h100) if cfg.device_taint_rules or cfg.node_taint else h100, node=node)
+    snap = replace(degraded(h100) if cfg.device_taint_rules or cfg.node_taint else h100, node=node)
 
     def published() -> list[Any]:
         results = [s.publish(snap) for s in sinks]

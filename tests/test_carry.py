@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,6 +10,7 @@ from hypothesis import strategies as st
 import topology as t
 from tests.budget import examples
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
+from topology import replace
 from topology.model._carry_forward import carry_forward
 
 GPU_ASPECTS = (t.Aspect.IDENTITY, t.Aspect.PCIE_LINK, t.Aspect.NUMA, t.Aspect.FABRIC, t.Aspect.MIG,
@@ -20,27 +20,27 @@ GPU_ASPECTS = (t.Aspect.IDENTITY, t.Aspect.PCIE_LINK, t.Aspect.NUMA, t.Aspect.FA
 def previous() -> t.Snapshot:
     snap = four_gpu_box()
     fabric = t.FabricInfo(state=t.FabricState.COMPLETED, cluster_uuid="c", clique_id=1)
-    gpus = tuple(dataclasses.replace(g, uuid=f"GPU-old-{i}", name="H100", fabric=fabric, mig_enabled=False)
+    gpus = tuple(replace(g, uuid=f"GPU-old-{i}", name="H100", fabric=fabric, mig_enabled=False)
                  for i, g in enumerate(snap.gpus))
     nic = t.Nic(id=NIC, name="mlx5_0", pci_bus_id=NIC, rdma=True, numa_node=0,
                 ports=(t.NicPort(number=1, state="ACTIVE", rate_gbps=400.0),))
-    return dataclasses.replace(snap, gpus=gpus, nics=(nic,), versions=(("driver", "550"),),
+    return replace(snap, gpus=gpus, nics=(nic,), versions=(("driver", "550"),),
                                gdr=t.GdrFacts(peermem_loaded=True))
 
 
 def changed(snap: t.Snapshot) -> t.Snapshot:
     """Every value different from ``previous()``: what a pass that guessed would put there."""
     x4 = t.PcieLinkState(current_gen=1, current_width=4, max_gen=1, max_width=4)
-    gpus = tuple(dataclasses.replace(g, uuid=None, name=None, pcie=x4, numa_node=None, cpu_affinity=(),
+    gpus = tuple(replace(g, uuid=None, name=None, pcie=x4, numa_node=None, cpu_affinity=(),
                                      fabric=None, mig_enabled=None) for g in snap.gpus)
-    nics = tuple(dataclasses.replace(n, ports=(), numa_node=None) for n in snap.nics)
+    nics = tuple(replace(n, ports=(), numa_node=None) for n in snap.nics)
     links = tuple(lk for lk in snap.links if lk.kind is not t.LinkKind.NVLINK)
-    return dataclasses.replace(snap, gpus=gpus, nics=nics, links=links, versions=(), gdr=t.GdrFacts())
+    return replace(snap, gpus=gpus, nics=nics, links=links, versions=(), gdr=t.GdrFacts())
 
 
 def with_unknown(snap: t.Snapshot, *facts: t.Fact) -> t.Snapshot:
     problem = t.Problem(source="nvml", subject="test", message="could not read", unknown=facts)
-    return dataclasses.replace(snap, problems=(*snap.problems, problem))
+    return replace(snap, problems=(*snap.problems, problem))
 
 
 def value(snap: t.Snapshot, fact: t.Fact) -> Any:
@@ -87,7 +87,7 @@ def test_link_known_from_its_other_end_is_not_carried() -> None:
 
 def test_missing_gpus_are_readded_when_the_gpu_list_is_unknown() -> None:
     prev = previous()
-    cur = with_unknown(dataclasses.replace(prev, gpus=prev.gpus[:2]), t.node_fact(t.Aspect.GPUS))
+    cur = with_unknown(replace(prev, gpus=prev.gpus[:2]), t.node_fact(t.Aspect.GPUS))
     served = carry_forward(prev, cur)
     assert [g.id for g in served.gpus] == [G0, G1, G2, G3]
     assert value(served, t.Fact(subject=G3, aspect=t.Aspect.NVLINKS)) == value(prev, t.Fact(
@@ -96,14 +96,14 @@ def test_missing_gpus_are_readded_when_the_gpu_list_is_unknown() -> None:
 
 def test_missing_gpu_stays_gone_when_the_gpu_list_is_known() -> None:
     prev = previous()
-    cur = dataclasses.replace(prev, gpus=prev.gpus[:2], problems=())
+    cur = replace(prev, gpus=prev.gpus[:2], problems=())
     cur = with_unknown(cur, t.Fact(subject=G0, aspect=t.Aspect.IDENTITY))
     assert [g.id for g in carry_forward(prev, cur).gpus] == [G0, G1]
 
 
 def test_node_numa_gdr_versions_pci() -> None:
     prev = previous()
-    cur = dataclasses.replace(changed(prev), numa_nodes=(), pci=(), host_bridges=())
+    cur = replace(changed(prev), numa_nodes=(), pci=(), host_bridges=())
     cur = with_unknown(cur, *(t.node_fact(a) for a in (t.Aspect.NUMA, t.Aspect.GDR, t.Aspect.VERSIONS,
                                                        t.Aspect.PCI)))
     served = carry_forward(prev, cur)

@@ -2,12 +2,11 @@
 
 ``topology.dumps`` builds the document with a fast path over the model's types and writes indented text
 with its own encoder (``topology.codec._jsontext``); both are checked here against the plain ways: the generic
-encoder below (the model walked by ``dataclasses.fields``) and ``json.dumps(..., indent=2)``.
+encoder below (the model walked by its records' fields, ``__match_args__``) and ``json.dumps(..., indent=2)``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import math
@@ -37,8 +36,8 @@ def _generic(value: Any) -> Any:
         return sorted(m.name for m in t.MatrixKind if m in value and m.name)
     if isinstance(value, enum.Enum):
         return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _generic(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, t.Record):
+        return {name: _generic(getattr(value, name)) for name in value.__match_args__}
     if isinstance(value, tuple | list):
         return [_generic(v) for v in value]
     return value

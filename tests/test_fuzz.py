@@ -28,7 +28,7 @@ from tests.fuzz._cases import tally
 from tests.fuzz._trees import cleanup_stale
 from tests.fuzz.oracle import diff
 from tests.fuzz.physics_cases import RULES
-from topology import NODE, Aspect, Fact, Gpu, Problem, Snapshot, loads
+from topology import NODE, Aspect, Fact, Gpu, Problem, Snapshot, loads, replace
 
 SEED = int(os.environ.get("TOPOLINK_FUZZ_SEED", "20240607"))
 CASES = int(os.environ.get("TOPOLINK_FUZZ_CASES", "200"))
@@ -84,9 +84,8 @@ def test_fuzz_every_case_ends_cleanly_and_honestly(suite: Suite, capsys: pytest.
 # The oracle itself, on hand-made snapshots: it must catch a silent change and accept a declared one.
 
 def _snap(tmp: Snapshot, **kw: object) -> Snapshot:
-    import dataclasses
 
-    return dataclasses.replace(tmp, **kw)  # type: ignore[arg-type]
+    return replace(tmp, **kw)
 
 
 @pytest.mark.slow
@@ -107,9 +106,8 @@ def test_oracle_flags_a_silent_change_and_accepts_a_declared_one(suite: Suite) -
 
 
 def _snap_gpu(gpu: Gpu, **kw: object) -> Gpu:
-    import dataclasses
 
-    return dataclasses.replace(gpu, **kw)  # type: ignore[arg-type]
+    return replace(gpu, **kw)
 
 
 @pytest.mark.slow

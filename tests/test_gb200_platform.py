@@ -5,7 +5,6 @@ not read stays unknown: the rack label keeps what the Node has, the condition sa
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pynvml
@@ -16,6 +15,7 @@ from exporter._core._fabric_health import fabric_reasons
 from exporter.kube import LabelConfig, desired_labels, verdict
 from exporter.kube._desired._node_condition import desired_taints
 from tests.kube_support import discover_profile
+from topology import replace
 
 P = "gpu.topology"
 
@@ -86,7 +86,7 @@ def test_the_fabric_health_is_state_not_structure(trays: dict[str, t.Snapshot]) 
     snap = trays["rack"]
 
     def each_gpu(**fabric: object) -> t.Snapshot:
-        return dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, fabric=dataclasses.replace(
+        return replace(snap, gpus=tuple(replace(g, fabric=replace(
             g.fabric, **fabric)) if g.fabric else g for g in snap.gpus))
 
     assert t.structure_hash(each_gpu(health_mask=425)) == t.structure_hash(snap)

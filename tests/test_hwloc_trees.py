@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from agent.discovery import discover
 from agent.discovery.access import DiscoveryContext, FsRoot
 from tests.hwloc_expected import Expected, Spec, load, read_test
 from tests.reference_data import DISPUTED, HWLOC_LINUX
+from topology import replace
 
 TESTS = sorted(HWLOC_LINUX.glob("*.test"))
 

@@ -3,7 +3,6 @@ snapshot, however broken, yields an invalid label or slice."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from exporter.kube._sinks._label_sinks import node_feature, render_feature_file
 from tests.budget import examples
 from tests.kube_support import K8S, PROFILES, TAINT_RULE_VERSION, discover_profile, validate
 from tests.strategies import snapshots
+from topology import replace
 
 SLICE_VERSIONS = {"1.34": ("v1", "v1beta2", "v1beta1"), "1.35": ("v1", "v1beta2", "v1beta1"),
                   "1.36": ("v1", "v1beta2", "v1beta1"), "1.37": ("v1", "v1beta2")}
@@ -38,9 +38,9 @@ def profile_snapshots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, t.S
 def degrade(snap: t.Snapshot) -> t.Snapshot:
     """The first GPU trained to half its lanes: every profile then has a degraded GPU."""
     g = snap.gpus[0]
-    pcie = dataclasses.replace(g.pcie or t.PcieLinkState(max_width=16, current_width=16), current_width=8,
+    pcie = replace(g.pcie or t.PcieLinkState(max_width=16, current_width=16), current_width=8,
                                max_width=16)
-    return dataclasses.replace(snap, gpus=(dataclasses.replace(g, pcie=pcie), *snap.gpus[1:]))
+    return replace(snap, gpus=(replace(g, pcie=pcie), *snap.gpus[1:]))
 
 
 def check_labels_ok(labels: dict[str, str]) -> None:

@@ -3,7 +3,6 @@ and the documented reference generated from the code."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import re
 from pathlib import Path
@@ -25,6 +24,7 @@ from exporter.kube._desired._labels import LabelConflict, Labeler
 from exporter.kube._desired._labels import desired_labels as _desired
 from tests.docs_support import marked
 from tests.probe_snapshots import G0, G1, G2, G3, four_gpu_box
+from topology import replace
 
 P = "gpu.topology"
 
@@ -52,10 +52,10 @@ def test_a_real_drop_shows_on_the_first_pass() -> None:
 
 def test_width_below_max_is_degraded_gen_at_idle_is_not() -> None:
     box = four_gpu_box()
-    idle = dataclasses.replace(box.gpus[0].pcie, current_gen=1)
-    narrow = dataclasses.replace(box.gpus[1].pcie, current_width=8)
-    gpus = (dataclasses.replace(box.gpus[0], pcie=idle), dataclasses.replace(box.gpus[1], pcie=narrow), *box.gpus[2:])
-    snap = dataclasses.replace(box, gpus=gpus)
+    idle = replace(box.gpus[0].pcie, current_gen=1)
+    narrow = replace(box.gpus[1].pcie, current_width=8)
+    gpus = (replace(box.gpus[0], pcie=idle), replace(box.gpus[1], pcie=narrow), *box.gpus[2:])
+    snap = replace(box, gpus=gpus)
     assert degradation(snap) == {G1: ("pcie-width",)}
     slow = t.with_measurements(snap, (host_copy(G0, 3e9),))  # Gen1 under load: far below Gen4 x16
     assert degradation(slow) == {G0: ("pcie-slow",), G1: ("pcie-width",)}
@@ -65,10 +65,10 @@ def test_width_below_max_is_degraded_gen_at_idle_is_not() -> None:
 
 def test_an_inactive_nvlink_where_the_island_has_more_is_degraded() -> None:
     box = four_gpu_box()
-    links = tuple(dataclasses.replace(lk, count=3) if {lk.a, lk.b} == {G2, G3} else lk for lk in box.links)
-    assert degradation(dataclasses.replace(box, links=links)) == {}  # both ends lost one: the pair is uniform
+    links = tuple(replace(lk, count=3) if {lk.a, lk.b} == {G2, G3} else lk for lk in box.links)
+    assert degradation(replace(box, links=links)) == {}  # both ends lost one: the pair is uniform
     third = t.Link(a=G0, b=G2, kind=t.LinkKind.NVLINK, count=1, nvlink_version=4, bytes_per_second=25e9)
-    lopsided = dataclasses.replace(box, links=(*box.links, third))
+    lopsided = replace(box, links=(*box.links, third))
     assert set(degradation(lopsided)) == {G1, G3}
 
 
@@ -77,7 +77,7 @@ def test_unknown_facts_keep_their_previous_values_and_nothing_is_removed() -> No
     before = desired_labels(box, LabelConfig(), {})
     problem = t.Problem(source="nvml", subject="node", message="NVML failed",
                         unknown=(t.node_fact(t.Aspect.NVLINKS),))
-    no_links = dataclasses.replace(box, links=(), problems=(problem,))
+    no_links = replace(box, links=(), problems=(problem,))
     after = desired_labels(no_links, LabelConfig(), before)
     assert after[f"{P}/nvlink-islands"] == before[f"{P}/nvlink-islands"] == "2"
     assert after[f"{P}/interconnect"] == "nvlink-pairs"
@@ -98,7 +98,7 @@ def test_quick_figures_are_shown_not_classed_and_the_labels_name_the_profile() -
     below the link (pcie-slow) counts in any profile."""
     def of(profile: str, ratio: float) -> t.Measurement:
         m = host_copy(G0, ratio * 31.5e9)
-        return dataclasses.replace(m, conditions=(("profile", profile),))
+        return replace(m, conditions=(("profile", profile),))
 
     quick = desired_labels(t.with_measurements(four_gpu_box(), (of("quick", 0.3),)), LabelConfig(), {})
     assert f"{P}/bw-host-gpu" not in quick and quick[f"{P}/probe-profile"] == "quick"
@@ -107,7 +107,7 @@ def test_quick_figures_are_shown_not_classed_and_the_labels_name_the_profile() -
     assert f"{P}/bw-host-gpu" not in quick
     full = desired_labels(t.with_measurements(four_gpu_box(), (of("full", 0.3),)), LabelConfig(), {})
     assert full[f"{P}/bw-host-gpu"] == "low" and full[f"{P}/probe-profile"] == "full"
-    both = t.with_measurements(four_gpu_box(), (of("quick", 0.3), dataclasses.replace(of("full", 0.8), subjects=(
+    both = t.with_measurements(four_gpu_box(), (of("quick", 0.3), replace(of("full", 0.8), subjects=(
         "numa1", G2))))
     labels = desired_labels(both, LabelConfig(), {})
     assert labels[f"{P}/bw-host-gpu"] == "full" and labels[f"{P}/probe-profile"] == "full.quick"
@@ -193,8 +193,8 @@ def test_every_degradation_reason_at_once_still_makes_valid_label_and_taint_valu
 
     box = four_gpu_box()
     fabric = t.FabricInfo(state=t.FabricState.NOT_SUPPORTED, health_mask=-47)
-    narrow = dataclasses.replace(box.gpus[0].pcie, current_width=-1, max_width=1)
-    snap = dataclasses.replace(box, gpus=(dataclasses.replace(box.gpus[0], fabric=fabric, pcie=narrow, minor=0),
+    narrow = replace(box.gpus[0].pcie, current_width=-1, max_width=1)
+    snap = replace(box, gpus=(replace(box.gpus[0], fabric=fabric, pcie=narrow, minor=0),
                                           *box.gpus[1:]))
     reasons = sorted(set(degradation(snap)[G0]))
     assert len(".".join(reasons)) > 63

@@ -30,6 +30,7 @@ from exporter import (
 )
 from tests.docs_support import marked
 from tests.serve_machines import discover_profile, full_measurements
+from topology import replace
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +79,11 @@ def test_states_are_values_and_label_sets_do_not_change_with_them(hgx: t.Snapsho
                 for s in f.samples if not s.name.startswith("topolink_snapshot")}
 
     before = render(View(snapshot=hgx, generation=1))
-    failed = tuple(dataclasses.replace(o, status=t.SourceStatus.FAILED) if o.name == "nvml" else o
+    failed = tuple(replace(o, status=t.SourceStatus.FAILED) if o.name == "nvml" else o
                    for o in hgx.sources)
     gpu = hgx.gpus[0]
-    narrow = dataclasses.replace(gpu, pcie=t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16))
-    changed = dataclasses.replace(hgx, sources=failed, gpus=(narrow, *hgx.gpus[1:]))
+    narrow = replace(gpu, pcie=t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16))
+    changed = replace(hgx, sources=failed, gpus=(narrow, *hgx.gpus[1:]))
     after = render(View(snapshot=changed, generation=2))
     assert keys(before) == keys(after)
     status = {s.labels["source"]: s.value for s in value_samples(after, "topolink_source_status")}
@@ -98,8 +99,8 @@ def test_one_value_per_fact_the_gpus_own_pcie_link(hgx: t.Snapshot) -> None:
     the page say x16 (no degradation), never the function's sysfs copy."""
     gpu = hgx.gpus[0]
     x8 = t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16)
-    pci = tuple(dataclasses.replace(f, link=x8) if f.id == gpu.id else f for f in hgx.pci)
-    snap = dataclasses.replace(hgx, pci=pci)
+    pci = tuple(replace(f, link=x8) if f.id == gpu.id else f for f in hgx.pci)
+    snap = replace(hgx, pci=pci)
     text = render(View(snapshot=snap, generation=1))
     width = {s.labels["state"]: s.value for s in value_samples(text, "topolink_gpu_pcie_link_width")
              if s.labels["gpu"] == gpu.id}
@@ -139,8 +140,8 @@ def test_degraded_nvlink_and_pcie_width(hgx: t.Snapshot) -> None:
     one = next(lk for lk in hgx.links if lk.kind is t.LinkKind.NVLINK and gpu.id in (lk.a, lk.b))
     links = tuple(lk for lk in hgx.links if lk != one)
     narrow = t.PcieLinkState(current_gen=5, current_width=8, max_gen=5, max_width=16)
-    gpus = tuple(dataclasses.replace(g, pcie=narrow) if g.id == gpu.id else g for g in hgx.gpus)
-    view = View(snapshot=dataclasses.replace(hgx, links=links, gpus=gpus), generation=1)
+    gpus = tuple(replace(g, pcie=narrow) if g.id == gpu.id else g for g in hgx.gpus)
+    view = View(snapshot=replace(hgx, links=links, gpus=gpus), generation=1)
     bad = {(s.labels["subject"], s.labels["kind"]) for s in value_samples(render(view), "topolink_degraded")
            if s.value == 1}
     assert bad == {(gpu.id, "nvlink-down"), (gpu.id, "pcie-width")}

@@ -4,11 +4,10 @@ every other taint stays as it is."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import topology as t
 from exporter.kube._desired._node_condition import condition, desired_taints, same_condition, verdict
 from tests.test_labels_kube import four_gpu_box
+from topology import replace
 
 KEY = "gpu.topology/degraded"
 OTHER = {"key": "example.com/maintenance", "value": "x", "effect": "NoExecute"}
@@ -16,13 +15,13 @@ OTHER = {"key": "example.com/maintenance", "value": "x", "effect": "NoExecute"}
 
 def narrowed(box: t.Snapshot) -> t.Snapshot:
     g = box.gpus[0]
-    pcie = dataclasses.replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
-    return dataclasses.replace(box, gpus=(dataclasses.replace(g, pcie=pcie), *box.gpus[1:]))
+    pcie = replace(g.pcie or t.PcieLinkState(), current_width=8, max_width=16)
+    return replace(box, gpus=(replace(g, pcie=pcie), *box.gpus[1:]))
 
 
 def unread(box: t.Snapshot) -> t.Snapshot:
     problem = t.Problem(source="nvml", subject="node", message="NVML failed", unknown=(t.node_fact(t.Aspect.NVLINKS),))
-    return dataclasses.replace(box, links=(), problems=(problem,))
+    return replace(box, links=(), problems=(problem,))
 
 
 def test_whole_degraded_and_unknown() -> None:
@@ -31,7 +30,7 @@ def test_whole_degraded_and_unknown() -> None:
     assert whole is not None and (whole.status, whole.reason, whole.taint_value) == ("False", "GPUTopologyWhole", None)
     assert bad is not None and (bad.status, bad.reason, bad.taint_value) == ("True", "PCIeWidth", "pcie-width")
     assert unknown is not None and (unknown.status, unknown.reason) == ("Unknown", "GPUTopologyUnknown")
-    assert verdict(dataclasses.replace(box, gpus=())) is None
+    assert verdict(replace(box, gpus=())) is None
 
 
 def test_the_transition_time_moves_only_with_the_status() -> None:

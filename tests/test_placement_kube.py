@@ -5,7 +5,6 @@ evaluated in CEL against our devices, its constraint met where an expert says it
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import Counter
 from typing import Any
@@ -19,6 +18,7 @@ from exporter.kube._desired._busbw import SIZES, best_busbw, busbw_class
 from exporter.kube._desired._slices import ATTRIBUTES
 from tests.docs_support import marked
 from tests.kube_support import K8S, PROFILES, discover_profile, validate
+from topology import replace
 
 P = "gpu.topology"
 GB = 1e9
@@ -33,7 +33,7 @@ def unknown(snap: t.Snapshot, gpu: int, aspect: t.Aspect) -> t.Snapshot:
     """The snapshot with one fact of one GPU unknown (a problem that says so)."""
     fact = t.Fact(subject=snap.gpus[gpu].id, aspect=aspect)
     problem = t.Problem(source="nvml", subject=fact.subject, message="unreadable", unknown=(fact,))
-    return dataclasses.replace(snap, problems=(*snap.problems, problem))
+    return replace(snap, problems=(*snap.problems, problem))
 
 
 def busbw_keys(labels: dict[str, str]) -> dict[int, str]:
@@ -85,7 +85,7 @@ def test_classes_move_with_hysteresis(gbs: float, previous: str | None, want: st
 def test_an_unknown_fact_keeps_the_labels_and_never_guesses(snaps: dict[str, t.Snapshot]) -> None:
     snap = snaps["hgx-h100"]
     old = {f"{P}/allreduce-busbw-2": "512", f"{P}/allreduce-busbw-4": "512", f"{P}/allreduce-busbw-8": "512"}
-    lost = unknown(dataclasses.replace(snap, gpus=(dataclasses.replace(snap.gpus[0], lost=True), *snap.gpus[1:])),
+    lost = unknown(replace(snap, gpus=(replace(snap.gpus[0], lost=True), *snap.gpus[1:])),
                    0, t.Aspect.ALL)
     assert busbw_keys(desired_labels(lost, LabelConfig(), old)) == {2: "512", 4: "512", 8: "512"}
     assert busbw_keys(desired_labels(lost, LabelConfig(), {})) == {}  # nothing known before: nothing written
@@ -96,7 +96,7 @@ def test_an_unknown_fact_keeps_the_labels_and_never_guesses(snaps: dict[str, t.S
 
 def test_mig_gpus_are_no_group(snaps: dict[str, t.Snapshot]) -> None:
     snap = snaps["hgx-h100"]
-    mig = dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, mig_enabled=g.index not in (0, 1, 2))
+    mig = replace(snap, gpus=tuple(replace(g, mig_enabled=g.index not in (0, 1, 2))
                                                for g in snap.gpus))
     assert set(busbw_keys(desired_labels(mig, LabelConfig(), {}))) == {2}
 

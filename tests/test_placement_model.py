@@ -4,13 +4,13 @@ other collectives follow nccl-tests' bus bandwidth definitions."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
 
 import topology as t
 from tests.placement_support import Switch, pcie_box
+from topology import replace
 
 GIB = 1 << 30
 GEN4_X16 = 31.5e9 * 0.8  # the model's PCIe Gen4 x16, per direction (efficiency 0.8)
@@ -72,9 +72,9 @@ def test_transfers_across_sockets_share_the_smp_link() -> None:
 def test_a_link_trained_to_fewer_lanes_carries_less_and_is_avoided() -> None:
     snap = pcie_box([["gpu", "gpu", "gpu"]])
     narrow = t.PcieLinkState(current_gen=2, current_width=8, max_gen=4, max_width=16)  # idle gen, 8 lanes
-    gpus = (dataclasses.replace(snap.gpus[0], pcie=narrow), *snap.gpus[1:])
-    pci = tuple(dataclasses.replace(f, link=narrow) if f.id == gpus[0].id else f for f in snap.pci)
-    snap = dataclasses.replace(snap, gpus=gpus, pci=pci)
+    gpus = (replace(snap.gpus[0], pcie=narrow), *snap.gpus[1:])
+    pci = tuple(replace(f, link=narrow) if f.id == gpus[0].id else f for f in snap.pci)
+    snap = replace(snap, gpus=gpus, pci=pci)
     g = _ids(snap)
     assert t.collective_estimate(snap, g[:2], GIB).busbw_bytes_per_second == pytest.approx(GEN4_X8, rel=0.01)
     assert t.best_groups(snap, 2).groups[0].gpus == (g[1], g[2])
@@ -115,7 +115,7 @@ def test_an_unknown_pcie_path_is_unknown_not_guessed() -> None:
     a, b = _ids(snap)
     problems = tuple(t.Problem(source="pci", subject=g, message="unreadable",
                                unknown=(t.Fact(subject=g, aspect=t.Aspect.PCIE_PATH),)) for g in (a, b))
-    unknown = t.collective_estimate(dataclasses.replace(snap, problems=problems), [a, b], GIB)
+    unknown = t.collective_estimate(replace(snap, problems=problems), [a, b], GIB)
     assert unknown.seconds is None and unknown.busbw_bytes_per_second is None and unknown.bottleneck is None
     assert f"pcie path of {a}" in unknown.unknown
 
@@ -146,9 +146,9 @@ def test_lost_excluded_and_mig_gpus_are_left_out_and_named() -> None:
     snap = pcie_box([["gpu", "gpu", "gpu"], ["gpu", "gpu", "gpu"]])
     g = _ids(snap)
     gpus = list(snap.gpus)
-    gpus[1] = dataclasses.replace(gpus[1], lost=True)
-    gpus[4] = dataclasses.replace(gpus[4], mig_enabled=True)
-    snap = dataclasses.replace(snap, gpus=tuple(gpus))
+    gpus[1] = replace(gpus[1], lost=True)
+    gpus[4] = replace(gpus[4], mig_enabled=True)
+    snap = replace(snap, gpus=tuple(gpus))
     placement = t.best_groups(snap, 2, exclude=[0, g[5]], top=10)
     assert {(x.index, x.reason) for x in placement.left_out} == {(0, "excluded"), (5, "excluded"), (1, "lost"),
                                                                (4, "mig")}

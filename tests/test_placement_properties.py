@@ -3,7 +3,6 @@ nested up to two levels with x4/x8/x16 uplinks, some GPUs paired by NVLink bridg
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 import topology as t
 from tests.budget import examples
 from tests.placement_support import Switch, pcie_box
+from topology import replace
 
 GIB = 1 << 30
 # Below every link of these boxes (Gen4 x4 at 0.8 is 6.3 GB/s; the SMP default 16 GB/s): a measured copy at
@@ -105,7 +105,7 @@ def test_a_group_never_holds_an_excluded_or_lost_gpu(snap: t.Snapshot, data: st.
     ids = _ids(snap)
     lost = set(data.draw(st.lists(st.sampled_from(ids), max_size=2)))
     excluded = set(data.draw(st.lists(st.sampled_from(ids), max_size=2)))
-    snap = dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, lost=g.id in lost) for g in snap.gpus))
+    snap = replace(snap, gpus=tuple(replace(g, lost=g.id in lost) for g in snap.gpus))
     n = data.draw(st.integers(1, len(ids)))
     placement = t.best_groups(snap, n, exclude=sorted(excluded), top=3)
     for group in placement.groups:

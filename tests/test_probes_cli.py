@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -15,6 +14,7 @@ from agent.cli.probe import EXIT_NONE_RAN, EXIT_OK, EXIT_USAGE, ProgressBar, sel
 from agent.discovery import DiscoveryContext, discover
 from probes import SelftestLine
 from tests.probe_snapshots import four_gpu_box
+from topology import replace
 
 
 @pytest.fixture
@@ -73,10 +73,10 @@ def test_another_machines_snapshot_is_refused(tmp_path: Path, capsys: pytest.Cap
     """Its numbers would be this host's copies filed under the other node's NUMA nodes and GPUs."""
     here = discover(DiscoveryContext())
     others = {
-        "another node": dataclasses.replace(here, node=here.node + "-elsewhere"),
-        "other CPUs in a NUMA node": dataclasses.replace(here, numa_nodes=(
-            dataclasses.replace(here.numa_nodes[0], cpus=(*here.numa_nodes[0].cpus, 1000)), *here.numa_nodes[1:])),
-        "other GPUs": dataclasses.replace(four_gpu_box(), node=here.node),  # with the NUMA nodes its GPUs name
+        "another node": replace(here, node=here.node + "-elsewhere"),
+        "other CPUs in a NUMA node": replace(here, numa_nodes=(
+            replace(here.numa_nodes[0], cpus=(*here.numa_nodes[0].cpus, 1000)), *here.numa_nodes[1:])),
+        "other GPUs": replace(four_gpu_box(), node=here.node),  # with the NUMA nodes its GPUs name
     }
     for what, snap in others.items():
         code = main(["probe", "--from", _saved(tmp_path, snap), "--backend", "cpu", "--tests", "host_memcpy"])

@@ -4,7 +4,6 @@ and why, the client started only once the server listens, and the path (loopback
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,14 @@ from probes import Status
 from probes.cuda._perftest import Ends, command, listening, perftest_from_help, validation_problem
 from tests.fakecuda_support import TINY, configure
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
+from topology import replace
 
 BOX_GPUS = ",".join((G0, G1, G2, G3))
 
 
 def one_gpu(snap: t.Snapshot) -> t.Snapshot:
     """Only GPU0 of the box, under the same PCIe switch as mlx5_0: one perftest run per test."""
-    return dataclasses.replace(snap, gpus=snap.gpus[:1], links=())
+    return replace(snap, gpus=snap.gpus[:1], links=())
 
 
 def gdr(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, snap: t.Snapshot | None = None,
@@ -94,8 +94,8 @@ def test_an_older_perftest_selects_the_gpu_by_ordinal_and_does_not_warm_up(
 def test_a_second_nic_writes_and_an_unreachable_one_falls_back_to_loopback(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     box = four_gpu_box()
-    second = dataclasses.replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0")
-    snap = dataclasses.replace(box, nics=(*box.nics, second))
+    second = replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0")
+    snap = replace(box, nics=(*box.nics, second))
     out, log = gdr(monkeypatch, tmp_path / "a", snap)
     assert out.status is Status.OK, out.reason
     assert argv(log, "client")[argv(log, "client").index("-d") + 1] == "mlx5_1"
@@ -112,8 +112,8 @@ def test_a_second_nic_writes_and_an_unreachable_one_falls_back_to_loopback(
 def test_a_path_that_changes_mid_test_fails_it_and_loopback_is_never_held_to_the_port_rate(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     box = four_gpu_box()
-    second = dataclasses.replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0")
-    snap = dataclasses.replace(box, nics=(*box.nics, second))
+    second = replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0")
+    snap = replace(box, nics=(*box.nics, second))
     out, log = gdr(monkeypatch, tmp_path / "a", snap, FAKE_PERFTEST_FABRIC_RUNS="1")
     assert out.status is Status.FAILED and not out.measurements
     assert "the path mlx5_1 -> mlx5_0 failed after 1 sample(s) on it" in out.reason

@@ -4,7 +4,6 @@ stated reason for everything that will not run."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import pytest
 
@@ -12,6 +11,7 @@ import topology as t
 from probes import CUDA_SPECS, FULL, QUICK, SELFTEST, Capabilities, Device, ProbeError, Profile, make_plan
 from probes.core import SM_TESTS, GiB, MiB, with_collective_timing
 from tests.probe_snapshots import G0, G1, G2, G3, NIC, four_gpu_box
+from topology import replace
 
 ALL_PEERS = tuple((a, b) for a in (G0, G1, G2, G3) for b in (G0, G1, G2, G3) if a != b)
 
@@ -137,24 +137,24 @@ def test_gdr_waived_with_the_readiness_verdict() -> None:
     item = gdr[G0, NIC]
     assert dict(item.options) == {"registration": "dmabuf"}  # one NIC: the writer is on it too (loopback)
     assert item.targets[1].name == "mlx5_0"
-    no_nic = dataclasses.replace(four_gpu_box(), nics=())
+    no_nic = replace(four_gpu_box(), nics=())
     assert reasons(make_plan(no_nic, SELFTEST, cuda_caps()), "gdr_write_bw") == {(): "no RDMA NIC in the snapshot"}
 
 
 def test_gdr_writer_uses_a_second_nic_on_the_same_link_layer() -> None:
     box = four_gpu_box()
-    second = dataclasses.replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0",
+    second = replace(box.nics[0], id="0000:87:00.0", name="mlx5_1", pci_bus_id="0000:87:00.0",
                                  numa_node=1)
-    ethernet = dataclasses.replace(second, id="0000:88:00.0", name="mlx5_2", pci_bus_id="0000:88:00.0",
+    ethernet = replace(second, id="0000:88:00.0", name="mlx5_2", pci_bus_id="0000:88:00.0",
                                    ports=(t.NicPort(number=1, state="ACTIVE", rate_gbps=200.0, link_layer="Ethernet"),))
-    snap = dataclasses.replace(box, nics=(*box.nics, ethernet, second))
+    snap = replace(box, nics=(*box.nics, ethernet, second))
     item = next(i for i in make_plan(snap, SELFTEST, cuda_caps()).items
                 if i.test == "gdr_write_bw" and i.subjects == (G0, NIC))
     assert dict(item.options) == {"registration": "peermem", "writer_nic": "mlx5_1"}
 
 
 def test_single_gpu_waives_the_pair_tests() -> None:
-    one = dataclasses.replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1], links=())
+    one = replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1], links=())
     plan = make_plan(one, SELFTEST, cuda_caps())
     assert reasons(plan, "device_to_device_memcpy_read_ce") == {(): "needs two GPUs"}
     assert reasons(plan, "all_reduce") == {(): "needs two GPUs"}
@@ -191,7 +191,7 @@ def test_all_to_host_times_one_gpu_while_every_other_copies_to_its_own_node() ->
     busy = make_plan(four_gpu_box(), FULL, cuda_caps(busy={G3: "1 compute process running"}))
     why = reasons(busy, "all_to_host_memcpy_ce")[("numa0", G0)]
     assert "GPU 0000:86:00.0 is busy" in why  # an interfering GPU must be idle too
-    one = dataclasses.replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1], links=())
+    one = replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1], links=())
     assert reasons(make_plan(one, FULL, cuda_caps()), "host_to_all_memcpy_ce") == {
         (): "needs two GPUs (with one, it is the plain host copy)"}
 

@@ -4,7 +4,6 @@ direction's; the all-host forms run it on every GPU at once. Pure parts first, t
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from probes.cuda._legs import SPLIT_TESTS, legs
 from tests.fakecuda.cupy._machine import RATES
 from tests.fakecuda_support import TINY, bus, configure, gpu_box, outcomes
 from tests.probe_snapshots import G0, four_gpu_box
+from topology import replace
 
 H = Target(id="numa0", kind="host", index=0, cpus=(0,))
 H1 = Target(id="numa1", kind="host", index=1, cpus=(1,))
@@ -64,7 +64,7 @@ def test_split_tests_in_the_plan() -> None:
     assert [x.id for x in both.background][1::2] == list(gpus[1:])
     assert both.memory_budget_bytes == 16 * 2**30 + 2 * FULL.copy_bytes * 4  # one pair of buffers per GPU
     assert not {i.test for i in make_plan(four_gpu_box(), QUICK, caps).items} & set(SPLIT_TESTS)
-    snap = dataclasses.replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1])
+    snap = replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1])
     one = make_plan(snap, FULL, Capabilities(backend="cuda", devices=(Device(id=G0, ordinal=0),)))
     assert {w.reason for w in one.waived if w.test == "all_to_host_bidirectional_memcpy_sm"} == {
         "needs two GPUs (with one, it is the plain host copy)"}

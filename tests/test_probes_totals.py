@@ -5,7 +5,6 @@ their theoretical bound; then end to end on the fake CUDA runtime."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from probes.harness._report import versus_theoretical
 from tests.fakecuda.cupy._machine import RATES
 from tests.fakecuda_support import TINY, bus, configure, gpu_box, outcomes
 from tests.probe_snapshots import G0, G1, G2, G3, four_gpu_box
+from topology import replace
 
 A = Target(id="0000:05:00.0", kind="gpu", index=0)
 B = Target(id="0000:06:00.0", kind="gpu", index=1)
@@ -66,7 +66,7 @@ def test_plan_targets_each_gpu_with_every_other_as_its_copies() -> None:
 
 
 def test_waived_with_one_gpu_without_peers_and_beyond_eight_others() -> None:
-    one = dataclasses.replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1])
+    one = replace(four_gpu_box(), gpus=four_gpu_box().gpus[:1])
     plan = make_plan(one, FULL, caps((G0,)))
     assert {(w.subjects, w.reason) for w in plan.waived if w.test in TOTAL_TESTS} == {((), "needs two GPUs")}
     no_g3 = tuple(p for p in caps().peer_pairs if G3 not in p)
@@ -89,7 +89,7 @@ def test_waived_with_one_gpu_without_peers_and_beyond_eight_others() -> None:
 def nvswitch_box(gpus: int) -> t.Snapshot:
     """``gpus`` fake GPUs on one NVSwitch fabric (every GPU's NVLinks to the one switch)."""
     sw = "nvswitch0"
-    return dataclasses.replace(gpu_box(gpus), nvswitches=(t.NvSwitch(id=sw, visible_on_pci=False),), links=tuple(
+    return replace(gpu_box(gpus), nvswitches=(t.NvSwitch(id=sw, visible_on_pci=False),), links=tuple(
         t.Link(a=bus(i), b=sw, kind=t.LinkKind.NVLINK, count=18, nvlink_version=4, bytes_per_second=450e9)
         for i in range(gpus)))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -10,6 +9,7 @@ from hypothesis import given, settings
 
 import topology as t
 from tests.budget import examples
+from topology import replace
 
 from .strategies import snapshots
 
@@ -24,7 +24,7 @@ def test_json_round_trips_losslessly(snap: t.Snapshot) -> None:
 @settings(max_examples=examples(25, 240), deadline=None)
 @given(snapshots)
 def test_structure_hash_ignores_time_measurements_and_problems(snap: t.Snapshot) -> None:
-    moved = dataclasses.replace(
+    moved = replace(
         snap,
         taken_at=(snap.taken_at or 0.0) + 60.0,
         measurements=(),
@@ -37,9 +37,9 @@ def test_structure_hash_ignores_time_measurements_and_problems(snap: t.Snapshot)
 def test_structure_hash_changes_with_wiring() -> None:
     gpu_a, gpu_b = t.Gpu(id="0000:01:00.0"), t.Gpu(id="0000:02:00.0")
     base = t.Snapshot(node="n", gpus=(gpu_a, gpu_b))
-    wired = dataclasses.replace(base, links=(t.Link(a=gpu_a.id, b=gpu_b.id, kind=t.LinkKind.NVLINK, count=4),))
+    wired = replace(base, links=(t.Link(a=gpu_a.id, b=gpu_b.id, kind=t.LinkKind.NVLINK, count=4),))
     assert t.structure_hash(base) != t.structure_hash(wired)
-    rewired = dataclasses.replace(wired, links=(dataclasses.replace(wired.links[0], count=2),))
+    rewired = replace(wired, links=(replace(wired.links[0], count=2),))
     assert t.structure_hash(rewired) != t.structure_hash(wired)
 
 
@@ -121,7 +121,7 @@ def test_pcie_downtrained_and_fabric_clique() -> None:
     assert not t.PcieLinkState(current_gen=None, max_gen=5).downtrained
     done = t.FabricInfo(state=t.FabricState.COMPLETED, cluster_uuid="ab-cd", clique_id=7)
     assert done.clique == "ab-cd.7"
-    assert dataclasses.replace(done, state=t.FabricState.IN_PROGRESS).clique is None
+    assert replace(done, state=t.FabricState.IN_PROGRESS).clique is None
 
 
 def test_complete_only_when_no_source_failed() -> None:

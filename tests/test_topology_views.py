@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 import topology as t
+from topology import replace
 
 NV = 0x10DE
 
@@ -75,7 +74,7 @@ def test_pcie_classes(a: str, b: str, expected: str) -> None:
 
 def test_nvlink_direct_bonds_and_switches() -> None:
     snap = two_socket_box()
-    direct = dataclasses.replace(snap, links=(
+    direct = replace(snap, links=(
         t.Link(a=G0, b=G3, kind=t.LinkKind.NVLINK, count=2, nvlink_version=2, bytes_per_second=50e9),
         t.Link(a=G3, b=G0, kind=t.LinkKind.NVLINK, count=1, nvlink_version=2, bytes_per_second=25e9),
     ))
@@ -84,7 +83,7 @@ def test_nvlink_direct_bonds_and_switches() -> None:
     assert str(t.path(direct, G0, N2)) == "NODE"  # NVLink only ever between GPUs
 
     sw = "nvswitch"
-    fabric = dataclasses.replace(snap, nvswitches=(t.NvSwitch(id=sw, visible_on_pci=False),), links=tuple(
+    fabric = replace(snap, nvswitches=(t.NvSwitch(id=sw, visible_on_pci=False),), links=tuple(
         t.Link(a=g, b=sw, kind=t.LinkKind.NVLINK, count=18, nvlink_version=4, bytes_per_second=450e9)
         for g in (G0, G1, G2)))
     assert str(t.path(fabric, G0, G2)) == "NV18"
@@ -110,7 +109,7 @@ def test_empty_node_has_no_matrix() -> None:
 
 def test_islands() -> None:
     snap = two_socket_box()
-    pairs = dataclasses.replace(snap, links=(
+    pairs = replace(snap, links=(
         t.Link(a=G0, b=G1, kind=t.LinkKind.NVLINK, count=4, nvlink_version=3, bytes_per_second=100e9),
         t.Link(a=G1, b=G2, kind=t.LinkKind.NVLINK, count=2, nvlink_version=3, bytes_per_second=50e9),
     ))
@@ -118,7 +117,7 @@ def test_islands() -> None:
     assert [i.gpus for i in islands] == [(G0, G1, G2), (G3,)]
     assert islands[0].min_pair_bytes_per_second == 50e9
     assert islands[1].min_pair_bytes_per_second is None
-    lost = dataclasses.replace(pairs, gpus=tuple(dataclasses.replace(g, lost=g.id == G1) for g in pairs.gpus))
+    lost = replace(pairs, gpus=tuple(replace(g, lost=g.id == G1) for g in pairs.gpus))
     assert [i.size for i in t.nvlink_islands(lost)] == [1, 1, 1]
 
 
@@ -135,19 +134,19 @@ def test_gdr_readiness_states_every_reason() -> None:
     assert near.path is t.PathClass.PXB
     assert near.verdict is t.GdrVerdict.DEGRADED  # ACS on 0000:02:01.0, between them
     assert any("ACS" in r and "0000:02:01.0" in r for r in near.reasons)
-    no_acs = dataclasses.replace(snap, pci=tuple(dataclasses.replace(f, acs_enabled=False) for f in snap.pci))
+    no_acs = replace(snap, pci=tuple(replace(f, acs_enabled=False) for f in snap.pci))
     assert t.gdr_readiness(no_acs, G0, N0).verdict is t.GdrVerdict.READY
     far = t.gdr_readiness(no_acs, G3, N0)
     assert far.verdict is t.GdrVerdict.DEGRADED and any("SYS" in r for r in far.reasons)
-    no_peer = dataclasses.replace(no_acs, gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=False))
+    no_peer = replace(no_acs, gdr=t.GdrFacts(peermem_loaded=False, dmabuf_supported=False))
     assert t.gdr_readiness(no_peer, G0, N0).verdict is t.GdrVerdict.NOT_READY
-    unknown = dataclasses.replace(no_acs, gdr=t.GdrFacts())
+    unknown = replace(no_acs, gdr=t.GdrFacts())
     assert t.gdr_readiness(unknown, G0, N0).verdict is t.GdrVerdict.UNKNOWN
     assert t.gdr_readiness(no_acs, G0, "net:eth0").verdict is t.GdrVerdict.NOT_READY
 
 
 def test_dot_is_a_graph_of_the_devices() -> None:
-    snap = dataclasses.replace(two_socket_box(), links=(
+    snap = replace(two_socket_box(), links=(
         t.Link(a=G0, b=G1, kind=t.LinkKind.NVLINK, count=4, nvlink_version=3, bytes_per_second=100e9),))
     dot = t.to_dot(snap)
     assert dot.startswith('graph "box" {') and dot.rstrip().endswith("}")
@@ -159,9 +158,9 @@ def test_dot_is_a_graph_of_the_devices() -> None:
 def test_all_reduce_estimate_uses_the_slowest_edge_and_says_where_it_came_from() -> None:
     gen4 = t.PcieLinkState(current_gen=4, current_width=16, max_gen=4, max_width=16)
     base = two_socket_box()
-    snap = dataclasses.replace(
+    snap = replace(
         base,
-        gpus=tuple(dataclasses.replace(g, pcie=gen4) for g in base.gpus),
+        gpus=tuple(replace(g, pcie=gen4) for g in base.gpus),
         links=(t.Link(a=G0, b=G1, kind=t.LinkKind.NVLINK, count=4, nvlink_version=3, bytes_per_second=100e9),),
     )
     pair = t.all_reduce_estimate(snap, [G0, G1], 1_000_000_000)

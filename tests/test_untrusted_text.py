@@ -5,7 +5,6 @@ page and its SVG, ``/readyz``, text logs), while JSON gives back the original st
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -27,6 +26,7 @@ from exporter.kube._desired._names import is_label_value
 from tests.fakenvml import materialize, profile_path
 from tests.fakenvml._profile import build_machine
 from tests.serve_machines import discover_profile, full_measurements
+from topology import replace
 
 HOSTILE = (
     "\x1b[2J\x1b[31mmlx5_9\x1b[0m",  # clears the screen, paints red
@@ -48,13 +48,13 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\u2028\u2029\ufeff]"
 def _hostile(snap: t.Snapshot) -> t.Snapshot:
     """Every name of ``snap`` replaced with hostile text, a problem and a source detail quoting it."""
     name = lambda i: HOSTILE[i % len(HOSTILE)]  # noqa: E731
-    gpus = tuple(dataclasses.replace(g, name=name(i)) for i, g in enumerate(snap.gpus))
-    nics = tuple(dataclasses.replace(n, name=f"{name(i)}{i}", netdevs=(f"{name(i + 1)}if{i}",), ports=tuple(
-        dataclasses.replace(p, state=name(i + 2), link_layer=name(i + 3)) for p in n.ports))
+    gpus = tuple(replace(g, name=name(i)) for i, g in enumerate(snap.gpus))
+    nics = tuple(replace(n, name=f"{name(i)}{i}", netdevs=(f"{name(i + 1)}if{i}",), ports=tuple(
+        replace(p, state=name(i + 2), link_layer=name(i + 3)) for p in n.ports))
         for i, n in enumerate(snap.nics))
     problems = (*snap.problems, *(t.Problem(source="sysfs", subject=h, message=f"could not read {h}") for h in HOSTILE))
-    sources = tuple(dataclasses.replace(o, detail=HOSTILE[0]) for o in snap.sources)
-    return dataclasses.replace(snap, node=NODE, gpus=gpus, nics=nics, problems=problems, sources=sources)
+    sources = tuple(replace(o, detail=HOSTILE[0]) for o in snap.sources)
+    return replace(snap, node=NODE, gpus=gpus, nics=nics, problems=problems, sources=sources)
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +128,8 @@ def test_place_json_keeps_the_node_name(files: tuple[str, str], capsys: pytest.C
 def test_summary_and_exit_lines(pair: tuple[t.Snapshot, t.Snapshot]) -> None:
     clean, bad = pair
     text = t.summary(bad)
-    clean_text = t.summary(dataclasses.replace(bad, **{f: getattr(clean, f) for f in ("node", "gpus", "nics")},
-                                               problems=tuple(dataclasses.replace(p, subject="s", message="m")
+    clean_text = t.summary(replace(bad, **{f: getattr(clean, f) for f in ("node", "gpus", "nics")},
+                                               problems=tuple(replace(p, subject="s", message="m")
                                                               for p in bad.problems)))
     _safe(text, clean_text)
     assert "could not read \\x1b[2J" in text and "Node node\\x1b]0;owned\\x07\\n\\u202e" in text
@@ -235,8 +235,8 @@ def test_topo_bandwidth_from_a_snapshot(pair: tuple[t.Snapshot, t.Snapshot], tmp
                                         capsys: pytest.CaptureFixture[str]) -> None:
     """The measured matrices name NICs and the snapshot's own test, direction and method words."""
     measured = full_measurements(pair[0])
-    hostile = dataclasses.replace(measured, nics=pair[1].nics, measurements=tuple(
-        dataclasses.replace(m, test=m.test + HOSTILE[i % len(HOSTILE)][:40], method=HOSTILE[(i + 1) % len(HOSTILE)])
+    hostile = replace(measured, nics=pair[1].nics, measurements=tuple(
+        replace(m, test=m.test + HOSTILE[i % len(HOSTILE)][:40], method=HOSTILE[(i + 1) % len(HOSTILE)])
         for i, m in enumerate(measured.measurements)))
     outputs = []
     for i, snap in enumerate((measured, hostile)):

@@ -276,7 +276,7 @@ def verdict(clean: Snapshot, snap: Snapshot) -> tuple[str, tuple[str, ...]]:
 
 
 def _same_time(clean: Snapshot, snap: Snapshot) -> Snapshot:
-    from dataclasses import replace
+    from topology import replace
 
     return replace(clean, taken_at=snap.taken_at, sources=snap.sources)
 

@@ -75,6 +75,7 @@ if _TYPE_CHECKING:
     )
     from .model._measurement import Matrix, MatrixKind, Measurement, Stats
     from .model._provenance import Problem, Source, SourceOutcome, SourceStatus
+    from .model._record import FrozenRecordError, Record, replace
     from .model._snapshot_limits import SNAPSHOT_LIMITS
     from .model._text_bounds import NAME_LIMIT, TEXT_LIMIT, shown, shown_text
     from .model._with_measurements import measurement_key, with_measurements
@@ -129,6 +130,7 @@ __all__ = [
     "Fact",
     "FleetClass",
     "FleetReport",
+    "FrozenRecordError",
     "GdrFacts",
     "GdrReadiness",
     "GdrVerdict",
@@ -163,6 +165,7 @@ __all__ = [
     "PlacementError",
     "PlatformInfo",
     "Problem",
+    "Record",
     "SchemaError",
     "Snapshot",
     "Source",
@@ -217,6 +220,7 @@ __all__ = [
     "pcie_switches",
     "per_snapshot",
     "physics_breaches",
+    "replace",
     "shown",
     "shown_text",
     "structure_hash",
@@ -246,6 +250,7 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
         "parse_cpumask"
     ),
     'model._snapshot_limits': "SNAPSHOT_LIMITS",
+    'model._record': "FrozenRecordError Record replace",
     'model._with_measurements': "measurement_key with_measurements",
     'model._entities': (
         "FabricInfo FabricState GdrFacts Gpu HostBridge Link LinkKind MigInstance Nic NicPort NumaNode "

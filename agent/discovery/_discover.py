@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 
-from topology import Problem, Snapshot, SourceStatus
+from topology import Problem, Snapshot, SourceStatus, replace
 
 from .access import DiscoveryContext
 from .assemble import cross_check, merge_nvml, nvml_unread

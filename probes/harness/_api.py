@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from topology import Gpu, LinkCapability, Problem, Snapshot, to_dict, with_measurements
+from topology import Gpu, LinkCapability, Problem, Record, Snapshot, replace, to_dict, with_measurements
 
 from ..core import (
     SELFTEST,
@@ -93,7 +93,7 @@ def apply_report(snap: Snapshot, report: ProbeReport) -> Snapshot:
     joined = with_measurements(snap, report.measurements)
     failed = tuple(Problem(source="probe", subject=f"{o.test}[{','.join(o.subjects)}]", message=o.reason)
                    for o in report.outcomes if o.status is Status.FAILED)
-    return dataclasses.replace(joined, problems=joined.problems + failed) if failed else joined
+    return replace(joined, problems=joined.problems + failed) if failed else joined
 
 
 def report_to_dict(report: ProbeReport, snap: Snapshot) -> dict[str, Any]:
@@ -102,9 +102,21 @@ def report_to_dict(report: ProbeReport, snap: Snapshot) -> dict[str, Any]:
         "schema": REPORT_SCHEMA, "profile": report.profile, "backend": report.backend,
         "elapsed_s": round(report.elapsed_s, 3), "ran": report.ran, "notes": list(report.notes),
         "versions": dict(report.versions),
-        "outcomes": [dataclasses.asdict(o) for o in report.outcomes],
+        "outcomes": [_plain(dataclasses.asdict(o)) for o in report.outcomes],
         "snapshot": to_dict(apply_report(snap, report)),
     }
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with the model's records in it (an outcome's measurements) as dicts of their fields, as
+    ``dataclasses.asdict`` leaves the outcome's own."""
+    if isinstance(value, Record):
+        return {name: _plain(getattr(value, name)) for name in value.__match_args__}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def report_json(report: ProbeReport, snap: Snapshot) -> str:
@@ -133,7 +145,7 @@ def selftest(snap: Snapshot | None = None, *, gpu: bool = True,
         caps = process.capabilities()
         base = snap if snap is not None else Snapshot(node="localhost")
         if gpu and not base.gpus:  # discovery found none (or was not run): test what CUDA sees
-            base = dataclasses.replace(base, gpus=snapshot_from_caps(caps).gpus)
+            base = replace(base, gpus=snapshot_from_caps(caps).gpus)
         report = run_probes(base, profile_name=SELFTEST, backend=backend, progress=progress, process=process)
     lines = []
     for s in specs_for(backend):

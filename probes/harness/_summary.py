@@ -12,12 +12,11 @@ summaries take every cell, as before.
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from topology import Measurement
+from topology import Measurement, replace
 
 from ..core import RawRow
 
@@ -75,7 +74,7 @@ def average_bus_bandwidth(sweep: Sequence[Measurement]) -> tuple[Measurement, ..
     how = (f"nccl-tests' Avg bus bandwidth: mean busbw of {len(bus)} cells "
            f"({', '.join(sorted({_mode(m) for m in bus}))}; {min(sizes)} to {max(sizes)} B)")
     kept = tuple((k, v) for k, v in first.conditions if k != "mode")
-    average = dataclasses.replace(first, direction="avg_busbw", value=statistics.fmean(m.value for m in bus),
+    average = replace(first, direction="avg_busbw", value=statistics.fmean(m.value for m in bus),
                                   size_bytes=None, stats=None, conditions=(*kept, ("average", how)))
     return (average,)
 
@@ -92,5 +91,5 @@ def summaries(sweep: Sequence[Measurement], asked: str = "") -> tuple[Measuremen
     left = len(bus) - modes[chosen]
     note = (f"from the {modes[chosen]} busbw cell(s) timed {_WORDS.get(chosen, chosen)}"
             + (f"; {left} cell(s) timed otherwise left out (see each cell's timing_mode)" if left else ""))
-    return tuple(dataclasses.replace(m, conditions=(*m.conditions, ("summary", note)))
+    return tuple(replace(m, conditions=(*m.conditions, ("summary", note)))
                  for m in (*peak(cells), *average_bus_bandwidth(cells)))

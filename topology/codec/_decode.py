@@ -10,18 +10,17 @@ The lists a snapshot holds are bounded (``_limits.SNAPSHOT_LIMITS``): a document
 PCI functions or links than any machine has is refused before a single entry of that list is decoded, so
 a document cannot make the commands that read it do work without bound.
 
-The model's types are standard-library dataclasses (frozen, slotted, keyword-only). ``msgspec`` (a topolink
-dependency) was measured for them (``benchmarks/codec.py``): its ``Struct`` classes are created in
-microseconds, but importing it costs about twice what creating the model's dataclasses does (it loads
-``pathlib``, ``decimal`` and ``uuid``, which the discovery path does not otherwise load), its
-types are not dataclasses (``dataclasses.replace``, used across topolink, fails on them), and it does
-not read ``MatrixKind`` flags as the schema writes them (a list of names). Decoding here costs about as
+The model's types are records (``model._record``: frozen, slotted, keyword-only plain classes, their fields
+named by ``__match_args__``, the defaults those of their ``__init__``). ``msgspec`` (a topolink dependency) was
+measured for them (``benchmarks/codec.py``): its ``Struct`` classes are created in microseconds, but importing
+it costs about 60 ms of CPU (it loads ``typing_extensions``, ``inspect``, ``decimal`` and ``uuid``, which the
+discovery path does not otherwise load), and it does not read ``MatrixKind`` flags as the schema writes them (a
+list of names). Decoding here costs about as
 much again as the JSON parse before it: 4 to 5 times less than the decoder it replaced.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
 import types
@@ -31,6 +30,7 @@ from functools import cache
 from typing import Any
 
 from ..model._errors import SchemaError
+from ..model._record import defaults, fields, is_record
 from ..model._snapshot_limits import SNAPSHOT_LIMITS
 
 MAX_INT = 1 << 63
@@ -186,13 +186,13 @@ def _flags(tp: type[enum.Flag]) -> Decoder:
 def _record(cls: type) -> Decoder:
     hints = typing.get_type_hints(cls)
     limits = SNAPSHOT_LIMITS if cls.__name__ == "Snapshot" else {}
-    fields: dict[str, Decoder] = {}
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        fields[f.name] = _sequence(typing.get_args(tp)[0], limits[f.name]) if f.name in limits else decoder(tp)
-    names = frozenset(fields)
-    required = tuple(f.name for f in dataclasses.fields(cls)
-                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    decoders: dict[str, Decoder] = {}
+    for name in fields(cls):
+        tp = hints[name]
+        decoders[name] = _sequence(typing.get_args(tp)[0], limits[name]) if name in limits else decoder(tp)
+    names = frozenset(decoders)
+    optional = defaults(cls)
+    required = tuple(name for name in fields(cls) if name not in optional)
 
     def decode(value: Any) -> Any:
         if type(value) is not dict:
@@ -205,11 +205,11 @@ def _record(cls: type) -> Decoder:
                 bad.path.append(f".{name}")
                 raise bad
         try:
-            kwargs = {k: fields[k](v) for k, v in value.items()}
+            kwargs = {k: decoders[k](v) for k, v in value.items()}
         except Bad as bad:
             for k, v in value.items():  # again one by one, to say which
                 try:
-                    fields[k](v)
+                    decoders[k](v)
                 except Bad:
                     bad.path.append(f".{k}")
                     break
@@ -239,6 +239,6 @@ def decoder(tp: Any) -> Decoder:
         return _flags(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum(tp)
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if is_record(tp):
         return _record(tp)
     raise TypeError(f"cannot decode type {tp!r}")  # pragma: no cover - a model bug

@@ -1,6 +1,6 @@
 """JSON ``topolink.topology/v2``: a lossless, schema-checked codec for :class:`Snapshot`.
 
-Generic over the model's dataclasses (driven by their type hints), so a new field needs no codec change.
+Generic over the model's records (driven by their type hints), so a new field needs no codec change.
 Enums are written by value, ``MatrixKind`` flags as a sorted list of names, tuples as lists. Unknown
 keys are rejected: a document from a newer schema must not half-load as if whole; so is an object that
 repeats a key, and a list longer than a snapshot may hold (``SNAPSHOT_LIMITS``). Decoding is built once
@@ -15,10 +15,8 @@ the subject is not a device), so a v1 snapshot with problems is never taken for 
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -27,6 +25,7 @@ from ..model._errors import SchemaError
 from ..model._facts import NODE, Aspect, Fact
 from ..model._measurement import Matrix, MatrixKind
 from ..model._provenance import Problem
+from ..model._record import fields, is_record, replace
 from ._jsontext import dumps_indented
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
@@ -39,11 +38,11 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 @cache
 def _field_names(cls: type) -> tuple[str, ...] | None:
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+    return fields(cls) if is_record(cls) else None
 
 
 def _encode(value: Any) -> Any:
-    """The JSON value of a model value. Plain values, tuples and the model's dataclasses (nearly all of a
+    """The JSON value of a model value. Plain values, tuples and the model's records (nearly all of a
     snapshot's values: CPU lists, matrix rows) are told apart by their exact type, and plain items are not
     recursed into: that is what makes a 64-GPU snapshot cheap. Enums and anything else go the general way."""
     kind: type = type(value)

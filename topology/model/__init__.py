@@ -1,7 +1,9 @@
 """The model: one node's entities and the words every other subpackage of ``topology`` speaks.
 
-  ``_entities``          the snapshot and its entities (GPUs, NICs, links, NUMA nodes, ...), ``link_id``;
-                         ``per_snapshot``: what is derived from a snapshot, built once while it lives
+  ``_entities``          the snapshot; ``per_snapshot``: what is derived from a snapshot, built once while it
+                         lives; and, from ``_devices``, its entities (GPUs, NICs, links, NUMA nodes, ...), ``link_id``
+  ``_devices``           the entities themselves
+  ``_record``            what every record is (``Record``: frozen, slotted, keyword-only) and ``replace``
   ``_ids``               canonical ids: PCI addresses, host bridges, NUMA nodes, CPU lists and masks
   ``_facts``             which facts of a snapshot are known (``Aspect``, ``Fact``, ``Knowledge``)
   ``_provenance``        where a number comes from (``Source``), source outcomes, problems

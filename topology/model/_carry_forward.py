@@ -15,12 +15,12 @@ distance matrix, ``gdr``, ``versions``, and ``pci`` the PCI functions and host b
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from ._entities import Gpu, Link, LinkKind, Nic, PciFunction, Snapshot
 from ._facts import NODE, Aspect, Knowledge
+from ._record import replace
 
 E = TypeVar("E", Gpu, Nic, PciFunction)
 
@@ -104,7 +104,7 @@ def carry_forward(previous: Snapshot | None, current: Snapshot) -> Snapshot:
         changes["gdr"] = previous.gdr
     if take(Aspect.VERSIONS):
         changes["versions"] = previous.versions
-    return dataclasses.replace(current, **changes)
+    return replace(current, **changes)
 
 
 def previous_or(entity: Any, previous: tuple[Any, ...], take: Callable[[Aspect, str], bool]) -> Any:
@@ -135,7 +135,7 @@ def _each(current: tuple[E, ...], previous: tuple[E, ...], fields: dict[Aspect, 
             continue
         changed = {name: getattr(old, name) for aspect, names in fields.items() if take(aspect, entity.id)
                    for name in names}
-        out.append(dataclasses.replace(entity, **changed) if changed else entity)
+        out.append(replace(entity, **changed) if changed else entity)
     return tuple(out)
 
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from ._record import Record
 from ._text_bounds import shown
 
 NODE = "node"
@@ -62,12 +62,27 @@ class Aspect(enum.StrEnum):
     PORTS = "ports"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, order=True)
-class Fact:
+class Fact(Record):
     """One fact of a snapshot: an aspect of a subject (an entity id, or the whole node)."""
 
+    __slots__ = __match_args__ = ("subject", "aspect")
     subject: str  # an entity id, or NODE
     aspect: Aspect
+
+    def __init__(self, *, subject: str, aspect: Aspect) -> None:
+        self._fill(locals())
+
+    def __lt__(self, other: Fact) -> bool:
+        return self._values().__lt__(other._values())
+
+    def __le__(self, other: Fact) -> bool:
+        return self._values().__le__(other._values())
+
+    def __gt__(self, other: Fact) -> bool:
+        return self._values().__gt__(other._values())
+
+    def __ge__(self, other: Fact) -> bool:
+        return self._values().__ge__(other._values())
 
     def __str__(self) -> str:
         return f"{self.aspect.value} of {self.subject}"

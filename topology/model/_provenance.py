@@ -5,9 +5,9 @@ they leave unknown)."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from ._facts import Fact
+from ._record import Record
 
 
 class Source(enum.StrEnum):
@@ -26,25 +26,31 @@ class SourceStatus(enum.StrEnum):
     DISABLED = "disabled"  # turned off (--no-source.NAME): what it reads is unknown
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Problem:
+class Problem(Record):
     """Something that could not be read, and why. ``subject`` is an entity id or a source name;
     ``unknown`` the facts it leaves unknown (none: a note, nothing is missing because of it)."""
 
+    __slots__ = __match_args__ = ("source", "subject", "message", "unknown")
     source: str
     subject: str
     message: str
-    unknown: tuple[Fact, ...] = ()
+    unknown: tuple[Fact, ...]
+
+    def __init__(self, *, source: str, subject: str, message: str, unknown: tuple[Fact, ...] = ()) -> None:
+        self._fill(locals())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SourceOutcome:
+class SourceOutcome(Record):
     """How one discovery source fared in the pass: its status, how long it took, and a detail."""
 
+    __slots__ = __match_args__ = ("name", "status", "duration_seconds", "detail")
     name: str
     status: SourceStatus
     duration_seconds: float
-    detail: str = ""
+    detail: str
+
+    def __init__(self, *, name: str, status: SourceStatus, duration_seconds: float, detail: str = "") -> None:
+        self._fill(locals())
 
 
 ESTIMATE = "estimate"  # the source of a number the cost model or the fabric states itself (a stated default)

@@ -7,12 +7,12 @@ counts. Everything else is kept in order, the new ones appended after.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable
 
 from ._entities import Snapshot
 from ._measurement import Measurement
+from ._record import replace
 
 MeasurementKey = tuple[str, tuple[str, ...], str, str, str | None]
 
@@ -30,4 +30,4 @@ def with_measurements(snap: Snapshot, measurements: Iterable[Measurement]) -> Sn
             raise ValueError(f"measurement {m.test} {m.subjects}: value {m.value!r} is not finite")
     keys = {measurement_key(m) for m in new}
     kept = tuple(m for m in snap.measurements if measurement_key(m) not in keys)
-    return dataclasses.replace(snap, measurements=kept + new)
+    return replace(snap, measurements=kept + new)

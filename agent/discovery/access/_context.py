@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from topology import Record
 
 from ._fsroot import FsRoot
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DiscoveryContext:
+class DiscoveryContext(Record):
     """``root`` other than ``/`` is a fixture: NVML stays off unless ``nvml_library`` names the
     fixture's own (a machine profile's test NVML), so a fixture never mixes with the live machine."""
 
-    root: FsRoot = field(default_factory=FsRoot)
-    nvml_library: str | None = None
-    node_name: str | None = None
+    __slots__ = __match_args__ = ("root", "nvml_library", "node_name")
+    root: FsRoot
+    nvml_library: str | None
+    node_name: str | None
+
+    def __init__(self, *, root: FsRoot | None = None, nvml_library: str | None = None,
+                 node_name: str | None = None) -> None:
+        root = FsRoot() if root is None else root  # the live root: /
+        self._fill(locals())
 
     @property
     def live(self) -> bool:

@@ -7,9 +7,7 @@ said in a problem that leaves its facts unknown, never dropped in silence. Pure.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from topology import SNAPSHOT_LIMITS, Aspect, LinkKind, Problem, Snapshot, node_fact
+from topology import SNAPSHOT_LIMITS, Aspect, LinkKind, Problem, Snapshot, node_fact, replace
 
 SOURCE = "discover"
 # Links given up first when there are too many: the ones derived from other facts before the ones read.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
 
 from topology import (
     NVML_TOPOLOGY_LEVEL,
@@ -26,6 +25,7 @@ from topology import (
     Snapshot,
     SourceStatus,
     path_index,
+    replace,
 )
 
 from . import _crosscheck_ends as ends

@@ -9,7 +9,6 @@ not read is no disagreement (the failed read is a problem of its own).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 
 from topology import (
     FabricState,
@@ -21,6 +20,7 @@ from topology import (
     Snapshot,
     format_cpulist,
     pcie_bytes_per_second,
+    replace,
 )
 
 from ._nvml_links import SYNTHETIC_SWITCH

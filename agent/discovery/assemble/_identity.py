@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 
-from topology import NODE, Aspect, Fact, Gpu, Problem, facts_of, node_fact
+from topology import NODE, Aspect, Fact, Gpu, Problem, facts_of, node_fact, replace
 
 from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import NvmlGpuFacts
@@ -86,7 +85,7 @@ def reconcile(gpus: dict[str, Gpu], driver: Iterable[DriverGpuFacts] | None, pro
                 subjects = (bus, NODE) if field == "gpu_numa_id" else (bus,)
                 problems.append(witness(row).dispute(subjects, mine, theirs))
         if changes:
-            gpus[bus] = replace(g, **changes)  # type: ignore[arg-type]
+            gpus[bus] = replace(g, **changes)
         model = driver_model(bus, g.name, d.model)
         if model is not None:
             problems.append(model)
@@ -97,7 +96,7 @@ def reconcile(gpus: dict[str, Gpu], driver: Iterable[DriverGpuFacts] | None, pro
                 continue
             shared = sorted(b for b, g in gpus.items() if getattr(g, field) == value)
             for bus in shared:
-                gpus[bus] = replace(gpus[bus], **{field: None})  # type: ignore[arg-type]
+                gpus[bus] = replace(gpus[bus], **{field: None})
             problems.append(Problem(source=SOURCE, subject=",".join(shared), message=f"{field} {value} is given to "
                                     f"{n} GPUs: none of them is known by it",
                                     unknown=tuple(f for b in shared for f in facts_of(b, Aspect.IDENTITY))))

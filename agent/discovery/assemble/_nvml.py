@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from topology import (
@@ -31,6 +30,7 @@ from topology import (
     Snapshot,
     facts_of,
     node_fact,
+    replace,
 )
 
 from ..sources._nvidia_proc import DriverGpuFacts

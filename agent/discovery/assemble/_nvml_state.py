@@ -20,9 +20,7 @@ absence a failure. See ``_pci.gpus``.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from topology import Aspect, Problem, Snapshot, SourceOutcome, SourceStatus, facts_of, node_fact
+from topology import Aspect, Problem, Snapshot, SourceOutcome, SourceStatus, facts_of, node_fact, replace
 
 SOURCE = "nvml"
 # What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).

@@ -7,10 +7,9 @@ the model: bus ids are canonical (``0000:3b:00.0``), the remote id ``FFFFFFFF:FF
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
-from topology import FabricInfo, MigInstance, PcieLinkState, PlatformInfo, Problem
+from topology import FabricInfo, MigInstance, PcieLinkState, PlatformInfo, Problem, Record
 
 # nvmlIntNvLinkDeviceType_t
 REMOTE_GPU, REMOTE_IBMNPU, REMOTE_SWITCH, REMOTE_UNKNOWN = 0x00, 0x01, 0x02, 0xFF
@@ -30,31 +29,46 @@ class NvLinkFact(NamedTuple):
     remote_sentinel: bool = False  # NVML gave FFFFFFFF:FF:FF.0 (an NVSwitch it does not show on PCI)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)  # a field named index: a NamedTuple's would hide tuple.index
-class NvmlGpuFacts:
+class NvmlGpuFacts(Record):  # a field named index: a NamedTuple's would hide tuple.index
     """What NVML says of one GPU."""
+
+    __slots__ = __match_args__ = ("index", "bus_id", "uuid", "name", "memory_bytes", "minor", "pci_device_id",
+                                  "gpu_numa_id", "cpu_affinity", "memory_affinity", "pcie", "compute_capability",
+                                  "architecture", "mig_enabled", "mig_instances", "fabric", "platform", "nvlink_count",
+                                  "nvswitch_link_count", "links", "links_end", "lost")
     index: int
-    bus_id: str | None = None
-    uuid: str | None = None
-    name: str | None = None
-    memory_bytes: int | None = None
-    minor: int | None = None
-    pci_device_id: int | None = None  # the device id (upper half of NVML's pciDeviceId)
-    gpu_numa_id: int | None = None  # nvmlDeviceGetNumaNodeId: the GPU's memory as a NUMA node
-    cpu_affinity: tuple[int, ...] | None = None
-    memory_affinity: tuple[int, ...] | None = None  # NUMA nodes (scope NODE)
-    pcie: PcieLinkState | None = None
-    compute_capability: tuple[int, int] | None = None
-    architecture: str | None = None
-    mig_enabled: bool | None = None  # None: MIG not supported
-    mig_instances: tuple[MigInstance, ...] = ()
-    fabric: FabricInfo | None = None  # None: no fabric (pre-Hopper, or not read)
-    platform: PlatformInfo | None = None  # None: not a GB200/GB300 tray, or not read
-    nvlink_count: int | None = None  # field 91
-    nvswitch_link_count: int | None = None  # field 147
-    links: tuple[NvLinkFact, ...] = ()
-    links_end: int | None = None  # the first link the per-link calls said is past the last; None: not walked
-    lost: bool = False  # NVML said GPU_IS_LOST; nothing more was asked of it
+    bus_id: str | None
+    uuid: str | None
+    name: str | None
+    memory_bytes: int | None
+    minor: int | None
+    pci_device_id: int | None  # the device id (upper half of NVML's pciDeviceId)
+    gpu_numa_id: int | None  # nvmlDeviceGetNumaNodeId: the GPU's memory as a NUMA node
+    cpu_affinity: tuple[int, ...] | None
+    memory_affinity: tuple[int, ...] | None  # NUMA nodes (scope NODE)
+    pcie: PcieLinkState | None
+    compute_capability: tuple[int, int] | None
+    architecture: str | None
+    mig_enabled: bool | None  # None: MIG not supported
+    mig_instances: tuple[MigInstance, ...]
+    fabric: FabricInfo | None  # None: no fabric (pre-Hopper, or not read)
+    platform: PlatformInfo | None  # None: not a GB200/GB300 tray, or not read
+    nvlink_count: int | None  # field 91
+    nvswitch_link_count: int | None  # field 147
+    links: tuple[NvLinkFact, ...]
+    links_end: int | None  # the first link the per-link calls said is past the last; None: not walked
+    lost: bool  # NVML said GPU_IS_LOST; nothing more was asked of it
+
+    def __init__(self, *, index: int, bus_id: str | None = None, uuid: str | None = None, name: str | None = None,
+                 memory_bytes: int | None = None, minor: int | None = None, pci_device_id: int | None = None,
+                 gpu_numa_id: int | None = None, cpu_affinity: tuple[int, ...] | None = None,
+                 memory_affinity: tuple[int, ...] | None = None, pcie: PcieLinkState | None = None,
+                 compute_capability: tuple[int, int] | None = None, architecture: str | None = None,
+                 mig_enabled: bool | None = None, mig_instances: tuple[MigInstance, ...] = (),
+                 fabric: FabricInfo | None = None, platform: PlatformInfo | None = None,
+                 nvlink_count: int | None = None, nvswitch_link_count: int | None = None,
+                 links: tuple[NvLinkFact, ...] = (), links_end: int | None = None, lost: bool = False) -> None:
+        self._fill(locals())
 
 
 class NvmlPairFacts(NamedTuple):

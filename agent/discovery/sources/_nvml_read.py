@@ -14,8 +14,6 @@ one ``nvmlDeviceGetIndex`` on each GPU of the pair (never asked otherwise) tells
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from topology import (
     SNAPSHOT_LIMITS,
     Aspect,
@@ -26,6 +24,7 @@ from topology import (
     PcieLinkState,
     PlatformInfo,
     canonical_bdf,
+    replace,
 )
 
 from ..access import Handle, NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported, NvmlPort
