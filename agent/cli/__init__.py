@@ -19,12 +19,11 @@ Exit status:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, TYPE_CHECKING, InputError, add_discovery_args, version
+from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
 
 # Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
 # Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
@@ -43,43 +42,7 @@ _COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("controller", "controller", "keep the schedulers' objects current for the fleet (one leader of replicas)"),
     ("doctor", "doctor", "check what the agent needs on this node and in the cluster, with the fixes"),
 )
-if TYPE_CHECKING:
-    from typing import Any
-
 _MODULE_OF = {name: module for name, module, _ in _COMMANDS}
-
-
-def columns() -> int:
-    """The width help is laid out in, found as ``shutil.get_terminal_size`` finds it: ``$COLUMNS`` when a
-    positive number, else the width of the terminal on standard output, else 80."""
-    try:
-        width = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        width = 0
-    if width <= 0:
-        try:
-            width = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):  # no standard output, or not a terminal
-            width = 0
-    return width or 80
-
-
-class Formatter(argparse.HelpFormatter):
-    """argparse's own help layout, at the width ``columns`` finds. argparse makes a formatter for every flag
-    added, and its own asks ``shutil`` for the width: importing ``shutil`` (zlib, bz2 and lzma below it) costs
-    about 3 ms of a start-up that has none to spare (benchmarks/startup.py)."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        super().__init__(prog, indent_increment, max_help_position, columns() - 2 if width is None else width)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse's parser, its help laid out by :class:`Formatter` unless a ``formatter_class`` is given."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", Formatter)
-        super().__init__(*args, **kwargs)
 
 
 class _Version(argparse.Action):
@@ -91,7 +54,8 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser(command: str | None = None, parser_class: type[Parser] = Parser) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None,
+                 parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
     name and help line with an empty parser (an unknown ``command`` builds none). The commands' parsers are of
     ``parser_class`` too (argparse's default for subparsers)."""

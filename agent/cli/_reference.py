@@ -15,8 +15,6 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from . import Parser
-
 # The order of the reference: the order of ``topolink --help``, each command's companions beside it.
 COMMANDS = ("discover", "topo", "place", "probe", "selftest", "serve", "prune", "cluster", "controller", "doctor")
 _DISCOVERY = "--sysfs-root"  # the first of the discovery flags: the shared ones are tabled once
@@ -24,7 +22,7 @@ _EXIT = re.compile(r"Exit status:\s*(.*?)\.?$", re.DOTALL)
 _CODE = re.compile(r"(?:^|;\s*)(\d)\s+")
 
 
-class _Recording(Parser):
+class _Recording(argparse.ArgumentParser):
     """A parser that keeps the flags added to it and its commands' parsers, in the order they were added:
     argparse lists them only in private attributes. Its groups' flags are kept too."""
 
