@@ -22,12 +22,12 @@ from http import HTTPStatus
 from typing import Any, ClassVar
 
 import h11
-from starlette.types import ASGIApp
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
 from .._core._http_limits import HttpLimits, HttpStats
+from ._asgi import ASGIApp
 
 _RESERVED_FDS = 128  # discovery, NVML, probe pipes, state files, Graphviz, the API client: never connections
 
