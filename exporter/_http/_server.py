@@ -35,7 +35,10 @@ _RESERVED_FDS = 128  # discovery, NVML, probe pipes, state files, Graphviz, the 
 def listen(host: str, port: int, backlog: int = 1024) -> socket.socket:
     """A listening TCP socket, bound here so that a port in use is the caller's clear error (OSError), not a
     server thread that dies at start."""
-    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+    # An ASCII name goes as bytes: getaddrinfo runs a str through the idna codec, which loads stringprep and
+    # unicodedata (0.4 MiB resident) for a name that is an address or plain ASCII anyway.
+    node = (host.encode("ascii") if host.isascii() else host) if host else None
+    family, kind, proto, _, address = socket.getaddrinfo(node, port, type=socket.SOCK_STREAM,
                                                          flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
