@@ -30,7 +30,7 @@ NEVER = (
     "starlette", "anyio", "fastapi", "pydantic", "lightkube", "httpx2", "httpx", "cupy", "torch", "numpy",
     "exporter.kube._desired._labels", "exporter.kube._desired._slices", "exporter.kube._sinks",
     "exporter.kube._client", "exporter.kube._config._rbac", "exporter.kube._fleet",
-    "probes.harness._api", "probes.harness._process", "probes.harness._runner", "probes.core._stats",
+    "probes.harness", "probes.core._stats",
     "encodings.idna",
 )
 
