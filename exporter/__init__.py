@@ -1,11 +1,11 @@
 """Sinks: Prometheus collector, HTTP API, node labels, ResourceSlices, NFD feature file; and the file I/O
 (``Target``, ``read_regular``) every file topolink writes or reads back goes through.
 
-``create_app`` (the HTTP API) is loaded on first use only: it needs Starlette, which nothing but
-``topolink serve`` may import.
+``create_app`` (the HTTP API) and ``http_server`` are loaded on first use only: the server needs uvicorn,
+which nothing but ``topolink serve`` may import.
 
-Layers, each importing only those below it, private behind the names here: ``_http`` (the Starlette app, the
-bounded server, header rules) above ``_metrics`` (the families, collectors and ``/metrics`` bytes),
+Layers, each importing only those below it, private behind the names here: ``_http`` (the routes as a plain
+ASGI app, the bounded server, header rules) above ``_metrics`` (the families, collectors and ``/metrics`` bytes),
 ``_webpage`` (the page and the pictures) and ``kube`` (everything Kubernetes; it imports none of ``_http``,
 ``_metrics``, ``_webpage``, ``_placement``), above ``_placement`` (which N GPUs for a job: document, table,
 HTTP answer), above ``_core`` (the sink protocol, the served view, file I/O, the derived rows and the

@@ -170,3 +170,30 @@ def test_the_picture_leaves_out_the_distances_graphviz_cannot_lay_out(tmp_path: 
     assert "NUMA distances of the 32 NUMA nodes without CPUs (device memory) not drawn" in dot
     if shutil.which("dot"):
         assert render_svg(dot, timeout_s=30).svg is not None
+
+
+def test_routing_as_the_framework_answered(hgx: t.Snapshot) -> None:
+    """The plain ASGI app keeps the framing the routes had under Starlette: 405 with Allow, a HEAD of an unknown
+    path 404 without a body, one path segment for a probe id, the last value of a repeated query parameter."""
+    c = client(View(snapshot=hgx, generation=1), token="s3cret", probes=Probes())
+    wrong = c.put("/metrics")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD" and wrong.text == "Method Not Allowed"
+    assert c.get("/v1/probe").headers["allow"] == "POST"
+    missing = c.head("/nope")
+    assert missing.status_code == 404 and missing.content == b"" and missing.headers["content-length"] == "9"
+    assert c.get("/v1/probe/run1/more").status_code == 404 and c.get("/v1/probe/").status_code == 404
+    assert c.get("/healthz").headers["content-type"] == "text/plain; charset=utf-8"
+    assert c.get("/").headers["content-type"] == "text/html; charset=utf-8"
+    two = c.get("/v1/placement?gpus=9&gpus=2")
+    assert two.status_code == 200 and two.headers["content-type"] == "application/json"
+    assert [len(g["gpus"]) for g in two.json()["groups"]][:1] == [2]
+
+
+def test_a_bug_in_a_route_is_a_500_and_reaches_the_server(hgx: t.Snapshot) -> None:
+    def broken() -> View:
+        raise RuntimeError("a bug")
+
+    app = create_app(broken, MetricsCache(lambda: None), HttpConfig())
+    assert TestClient(app, raise_server_exceptions=False).get("/readyz").status_code == 500
+    with pytest.raises(RuntimeError, match="a bug"):
+        TestClient(app).get("/readyz")

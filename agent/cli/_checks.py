@@ -33,11 +33,13 @@ def preflight(cfg: KubePublishConfig, nvml_library: str | None, *, node: bool) -
     machine), and for the Kubernetes sinks ``cfg`` asks for (none: no request) the NodeFeature CRD and their
     permissions, one request each. The RuntimeClass is left out: a running agent's pod was started with its
     own, and serve does not know its name. Only what is missing is returned; an unreachable server is one."""
-    from exporter.kube import LightkubeApi, PublishError
-    from exporter.kube._config._doctor import Finding, node_feature_crd, permissions
+    from exporter.kube._config._doctor import Finding
 
     findings = [driver(nvml_library)] if node else []
-    if cfg.needs_api:
+    if cfg.needs_api:  # the client and the checks only with a sink on: they are megabytes resident
+        from exporter.kube import LightkubeApi, PublishError
+        from exporter.kube._config._doctor import node_feature_crd, permissions
+
         try:
             api = LightkubeApi.connect(kubeconfig=cfg.kubeconfig)
             findings += [*node_feature_crd(api, cfg), *permissions(api, cfg)]

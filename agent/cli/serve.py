@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from exporter import Sink
     from exporter.kube import KubePublishConfig
+    from topology import Snapshot
 
 _EPILOG = ("Probes measure this machine only: with a --sysfs-root that is a gathered tree (not this kernel's "
            "sysfs and procfs mounted there, as the DaemonSet's /host is) or an --nvml-library given as a file path "
@@ -191,8 +192,6 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if probes_off is not None and token is not None:
         print(f"topolink serve: --http-probe-token-file: refusing to measure: {probes_off}", file=sys.stderr)
         return 2
-    from probes import render_bandwidth_matrix
-
     from ..serve import ServeConfig, nvml_busy, run
 
     config = ServeConfig(host=args.host, port=args.port, discovery_interval_s=args.discovery_interval,
@@ -213,7 +212,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return 2
     start_preflight(args, cfg, probes_off is None)
     return run(config, lambda: discover_from_args(args), nvml_busy(args.nvml_library), sinks,
-               render_bandwidth_matrix)
+               _measured_matrix)
+
+
+def _measured_matrix(snap: Snapshot) -> str:
+    """The page's and /v1/topology/matrix's measured matrices: the probes' renderer, loaded on the first ask."""
+    from probes import render_bandwidth_matrix
+
+    return render_bandwidth_matrix(snap)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Collection
 
 import probes
 from probes.core import BUSY_ANY, busy_of, is_unknown, spec, specs_for, unknown, with_collective_timing
-from probes.harness import ProbeProcess, assemble
 from topology import LinkCapability, Snapshot
 
 Busy = Callable[[], dict[str, str]]  # probes.read_busy's answer: bus id -> why busy ("" when idle)
@@ -67,6 +66,8 @@ def run_pass(snap: Snapshot, *, profile: str, backend: str, tests: Collection[st
              collective_timing: str | None = None) -> probes.ProbeReport:
     """Plan, then for each item: stop requested -> end; a GPU busy -> skip; else run it in the pass's child.
     ``collective_timing`` replaces the profile's (``graph``: nccl-tests -G 1; ``stream``: -G 0)."""
+    from probes.harness import ProbeProcess, assemble  # the harness only where a pass runs (probes on)
+
     t0 = time.monotonic()
     prof = with_collective_timing(probes.profile(profile), collective_timing)
     chosen = probes.choose_backend(backend, snap)

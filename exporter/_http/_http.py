@@ -1,12 +1,13 @@
-"""The HTTP API (Starlette): metrics, health, the snapshot as JSON/DOT/SVG/text, the page, and probes on demand.
+"""The HTTP API: metrics, health, the snapshot as JSON/DOT/SVG/text, the page, and probes on demand.
 
 Imported only by ``topolink serve``. Every response is built from the current :class:`View`; what is
 costly to build (JSON, DOT, SVG, matrices, the exposition and its gzip) is built once per view generation.
 A bad request gets a 4xx (the server answers an oversized head with 431 before the app sees it). Every GET
 route answers HEAD with the same headers and no body.
 
-Starlette itself, not FastAPI on top of it: the routes take no request bodies to validate and publish no
-OpenAPI schema, and FastAPI's pydantic added about 15 MiB to the agent's resident memory on every node.
+A plain ASGI callable (``_asgi``), no framework: the routes take no request bodies to validate and publish
+no schema. FastAPI's pydantic added about 15 MiB to the agent's resident memory on every node, Starlette and
+anyio about 2 MiB more (measured, ``benchmarks/serve.py``).
 """
 
 from __future__ import annotations
@@ -19,20 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
-
 from topology import dumps, matrix, shown_text
 
 from .._core._view import View
 from .._metrics._exposition import MetricsCache
-from .._placement._placement_api import PlacementCache, placement_endpoint
+from .._placement._placement_api import PlacementCache, placement_reply
 from .._webpage._page import INLINE_TREE_GPUS, page
 from .._webpage._picture import Svg, picture_dot, render_svg
+from ._asgi import HTML, JSON, Answer, Request, Route, Router, data, json_answer, text
 from ._negotiate import OPENMETRICS, TEXT, accepts_gzip, etag_matches, negotiate_metrics
 
 
@@ -50,31 +45,26 @@ class HttpConfig:
     measured_matrix: Callable[[Any], str] = lambda snap: ""  # the measured matrices of a snapshot, as text
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    found = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k == name]
+def _header(request: Request, name: bytes) -> str | None:
+    found = [v.decode("latin-1") for k, v in request.scope.get("headers", ()) if k == name]
     return ", ".join(found) if found else None  # repeated fields are one comma-separated list (RFC 9110 5.3)
 
 
 class MetricsEndpoint:
-    """Raw ASGI: Starlette's ``Route`` passes an object through as an app, so ``/metrics`` is exact.
-    Text or OpenMetrics by ``Accept``; gzip when ``Accept-Encoding`` asks (Prometheus does)."""
+    """Text or OpenMetrics by ``Accept``; gzip when ``Accept-Encoding`` asks (Prometheus does). On the event
+    loop: the bytes are built once per view."""
 
     def __init__(self, cache: MetricsCache) -> None:
         self._cache = cache
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        ctype = negotiate_metrics(_header(scope, b"accept"))
-        headers = [(b"vary", b"Accept, Accept-Encoding")]
+    async def __call__(self, request: Request) -> Answer:
+        ctype = negotiate_metrics(_header(request, b"accept"))
+        vary = ("vary", "Accept, Accept-Encoding")
         if ctype is None:
-            body, status, ctype = b"not acceptable: text/plain or application/openmetrics-text\n", 406, TEXT
-        else:
-            gzipped = accepts_gzip(_header(scope, b"accept-encoding"))
-            body, status = self._cache.body(openmetrics=ctype == OPENMETRICS, gzipped=gzipped), 200
-            if gzipped:
-                headers.append((b"content-encoding", b"gzip"))
-        headers += [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
+            return Answer(406, b"not acceptable: text/plain or application/openmetrics-text\n", TEXT, (vary,))
+        gzipped = accepts_gzip(_header(request, b"accept-encoding"))
+        body = self._cache.body(openmetrics=ctype == OPENMETRICS, gzipped=gzipped)
+        return Answer(200, body, ctype, (vary, ("content-encoding", "gzip")) if gzipped else (vary,))
 
 
 class _Renders:
@@ -138,48 +128,54 @@ class _SnapshotApi:
         self._renders = renders
         self._placements = placements
 
-    def view_or_503(self) -> View | Response:
+    def view_or_503(self) -> View | Answer:
         view = self._current()
         if view is None:
-            return PlainTextResponse("no snapshot yet: the first discovery pass is running\n", status_code=503)
+            return text("no snapshot yet: the first discovery pass is running\n", 503)
         return view
 
-    async def topology_json(self, request: Request) -> Response:
+    async def topology_json(self, request: Request) -> Answer:
         got = self.view_or_503()
-        if isinstance(got, Response):
+        if isinstance(got, Answer):
             return got
-        body, etag = await run_in_threadpool(self._renders.get, got, "json")
-        if etag_matches(request.headers.get("if-none-match"), etag):
-            return Response(status_code=304, headers={"ETag": etag})
-        return Response(body, media_type="application/json", headers={"ETag": etag})
+        body, etag = await request.in_thread(self._renders.get, got, "json")
+        if etag_matches(request.header("if-none-match"), etag):
+            return Answer(304, headers=(("etag", etag),))
+        return data(body, JSON, headers={"etag": etag})
 
-    async def topology_matrix(self, request: Request) -> Response:
+    async def topology_matrix(self, request: Request) -> Answer:
         got = self.view_or_503()
-        if isinstance(got, Response):
+        if isinstance(got, Answer):
             return got
-        return PlainTextResponse(await run_in_threadpool(self._renders.get, got, "matrix"))
+        return text(await request.in_thread(self._renders.get, got, "matrix"))
 
-    async def topology_dot(self, request: Request) -> Response:
+    async def topology_dot(self, request: Request) -> Answer:
         got = self.view_or_503()
-        if isinstance(got, Response):
+        if isinstance(got, Answer):
             return got
-        text = await run_in_threadpool(self._renders.get, got, "dot")
-        return Response(text, media_type="text/vnd.graphviz; charset=utf-8")
+        return data(await request.in_thread(self._renders.get, got, "dot"), "text/vnd.graphviz; charset=utf-8")
 
-    async def topology_svg(self, request: Request) -> Response:
+    async def topology_svg(self, request: Request) -> Answer:
         got = self.view_or_503()
-        if isinstance(got, Response):
+        if isinstance(got, Answer):
             return got
-        svg: Svg = await run_in_threadpool(self._renders.get, got, "svg")
+        svg: Svg = await request.in_thread(self._renders.get, got, "svg")
         if svg.svg is None:
-            return PlainTextResponse(f"no picture: {svg.reason}\n", status_code=503)
-        return Response(svg.svg, media_type="image/svg+xml")
+            return text(f"no picture: {svg.reason}\n", 503)
+        return data(svg.svg, "image/svg+xml")
 
-    async def index(self, request: Request) -> Response:
+    async def placement(self, request: Request) -> Answer:
         got = self.view_or_503()
-        if isinstance(got, Response):
+        if isinstance(got, Answer):
             return got
-        return HTMLResponse(await run_in_threadpool(self._page, got))
+        status, doc, headers = await request.in_thread(placement_reply, self._placements, got, request.query())
+        return json_answer(doc, status, headers)
+
+    async def index(self, request: Request) -> Answer:
+        got = self.view_or_503()
+        if isinstance(got, Answer):
+            return got
+        return text(await request.in_thread(self._page, got), content_type=HTML)
 
     def _page(self, view: View) -> str:
         big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
@@ -191,54 +187,58 @@ class _SnapshotApi:
     def routes(self) -> list[Route]:
         return [Route("/v1/topology", self.topology_json), Route("/v1/topology/matrix", self.topology_matrix),
                 Route("/v1/topology.dot", self.topology_dot), Route("/v1/topology.svg", self.topology_svg),
-                Route("/v1/placement", placement_endpoint(self.view_or_503, self._placements)),
-                Route("/", self.index)]
+                Route("/v1/placement", self.placement), Route("/", self.index)]
 
 
-def _probe_routes(probes: ProbeControl | None, config: HttpConfig) -> list[Route]:
-    """``POST /v1/probe`` (behind the bearer token) and its status. Plain functions: they run in the thread
-    pool, as they take the agent's lock."""
+class _ProbeApi:
+    """``POST /v1/probe`` (behind the bearer token) and its status, in the thread pool: they take the agent's
+    lock."""
 
-    def start_probe(request: Request) -> Response:
-        if probes is None or config.probe_token is None:
-            return JSONResponse({"detail": "probes over HTTP are off (serve --http-probe-token-file)"}, 403)
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.probe_token.encode()):
-            return JSONResponse({"detail": "a valid bearer token is needed"}, 401,
-                                headers={"WWW-Authenticate": "Bearer"})
+    def __init__(self, probes: ProbeControl | None, config: HttpConfig) -> None:
+        self._probes, self._config = probes, config
+
+    async def start(self, request: Request) -> Answer:
+        return await request.in_thread(self._start, request.header("authorization") or "")
+
+    async def status(self, request: Request) -> Answer:
+        return await request.in_thread(self._status, request.param)
+
+    def _start(self, given: str) -> Answer:
+        probes, token = self._probes, self._config.probe_token
+        if probes is None or token is None:
+            return json_answer({"detail": "probes over HTTP are off (serve --http-probe-token-file)"}, 403)
+        scheme, _, offered = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(offered.strip().encode(), token.encode()):
+            return json_answer({"detail": "a valid bearer token is needed"}, 401, {"WWW-Authenticate": "Bearer"})
         run_id = probes.start()
         if run_id is None:
-            return JSONResponse({"detail": "a probe pass is running; try again when it ends"}, 409)
+            return json_answer({"detail": "a probe pass is running; try again when it ends"}, 409)
         url = f"/v1/probe/{run_id}"
-        return JSONResponse({"id": run_id, "status_url": url}, 202, headers={"Location": url})
+        return json_answer({"id": run_id, "status_url": url}, 202, {"Location": url})
 
-    def probe_status(request: Request) -> Response:
-        run_id = request.path_params["run_id"]
-        found = probes.status(run_id) if probes is not None else None
+    def _status(self, run_id: str) -> Answer:
+        found = self._probes.status(run_id) if self._probes is not None else None
         if found is None:
-            return JSONResponse({"detail": f"no probe run {run_id!r}"}, 404)
-        return JSONResponse(found)
+            return json_answer({"detail": f"no probe run {run_id!r}"}, 404)
+        return json_answer(found)
 
-    return [Route("/v1/probe", start_probe, methods=["POST"]), Route("/v1/probe/{run_id}", probe_status)]
+    def routes(self) -> list[Route]:
+        return [Route("/v1/probe", self.start, frozenset({"POST"})), Route("/v1/probe/", self.status, param=True)]
 
 
-async def _healthz(request: Request) -> Response:
-    return PlainTextResponse("ok\n")
+async def _healthz(request: Request) -> Answer:
+    return text("ok\n")
 
 
 def create_app(current: Callable[[], View | None], cache: MetricsCache, config: HttpConfig,
-               probes: ProbeControl | None = None) -> Starlette:
-    async def readyz(request: Request) -> Response:
-        status, text = readiness(current())
-        return PlainTextResponse(text, status_code=status)
+               probes: ProbeControl | None = None) -> Router:
+    """The API as an ASGI app. Exact paths (no redirect: a scraper that does not follow redirects loses
+    nothing); every GET route answers HEAD too."""
 
-    # Plain functions run in the thread pool (they take the agent's lock), coroutines on the loop; every GET
-    # route answers HEAD too.
-    routes = [Route("/metrics", MetricsEndpoint(cache), methods=["GET"]),
-              Route("/healthz", _healthz), Route("/readyz", readyz),
-              *_SnapshotApi(current, _Renders(config), PlacementCache()).routes(),
-              *_probe_routes(probes, config)]
-    app = Starlette(routes=routes)
-    app.router.redirect_slashes = False  # exact paths: a scraper that does not follow redirects loses nothing
-    return app
+    async def readyz(request: Request) -> Answer:
+        status, body = readiness(current())
+        return text(body, status)
+
+    return Router([Route("/metrics", MetricsEndpoint(cache)), Route("/healthz", _healthz), Route("/readyz", readyz),
+                   *_SnapshotApi(current, _Renders(config), PlacementCache()).routes(),
+                   *_ProbeApi(probes, config).routes()])

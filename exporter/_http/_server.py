@@ -22,12 +22,12 @@ from http import HTTPStatus
 from typing import Any, ClassVar
 
 import h11
-from starlette.types import ASGIApp
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
 from .._core._http_limits import HttpLimits, HttpStats
+from ._asgi import ASGIApp
 
 _RESERVED_FDS = 128  # discovery, NVML, probe pipes, state files, Graphviz, the API client: never connections
 
@@ -35,7 +35,10 @@ _RESERVED_FDS = 128  # discovery, NVML, probe pipes, state files, Graphviz, the 
 def listen(host: str, port: int, backlog: int = 1024) -> socket.socket:
     """A listening TCP socket, bound here so that a port in use is the caller's clear error (OSError), not a
     server thread that dies at start."""
-    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+    # An ASCII name goes as bytes: getaddrinfo runs a str through the idna codec, which loads stringprep and
+    # unicodedata (0.4 MiB resident) for a name that is an address or plain ASCII anyway.
+    node = (host.encode("ascii") if host.isascii() else host) if host else None
+    family, kind, proto, _, address = socket.getaddrinfo(node, port, type=socket.SOCK_STREAM,
                                                          flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:

@@ -15,12 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from typing import Any
-
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 
 from topology import PlacementError
 
@@ -92,23 +88,17 @@ class PlacementCache:
         return out
 
 
-def placement_endpoint(current: Callable[[], View | Response],
-                       cache: PlacementCache) -> Callable[[Request], Awaitable[Response]]:
-    async def placement(request: Request) -> Response:
-        got = current()
-        if isinstance(got, Response):
-            return got
-        try:
-            query = query_from_params(dict(request.query_params))
-        except QueryError as exc:
-            return JSONResponse({"detail": str(exc)}, 400)
-        try:
-            doc = await run_in_threadpool(cache.answer, got, query)
-        except PlacementError as exc:
-            return JSONResponse({"detail": f"exclude: {exc}"}, 400)
-        except Busy:
-            return JSONResponse({"detail": "another placement search is running; try again"}, 503,
-                                headers={"Retry-After": "1"})
-        return JSONResponse(doc)
-
-    return placement
+def placement_reply(cache: PlacementCache, view: View,
+                    params: Mapping[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The answer to ``GET /v1/placement?params``: status, JSON document and headers. Blocking (the search):
+    call it from a worker thread."""
+    try:
+        query = query_from_params(dict(params))
+    except QueryError as exc:
+        return 400, {"detail": str(exc)}, {}
+    try:
+        return 200, cache.answer(view, query), {}
+    except PlacementError as exc:
+        return 400, {"detail": f"exclude: {exc}"}, {}
+    except Busy:
+        return 503, {"detail": "another placement search is running; try again"}, {"Retry-After": "1"}

@@ -8,76 +8,83 @@ Imports: ``topology`` and the standard library only (``pynvml`` lazily, in :func
 Imported by: every other subpackage (``harness``, ``cpu``, ``cuda``, ``host``) and ``probes`` itself.
 """
 
-from ._backend import (
-    BACKENDS,
-    Backend,
-    Capabilities,
-    Device,
-    ModeTimed,
-    Pairs,
-    Session,
-    Workload,
-    caps_from_dict,
-    caps_to_dict,
-    load_backend,
-)
-from ._catalogue import CPU_SPECS, CUDA_SPECS, SM_TESTS, spec, specs_for
-from ._collectives import (
-    BUS_FACTORS,
-    COLLECTIVES,
-    FLOAT_BYTES,
-    IN_PLACE,
-    OUT_OF_PLACE,
-    Counts,
-    Segment,
-    all_reduce_bytes,
-    checked,
-    counts,
-    element_values,
-    modes,
-    moved,
-    nccl_tests_command,
-    received_segments,
-    rotation_offset,
-    sent_segment,
-    summed_values,
-)
-from ._errors import ProbeError, Waived
-from ._gdr import GDR_TEST
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+from topology._lazy import lazy_names as _lazy_names
+
 from ._idle import ANY as BUSY_ANY
-from ._idle import busy_of, is_unknown, ours, read_busy, unknown
-from ._model import (
-    Item,
-    Kind,
-    Plan,
-    ProbeOutcome,
-    ProbeReport,
-    RawResult,
-    RawRow,
-    Status,
-    Target,
-    Waiver,
-    item_from_dict,
-    item_to_dict,
-    raw_from_dict,
-    raw_to_dict,
-)
-from ._profiles import (
-    FULL,
-    GRAPH,
-    PROFILES,
-    QUICK,
-    SELFTEST,
-    STREAM,
-    TIMINGS,
-    GiB,
-    MiB,
-    Profile,
-    profile,
-    with_collective_timing,
-)
-from ._specs import HOST, ProbeSpec, Subjects, host_nodes
-from ._stats import summarize
+
+if _TYPE_CHECKING:
+    from ._backend import (
+        BACKENDS,
+        Backend,
+        Capabilities,
+        Device,
+        ModeTimed,
+        Pairs,
+        Session,
+        Workload,
+        caps_from_dict,
+        caps_to_dict,
+        choose_backend,
+        load_backend,
+    )
+    from ._catalogue import CPU_SPECS, CUDA_SPECS, SM_TESTS, spec, specs_for
+    from ._collectives import (
+        BUS_FACTORS,
+        COLLECTIVES,
+        FLOAT_BYTES,
+        IN_PLACE,
+        OUT_OF_PLACE,
+        Counts,
+        Segment,
+        all_reduce_bytes,
+        checked,
+        counts,
+        element_values,
+        modes,
+        moved,
+        nccl_tests_command,
+        received_segments,
+        rotation_offset,
+        sent_segment,
+        summed_values,
+    )
+    from ._errors import ProbeError, Waived
+    from ._gdr import GDR_TEST
+    from ._idle import busy_of, is_unknown, ours, read_busy, unknown
+    from ._model import (
+        Item,
+        Kind,
+        Plan,
+        ProbeOutcome,
+        ProbeReport,
+        RawResult,
+        RawRow,
+        Status,
+        Target,
+        Waiver,
+        item_from_dict,
+        item_to_dict,
+        raw_from_dict,
+        raw_to_dict,
+    )
+    from ._profiles import (
+        FULL,
+        GRAPH,
+        PROFILES,
+        QUICK,
+        SELFTEST,
+        STREAM,
+        TIMINGS,
+        GiB,
+        MiB,
+        Profile,
+        profile,
+        with_collective_timing,
+    )
+    from ._specs import HOST, ProbeSpec, Subjects, host_nodes
+    from ._stats import summarize
 
 __all__ = [
     "BACKENDS",
@@ -130,6 +137,7 @@ __all__ = [
     "caps_from_dict",
     "caps_to_dict",
     "checked",
+    "choose_backend",
     "counts",
     "element_values",
     "host_nodes",
@@ -155,3 +163,83 @@ __all__ = [
     "unknown",
     "with_collective_timing",
 ]
+
+_WHERE = {
+    'BACKENDS': '_backend',
+    'Backend': '_backend',
+    'Capabilities': '_backend',
+    'Device': '_backend',
+    'ModeTimed': '_backend',
+    'Pairs': '_backend',
+    'Session': '_backend',
+    'Workload': '_backend',
+    'caps_from_dict': '_backend',
+    'caps_to_dict': '_backend',
+    'choose_backend': '_backend',
+    'load_backend': '_backend',
+    'CPU_SPECS': '_catalogue',
+    'CUDA_SPECS': '_catalogue',
+    'SM_TESTS': '_catalogue',
+    'spec': '_catalogue',
+    'specs_for': '_catalogue',
+    'BUS_FACTORS': '_collectives',
+    'COLLECTIVES': '_collectives',
+    'FLOAT_BYTES': '_collectives',
+    'IN_PLACE': '_collectives',
+    'OUT_OF_PLACE': '_collectives',
+    'Counts': '_collectives',
+    'Segment': '_collectives',
+    'all_reduce_bytes': '_collectives',
+    'checked': '_collectives',
+    'counts': '_collectives',
+    'element_values': '_collectives',
+    'modes': '_collectives',
+    'moved': '_collectives',
+    'nccl_tests_command': '_collectives',
+    'received_segments': '_collectives',
+    'rotation_offset': '_collectives',
+    'sent_segment': '_collectives',
+    'summed_values': '_collectives',
+    'ProbeError': '_errors',
+    'Waived': '_errors',
+    'GDR_TEST': '_gdr',
+    'busy_of': '_idle',
+    'is_unknown': '_idle',
+    'ours': '_idle',
+    'read_busy': '_idle',
+    'unknown': '_idle',
+    'Item': '_model',
+    'Kind': '_model',
+    'Plan': '_model',
+    'ProbeOutcome': '_model',
+    'ProbeReport': '_model',
+    'RawResult': '_model',
+    'RawRow': '_model',
+    'Status': '_model',
+    'Target': '_model',
+    'Waiver': '_model',
+    'item_from_dict': '_model',
+    'item_to_dict': '_model',
+    'raw_from_dict': '_model',
+    'raw_to_dict': '_model',
+    'FULL': '_profiles',
+    'GRAPH': '_profiles',
+    'PROFILES': '_profiles',
+    'QUICK': '_profiles',
+    'SELFTEST': '_profiles',
+    'STREAM': '_profiles',
+    'TIMINGS': '_profiles',
+    'GiB': '_profiles',
+    'MiB': '_profiles',
+    'Profile': '_profiles',
+    'profile': '_profiles',
+    'with_collective_timing': '_profiles',
+    'HOST': '_specs',
+    'ProbeSpec': '_specs',
+    'Subjects': '_specs',
+    'host_nodes': '_specs',
+    'summarize': '_stats',
+}
+
+
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

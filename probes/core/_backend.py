@@ -7,12 +7,16 @@ order, sample counts, statistics, verification order and results belong to the r
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ._errors import ProbeError
 from ._model import Item
+
+if TYPE_CHECKING:
+    from topology import Snapshot
 
 Pairs = tuple[tuple[str, str], ...]
 
@@ -131,3 +135,10 @@ def load_backend(name: str) -> Backend:
     factory = getattr(importlib.import_module(module), attr)
     backend: Backend = factory()
     return backend
+
+
+def choose_backend(requested: str, snap: Snapshot) -> str:
+    """``auto``: cuda when the snapshot has GPUs and CuPy is installed, else cpu."""
+    if requested != "auto":
+        return requested
+    return "cuda" if snap.gpus and importlib.util.find_spec("cupy") is not None else "cpu"

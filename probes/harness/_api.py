@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import time
 from collections.abc import Callable, Collection
@@ -19,6 +18,7 @@ from ..core import (
     ProbeReport,
     Profile,
     Status,
+    choose_backend,
     profile,
     spec,
     specs_for,
@@ -34,13 +34,6 @@ Progress = Callable[[int, int, str], None]  # (done, total, current item key)
 # directions' medians (nvbandwidth's rule); measurements from a test double have source ``simulated``.
 REPORT_SCHEMA = "topolink.probe/v2"
 READABLE_REPORT_SCHEMAS = ("topolink.probe/v1", REPORT_SCHEMA)
-
-
-def choose_backend(requested: str, snap: Snapshot) -> str:
-    """``auto``: cuda when the snapshot has GPUs and CuPy is installed, else cpu."""
-    if requested != "auto":
-        return requested
-    return "cuda" if snap.gpus and importlib.util.find_spec("cupy") is not None else "cpu"
 
 
 def run_probes(snap: Snapshot, *, profile_name: str | Profile = "quick", backend: str = "auto",

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._desired._labels import LabelConfig
-from .._desired._slices import SliceConfig
+from .._desired._names import check_driver, check_prefix
 
 if TYPE_CHECKING:
     from ..._core._sink import Sink
     from .._api._api import KubeApi
+    from .._desired._labels import LabelConfig
 
 from ._flags import FEATURES_FILE, LABELS_VIA, POLICY_SETTINGS, add_kube_args
 
@@ -46,13 +46,15 @@ class KubePublishConfig:
     def __post_init__(self) -> None:
         if self.labels_via not in LABELS_VIA:
             raise ValueError(f"--labels-via must be one of {', '.join(LABELS_VIA)}, not {self.labels_via!r}")
-        LabelConfig(prefix=self.prefix)
-        SliceConfig(driver=self.driver)
+        check_prefix(self.prefix)  # the rules of LabelConfig and SliceConfig, without loading what builds labels
+        check_driver(self.driver)
         if self.node_taint and not self.node_condition:
             raise ValueError("--node-taint needs --node-condition: the taint follows the condition's verdict")
 
     @property
     def labels(self) -> LabelConfig:
+        from .._desired._labels import LabelConfig
+
         return LabelConfig(prefix=self.prefix, compat=self.compat_labels)
 
     def node_name(self, env: Mapping[str, str] = os.environ) -> str:
@@ -100,6 +102,7 @@ def connect(cfg: KubePublishConfig) -> KubeApi:
 
 def sinks_from_config(cfg: KubePublishConfig, api: KubeApi | None = None) -> list[Sink]:
     """The sinks ``cfg`` asks for, sharing one client (made here unless given)."""
+    from .._desired._slices import SliceConfig
     from .._sinks._label_sinks import FeatureFileSink, NodeFeatureSink, NodeLabelSink
     from .._sinks._slice_sink import ResourceSliceSink
     from .._sinks._taint_sink import DeviceTaintRuleSink

@@ -2,7 +2,8 @@
 the fix. The RuntimeClass the DaemonSet names, the NodeFeature CRD when labels go through NFD, and every
 permission the sinks asked for (``_rbac.PERMISSIONS`` by use), asked of the server as the caller with a
 SelfSubjectAccessReview each, so the answer is the server's own (RBAC and every other authorizer), not a reading
-of roles. Pure but for the port's calls; nothing is written but the reviews, which the server does not store."""
+of roles. Pure but for the port's calls; nothing is written but the reviews, which the server does not store.
+``Finding`` alone loads little: serve's preflight uses it on every node, the cluster checks only with a sink on."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from dataclasses import dataclass
 
 from .._api._api import NODE_FEATURE, Kind, KubeApi
 from .._api._errors import PublishError
-from .._sinks._label_sinks import NFD_FIX
 from ._config import KubePublishConfig
-from ._rbac import PERMISSIONS
 
 RUNTIME_CLASS = Kind("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses")
 ACCESS_REVIEW = Kind("authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews")
@@ -54,6 +53,8 @@ def runtime_class(api: KubeApi, name: str) -> Finding:
 
 
 def node_feature_crd(api: KubeApi, cfg: KubePublishConfig) -> list[Finding]:
+    from .._sinks._label_sinks import NFD_FIX
+
     if cfg.labels_via != "nodefeature":
         return []
     served = api.served_versions(NODE_FEATURE.group)
@@ -83,6 +84,8 @@ def _allowed(api: KubeApi, group: str, resource: str, verb: str, *, namespace: s
 
 
 def permissions(api: KubeApi, cfg: KubePublishConfig, account: str | None = None) -> list[Finding]:
+    from ._rbac import PERMISSIONS
+
     out = []
     for use in uses(cfg):
         missing = []

@@ -67,6 +67,13 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
+def check_driver(driver: str) -> str:
+    """A DRA driver name: a lowercase DNS subdomain of at most 63 characters."""
+    if not is_dns_subdomain(driver, 63) or driver != driver.lower():
+        raise InvalidObject(f"driver name {driver!r}: a lowercase DNS subdomain of at most 63 characters")
+    return driver
+
+
 def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
     bad = [f"{k}={v}" for k, v in labels.items() if not (is_label_key(k) and is_label_value(v))]
     if bad:

@@ -21,6 +21,7 @@ from ..._core._health import BwKind, classify, degradation, nvlink_counts, ratio
 from .._api._api import MANAGED_BY, Obj
 from .._api._errors import InvalidObject
 from ._names import (
+    check_driver,
     device_name,
     is_attribute_name,
     is_dns_label,
@@ -79,8 +80,7 @@ class SliceConfig:
     taints: bool = True
 
     def __post_init__(self) -> None:
-        if not is_dns_subdomain(self.driver, 63) or self.driver != self.driver.lower():
-            raise InvalidObject(f"driver name {self.driver!r}: a lowercase DNS subdomain of at most 63 characters")
+        check_driver(self.driver)
 
 
 def _value(kind: str, v: Any) -> dict[str, Any] | None:
