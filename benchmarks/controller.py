@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script, it reads the test fleet and the tests' in-memory API
+sys.path.insert(0, str(REPO))  # run as a script, it reads the test fleet and tests/kube_memory.py
 
 from exporter.kube import Parts, wanted  # noqa: E402
 from exporter.kube._controller._sync import sync  # noqa: E402
 from exporter.kube._fleet._claims_read import claim_classes  # noqa: E402
-from tests.test_controller import NS, MemoryApi  # noqa: E402
+from tests.kube_memory import MemoryApi  # noqa: E402
 
 FLEET = REPO / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
 P = "gpu.topology"
+NS = {"resourceclaimtemplates": "default", "configmaps": "default"}  # where the namespaced kinds go
 
 
 def fleet(n: int) -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, Any]]]]:
