@@ -52,6 +52,18 @@ def fleet(n: int) -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, A
     return nodes, by_node
 
 
+def lost_gpu(slices: list[dict[str, Any]], driver: str = P) -> tuple[list[dict[str, Any]], str]:
+    """The node's slices with its first GPU gone (fallen off the bus), and the claim class they make: for the
+    GB200 trays, a class no node of the saved fleet has (its DeviceClass and templates are new)."""
+    from exporter._core._claim_groups import claim_groups
+    from exporter.kube._desired._claim_places import places_from_devices
+
+    gpu = next(d["name"] for s in slices for d in s["spec"]["devices"] if d["name"].startswith("gpu-"))
+    fewer = [s | {"spec": s["spec"] | {"devices": [d for d in s["spec"]["devices"] if d["name"] != gpu]}}
+             for s in slices]
+    return fewer, claim_groups(places_from_devices([d for s in fewer for d in s["spec"]["devices"]], driver)).class_id
+
+
 def compute(nodes: dict[str, dict[str, str]], by_node: dict[str, list[dict[str, Any]]]) -> Any:
     members: dict[str, list[str]] = {}
     for name, labels in nodes.items():
