@@ -8,7 +8,8 @@ server, which this does not measure.
 
 With ``--apiserver`` (needs $KUBEBUILDER_ASSETS: etcd and kube-apiserver), the whole path on a real API server
 of its own: N fake Nodes and their slices, the controller leading in process, and the time from one node's
-labels patched to its objects reflecting it (``benchmarks._controller_apiserver``).
+labels patched to its objects reflecting it, and from a node moved to a claim class no node had to that class's
+ResourceClaimTemplates made (and back: deleted) (``benchmarks._controller_apiserver``).
 
     KUBEBUILDER_ASSETS=... .venv/bin/python benchmarks/controller.py --apiserver --nodes 10000
 """
@@ -78,9 +79,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--apiserver", action="store_true", help="the whole path, on a real kube-apiserver")
     ap.add_argument("--changes", type=int, default=5, help="with --apiserver: label patches measured")
+    ap.add_argument("--class-changes", type=int, default=3,
+                    help="with --apiserver: moves of a node to a class no node had, and back, measured")
     args = ap.parse_args()
     if args.apiserver:
-        return on_apiserver(args.nodes, args.changes)
+        return on_apiserver(args.nodes, args.changes, args.class_changes)
     nodes, by_node = fleet(args.nodes)
     times = []
     for _ in range(args.repeat):
@@ -104,7 +107,7 @@ def main() -> int:
     return 0
 
 
-def on_apiserver(nodes: int, changes: int) -> int:
+def on_apiserver(nodes: int, changes: int, classes: int) -> int:
     import tempfile
     from contextlib import contextmanager
 
@@ -118,7 +121,7 @@ def on_apiserver(nodes: int, changes: int) -> int:
         return 2
     with (tempfile.TemporaryDirectory() as root, contextmanager(running)(found, Path(root) / "server") as server,
           server.admin() as http):
-        print(run(http, server.kubeconfig(), tag="bench", nodes=nodes, changes=changes).table())
+        print(run(http, server.kubeconfig(), tag="bench", nodes=nodes, changes=changes, classes=classes).table())
     return 0
 
 
