@@ -3,7 +3,8 @@
 The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is opened again from the last
 resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
 Retry-After a floor, the wait jittered and doubling up to 5 minutes, at least ``ERROR_WINDOW_S`` after a stream
-broke so that replicas dropped together come back spread) and tries again: nothing is given up. Every change
+broke so that replicas dropped together come back spread) and tries again: nothing is given up. A 410 lists again
+at once the first time, then (410 after 410, no watch ended well between) on the same backoff. Every change
 calls ``changed()`` (the controller's queue coalesces them).
 """
 
@@ -86,8 +87,11 @@ class Informer:
                     self._list()
                 self._watch(stop)
                 self._backoff.succeeded()
-            except Expired:
-                self._rv = None  # list again, at once
+            except Expired as exc:  # list again: at once the first time, then on the backoff (a server that
+                self._rv = None  # expires every watch is not listed in a loop: a fleet's whole list each time)
+                if (wait := self._backoff.failed(exc, floor=ERROR_WINDOW_S, at_once=self._backoff.will_reset())) > 0:
+                    self._log(f"watch {self._kind.plural}: {exc}; listed again in {wait:.1f} s")
+                    stop.wait(wait)
             except BackingOff as exc:
                 stop.wait(exc.retry_in)
             except PublishError as exc:
