@@ -1,7 +1,9 @@
 """What the fault benchmark found in the fleet controller (``benchmarks/faults.py``'s controller table): a server
 that answers every watch with 410 Gone had each informer list its whole kind again at once, in a loop (about 80
 requests a second from one controller of 40 nodes; a fleet's whole list each time). A 410 lists again at once
-the first time, then on the informer's backoff."""
+the first time, then on the informer's backoff. And what timing a node's move to a class no node had found: a
+class was read from its first member's slices alone, so a first member caught between its new label and its new
+slice left its whole class out, and the controller deleted the class's templates until the next sync."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from benchmarks.controller import lost_gpu
 from exporter.kube import Expired, Kind
 from exporter.kube._controller._informer import ERROR_WINDOW_S, Informer
+from exporter.kube._fleet._claims_read import claim_classes
 
 NODES = Kind("", "v1", "Node", "nodes")
 
@@ -44,3 +48,25 @@ def test_a_410_after_a_410_lists_again_on_the_backoff_not_at_once() -> None:
     assert api.lists == 2 and api.opened == 2  # the first 410: listed again at once
     waits = [float(m[1]) for line in said if (m := re.search(r"listed again in ([0-9.]+) s", line))]
     assert len(waits) == 1 and waits[0] >= ERROR_WINDOW_S, said  # the second: on the backoff, its floor at least
+
+
+def test_a_class_whose_first_member_is_between_label_and_slice_is_read_from_the_next() -> None:
+    import json
+    from pathlib import Path
+
+    items = json.loads((Path(__file__).parent / "data" / "fleet" / "gb200-racks-topograph.json").read_text())["items"]
+    slices = {o["spec"]["nodeName"]: [o] for o in items if o["kind"] == "ResourceSlice"}
+    labels = {o["metadata"]["name"]: o["metadata"]["labels"] for o in items if o["kind"] == "Node"}
+    cls = labels["tray-00"]["gpu.topology/claim-class"]
+    members = sorted(n for n, held in labels.items() if held.get("gpu.topology/claim-class") == cls)
+    assert members[0] == "tray-00" and len(members) >= 2
+    slices["tray-00"] = lost_gpu(slices["tray-00"])[0]  # its slice rewritten, its label not yet
+    read = claim_classes({cls: members}, lambda n: slices.get(n, []), "gpu.topology")
+    assert not read.problems and [c.id for c in read.classes] == [cls]
+    assert read.classes[0].groups.gpus == 4  # the next member's groups, not the lone first one's
+    for n in members[:3]:  # none of three right: left out, the first one that was not said
+        slices[n] = lost_gpu(slices[n])[0]
+    read = claim_classes({cls: members}, lambda n: slices.get(n, []), "gpu.topology")
+    assert not read.classes and len(read.problems) == 1
+    assert read.problems[0].startswith(f"class {cls}: the slices of node tray-00 make class ")
+    assert read.problems[0].endswith("pool being rewritten): left out")
