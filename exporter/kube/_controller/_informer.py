@@ -2,7 +2,7 @@
 
 The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is opened again from the last
 resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
-Retry-After a floor, the wait jittered and doubling up to 5 minutes, at least ``ERROR_WINDOW_S`` after a stream
+Retry-After a floor, the wait jittered and doubling up to ``MAX_WAIT_S``, at least ``ERROR_WINDOW_S`` after a stream
 broke so that replicas dropped together come back spread) and tries again: nothing is given up. A 410 lists again
 at once the first time, then (410 after 410, no watch ended well between) on the same backoff. Every change
 calls ``changed()`` (the controller's queue coalesces them).
@@ -18,6 +18,7 @@ from .._api._errors import BackingOff, Expired, PublishError
 from .._api._retry import Backoff
 
 ERROR_WINDOW_S = 2.0
+MAX_WAIT_S = 30.0  # the longest wait between tries: client-go's reflector's backoff maximum (one leader, not a fleet)
 
 
 def _name(obj: Obj) -> str:
@@ -33,7 +34,7 @@ class Informer:
         """``keep(obj)``: what the store holds of an object (None: not ours to hold)."""
         self._api, self._kind, self._keep, self._changed, self._log = api, kind, keep, changed, log
         self._fields = dict(fields or {})
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(cap=MAX_WAIT_S)
         self._lock = threading.Lock()
         self._store: dict[str, Obj] = {}
         self._rv: str | None = None
