@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.controller import lost_gpu
 from exporter.kube import Expired, Kind
+from exporter.kube._api._errors import Silent
 from exporter.kube._controller._informer import ERROR_WINDOW_S, MAX_WAIT_S, Informer
 from exporter.kube._fleet._claims_read import claim_classes
 
@@ -25,8 +26,9 @@ NODES = Kind("", "v1", "Node", "nodes")
 class ExpiringApi:
     """Lists answered; every watch opened and then ended by 410. ``stop`` is set at the ``watches``th watch."""
 
-    def __init__(self, stop: threading.Event, watches: int) -> None:
+    def __init__(self, stop: threading.Event, watches: int, error: Exception | None = None) -> None:
         self.stop, self.watches, self.lists, self.opened = stop, watches, 0, 0
+        self.error = error or Expired("too old resource version (injected)")
 
     def list_versioned(self, kind: Kind, labels: Mapping[str, str],
                        fields: Mapping[str, str]) -> tuple[list[dict[str, Any]], str]:
@@ -39,7 +41,7 @@ class ExpiringApi:
         yield "OPEN", {}
         if self.opened >= self.watches:
             self.stop.set()  # the wait that follows ends at once: no real time passes in the test
-        raise Expired("too old resource version (injected)")
+        raise self.error
 
 
 def test_a_410_after_a_410_lists_again_on_the_backoff_not_at_once() -> None:
@@ -88,3 +90,12 @@ def test_a_class_whose_first_member_is_between_label_and_slice_is_read_from_the_
     assert not read.classes and len(read.problems) == 1
     assert read.problems[0].startswith(f"class {cls}: the slices of node tray-00 make class ")
     assert read.problems[0].endswith("pool being rewritten): left out")
+
+
+def test_a_silent_stream_is_opened_again_at_once_the_first_time_then_on_the_backoff() -> None:
+    stop, said = Instant(), list[str]()
+    api = ExpiringApi(stop, watches=3, error=Silent("watch nodes: nothing for 75 s"))
+    informer = Informer(api, NODES, keep=lambda o: {}, changed=lambda: None, log=said.append)  # type: ignore[arg-type]
+    informer.run(stop)
+    waits = [float(m[1]) for line in said if (m := re.search(r"again in ([0-9.]+) s", line))]
+    assert api.lists == 1 and waits[0] == 0.0 and all(w >= ERROR_WINDOW_S / 2 for w in waits[1:]), said

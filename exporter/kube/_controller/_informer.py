@@ -4,7 +4,8 @@ The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is o
 resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
 Retry-After a floor, the wait jittered and doubling up to ``MAX_WAIT_S``, at least ``ERROR_WINDOW_S`` after a stream
 broke so that replicas dropped together come back spread) and tries again: nothing is given up. A 410 lists again
-at once the first time, then (410 after 410, no watch ended well between) on the same backoff. Every change
+at once the first time, then (410 after 410, no watch ended well between) on the same backoff; a silent stream
+(nothing for ``SILENT_S``) is opened again at once the first time, as the agent's is. Every change
 calls ``changed()`` (the controller's queue coalesces them).
 """
 
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from .._api._api import Kind, KubeApi, Obj, resource_version
-from .._api._errors import BackingOff, Expired, PublishError
+from .._api._errors import BackingOff, Expired, PublishError, Silent
 from .._api._retry import Backoff
 
 ERROR_WINDOW_S = 2.0
@@ -96,6 +97,7 @@ class Informer:
             except BackingOff as exc:
                 stop.wait(exc.retry_in)
             except PublishError as exc:
-                wait = self._backoff.failed(exc, exc.retry_after, floor=ERROR_WINDOW_S)
+                wait = self._backoff.failed(exc, exc.retry_after, floor=ERROR_WINDOW_S,  # a silent stream: again at
+                                            at_once=isinstance(exc, Silent) and self._backoff.will_reset())  # once
                 self._log(f"watch {self._kind.plural}: {exc}; again in {wait:.1f} s")
                 stop.wait(wait)
