@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from benchmarks.controller import lost_gpu
-from exporter.kube import Expired, Kind
+from exporter.kube import Backoff, Expired, Kind
 from exporter.kube._api._errors import Silent
 from exporter.kube._controller._informer import ERROR_WINDOW_S, MAX_WAIT_S, Informer
 from exporter.kube._fleet._claims_read import claim_classes
@@ -55,16 +55,23 @@ def test_a_410_after_a_410_lists_again_on_the_backoff_not_at_once() -> None:
 
 
 class Instant(threading.Event):
-    """A stop event whose waits return at once: the informer's waits are read from its log, not spent."""
+    """A stop event whose waits return at once, moving a simulated clock instead: the informer's waits are read
+    from its log, not spent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1000.0
 
     def wait(self, timeout: float | None = None) -> bool:
+        self.now += timeout or 0.0
         return self.is_set()
 
 
 def test_410_after_410_waits_longer_each_time_up_to_the_reflectors_longest() -> None:
     stop, said = Instant(), list[str]()
     api = ExpiringApi(stop, watches=14)
-    informer = Informer(api, NODES, keep=lambda o: {}, changed=lambda: None, log=said.append)  # type: ignore[arg-type]
+    informer = Informer(api, NODES, keep=lambda o: {}, changed=lambda: None, log=said.append,  # type: ignore[arg-type]
+                        backoff=Backoff(cap=MAX_WAIT_S, clock=lambda: stop.now))  # the default's, on the clock
     informer.run(stop)
     waits = [float(m[1]) for line in said if (m := re.search(r"listed again in ([0-9.]+) s", line))]
     assert api.lists == 14 and len(waits) == 13, said
@@ -95,7 +102,21 @@ def test_a_class_whose_first_member_is_between_label_and_slice_is_read_from_the_
 def test_a_silent_stream_is_opened_again_at_once_the_first_time_then_on_the_backoff() -> None:
     stop, said = Instant(), list[str]()
     api = ExpiringApi(stop, watches=3, error=Silent("watch nodes: nothing for 75 s"))
-    informer = Informer(api, NODES, keep=lambda o: {}, changed=lambda: None, log=said.append)  # type: ignore[arg-type]
+    informer = Informer(api, NODES, keep=lambda o: {}, changed=lambda: None, log=said.append,  # type: ignore[arg-type]
+                        backoff=Backoff(cap=MAX_WAIT_S, clock=lambda: stop.now))
     informer.run(stop)
     waits = [float(m[1]) for line in said if (m := re.search(r"again in ([0-9.]+) s", line))]
     assert api.lists == 1 and waits[0] == 0.0 and all(w >= ERROR_WINDOW_S / 2 for w in waits[1:]), said
+
+
+def test_failures_of_requests_in_flight_together_count_once() -> None:
+    """The smoke run found it: a 4 s outage broke six informers' watches of one client at once; each failure
+    counted doubled the client's wait, and the controller was right again 45 s after the fault ended."""
+    now = [100.0]
+    backoff = Backoff(clock=lambda: now[0])
+    first = backoff.failed("500")
+    assert all(abs(backoff.failed("500") - first) < 1e-9 for _ in range(5)) and backoff.failures == 1
+    assert backoff.failed("429", retry_after=30.0) == 30.0  # a longer Retry-After still holds
+    now[0] += 30.0
+    backoff.failed("500")  # after the wait: the next failure in a row
+    assert backoff.failures == 2
