@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.kube import LabelConfig, LightkubeApi, NodeLabelSink, ResourceSliceSink, SliceConfig
 from tests.apiserver import ApiServer
@@ -155,7 +155,18 @@ def rates(received: list[float], start: float, end: float, window: float) -> tup
     return mean, peak if end - start >= window else mean
 
 
-def run_fault(f: Fleet, fault: str, *, before: float, during: float, settle_max: float,
+class Rig(Protocol):
+    """What :func:`run_fault` drives: the agents' fleet, or the fleet controller (``benchmarks._fault_controller``)."""
+
+    proxy: FaultProxy
+
+    def watching(self) -> bool: ...
+    def sent(self) -> int: ...
+    def wrong(self) -> list[str]: ...
+    def damage(self) -> None: ...
+
+
+def run_fault(f: Rig, fault: str, *, before: float, during: float, settle_max: float,
               window: float, damage: bool = True) -> Iterator[Phase | tuple[str, Any]]:
     """Yields the phases (before, during, and after: until recovered, ``before`` seconds at least) and then
     ``("recovered_s", seconds or None)``. ``damage``: every node's slices and a label removed as the fault

@@ -8,7 +8,8 @@ server, which this does not measure.
 
 With ``--apiserver`` (needs $KUBEBUILDER_ASSETS: etcd and kube-apiserver), the whole path on a real API server
 of its own: N fake Nodes and their slices, the controller leading in process, and the time from one node's
-labels patched to its objects reflecting it (``benchmarks._controller_apiserver``).
+labels patched to its objects reflecting it, and from a node moved to a claim class no node had to that class's
+ResourceClaimTemplates made (and back: deleted) (``benchmarks._controller_apiserver``).
 
     KUBEBUILDER_ASSETS=... .venv/bin/python benchmarks/controller.py --apiserver --nodes 10000
 """
@@ -24,15 +25,16 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # run as a script, it reads the test fleet and the tests' in-memory API
+sys.path.insert(0, str(REPO))  # run as a script, it reads the test fleet and tests/kube_memory.py
 
 from exporter.kube import Parts, wanted  # noqa: E402
 from exporter.kube._controller._sync import sync  # noqa: E402
 from exporter.kube._fleet._claims_read import claim_classes  # noqa: E402
-from tests.test_controller import NS, MemoryApi  # noqa: E402
+from tests.kube_memory import MemoryApi  # noqa: E402
 
 FLEET = REPO / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
 P = "gpu.topology"
+NS = {"resourceclaimtemplates": "default", "configmaps": "default"}  # where the namespaced kinds go
 
 
 def fleet(n: int) -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, Any]]]]:
@@ -51,6 +53,18 @@ def fleet(n: int) -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, A
     return nodes, by_node
 
 
+def lost_gpu(slices: list[dict[str, Any]], driver: str = P) -> tuple[list[dict[str, Any]], str]:
+    """The node's slices with its first GPU gone (fallen off the bus), and the claim class they make: for the
+    GB200 trays, a class no node of the saved fleet has (its DeviceClass and templates are new)."""
+    from exporter._core._claim_groups import claim_groups
+    from exporter.kube._desired._claim_places import places_from_devices
+
+    gpu = next(d["name"] for s in slices for d in s["spec"]["devices"] if d["name"].startswith("gpu-"))
+    fewer = [s | {"spec": s["spec"] | {"devices": [d for d in s["spec"]["devices"] if d["name"] != gpu]}}
+             for s in slices]
+    return fewer, claim_groups(places_from_devices([d for s in fewer for d in s["spec"]["devices"]], driver)).class_id
+
+
 def compute(nodes: dict[str, dict[str, str]], by_node: dict[str, list[dict[str, Any]]]) -> Any:
     members: dict[str, list[str]] = {}
     for name, labels in nodes.items():
@@ -65,9 +79,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--apiserver", action="store_true", help="the whole path, on a real kube-apiserver")
     ap.add_argument("--changes", type=int, default=5, help="with --apiserver: label patches measured")
+    ap.add_argument("--class-changes", type=int, default=3,
+                    help="with --apiserver: moves of a node to a class no node had, and back, measured")
     args = ap.parse_args()
     if args.apiserver:
-        return on_apiserver(args.nodes, args.changes)
+        return on_apiserver(args.nodes, args.changes, args.class_changes)
     nodes, by_node = fleet(args.nodes)
     times = []
     for _ in range(args.repeat):
@@ -91,7 +107,7 @@ def main() -> int:
     return 0
 
 
-def on_apiserver(nodes: int, changes: int) -> int:
+def on_apiserver(nodes: int, changes: int, classes: int) -> int:
     import tempfile
     from contextlib import contextmanager
 
@@ -105,7 +121,7 @@ def on_apiserver(nodes: int, changes: int) -> int:
         return 2
     with (tempfile.TemporaryDirectory() as root, contextmanager(running)(found, Path(root) / "server") as server,
           server.admin() as http):
-        print(run(http, server.kubeconfig(), tag="bench", nodes=nodes, changes=changes).table())
+        print(run(http, server.kubeconfig(), tag="bench", nodes=nodes, changes=changes, classes=classes).table())
     return 0
 
 

@@ -1,7 +1,8 @@
-"""What a failing API server gets from topolink's agents: prints tables against the targets. Not a test.
+"""What a failing API server gets from topolink's agents and its fleet controller: tables against the targets.
 
     KUBEBUILDER_ASSETS=... .venv/bin/python benchmarks/faults.py [--agents 100] [--interval 10] [--before 20]
-            [--during 30] [--full] [--faults 500,429,refuse,410,bookmark-410,silent]
+            [--during 30] [--full] [--faults 500,429,refuse,410,bookmark-410,silent] [--controller]
+            [--controller-nodes 100]
 
 Needs envtest's etcd and kube-apiserver (``$KUBEBUILDER_ASSETS``); every request goes through the fault proxy
 of the ``apiserver`` test tier (``tests/fault_proxy.py``), TLS end to end.
@@ -21,6 +22,12 @@ from the last fault (until then its passes list: the last fault's tail, at most 
 rate is the one before the first fault. Targets: peak during a fault at most 2x the steady rate;
 every node right again within :data:`RECOVERY_S` after the fault ends. ``--full``: ten minutes of each fault,
 one-minute passes (about an hour).
+
+The fleet controller (``benchmarks/_fault_controller.py``; ``--controller``: its table alone): one replica of
+``topolink controller`` in this process for a fleet of ``--controller-nodes`` fake nodes, its sync's and its
+Lease's clients through the proxy; the same faults, phases and targets, its damage being its objects in its
+namespace deleted and one node moved to another NVLink domain and a claim class no node had (or back), right
+again being every object that fleet wants there as wanted and none of its own left that it does not.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -38,6 +46,9 @@ sys.path.insert(0, str(REPO))
 from exporter.kube._api._retry import MAX_DELAY_S, Backoff  # noqa: E402
 from tests.apiserver import ApiServer  # noqa: E402
 from tests.fault_sim import FAULTS  # noqa: E402
+
+if TYPE_CHECKING:
+    from benchmarks._fault_fleet import Rig
 
 RECOVERY_S = 60.0  # every node right again this soon after a fault ends
 FLEET_FAULTS = (*FAULTS, "silent")
@@ -75,38 +86,62 @@ def one_agent(server: ApiServer, tmp: Path) -> None:
 
 
 def fleet_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
-    from benchmarks._fault_fleet import Phase, fleet, run_fault
+    from benchmarks._fault_fleet import fleet
 
     f = fleet(server, args.agents, args.interval, tmp, "fleet")
     print(f"\nfleet: {args.agents} agents in one process, a pass every {args.interval:g} s, {args.before:g} s "
           f"steady, {args.during:g} s of each fault (measured, real time; peak over {args.interval:g} s windows).\n"
           "Each fault twice: with every node's slices and a label removed as it starts (the load with their "
           "repair, and the time until every node is right again), then alone (the load the fault causes)")
+    try:
+        f.start(args.seed)
+        time.sleep(2 * args.interval)  # every agent's first pass and watch: not the steady state
+        fault_rows(f, args, settle_max=MAX_DELAY_S + args.interval)
+    finally:
+        f.close()
+
+
+def controller_table(server: ApiServer, args: argparse.Namespace, tmp: Path) -> None:
+    from benchmarks._fault_controller import controller_rig, steady
+
+    rig = controller_rig(server, args.controller_nodes, tmp, "faultctl")
+    print(f"\nthe fleet controller: {args.controller_nodes} nodes, one replica (lease 15 s, renew deadline 10 s, "
+          f"retry 2 s), {args.before:g} s steady, {args.during:g} s of each fault (measured, real time; peak over "
+          f"{args.interval:g} s windows).\nEach fault twice: with its objects in its namespace deleted and a node "
+          "moved to another domain and claim class as it starts (the time until every object is as the fleet "
+          "wants), then alone")
+    try:
+        rig.start(args.seed)
+        steady(rig, 600)
+        fault_rows(rig, args, settle_max=MAX_DELAY_S + args.interval)
+    finally:
+        rig.close()
+
+
+def fault_rows(rig: Rig, args: argparse.Namespace, settle_max: float) -> None:
+    """One row a fault and damage: the rates before, during and after, and the time to right again."""
+    from benchmarks._fault_fleet import Phase, run_fault
+
     print(f"{'fault':<12} {'damage':<6} {'before/s':>9} {'during/s':>9} {'peak/s':>7} {'peak/steady':>11} "
           f"{'after/s':>8} {'tried during':>12} {'recovered s':>11}  target: peak <= 2x steady (fault alone), "
           f"recovery <= {RECOVERY_S:g} s")
     steady: float | None = None
-    try:
-        f.start(args.seed)
-        time.sleep(2 * args.interval)  # every agent's first pass and watch: not the steady state
-        for fault in args.faults.split(","):
-            for damage in (True, False):  # damage first: it starts from the steady state, watches open
-                phases: dict[str, Phase] = {}
-                recovered = None
-                for item in run_fault(f, fault, before=args.before, during=args.during,
-                                      settle_max=MAX_DELAY_S + args.interval, window=args.interval, damage=damage):
-                    if isinstance(item, Phase):
-                        phases[item.name] = item
-                    else:
-                        recovered = item[1]
-                b, d, a = phases["before"], phases["during"], phases["after"]
-                steady = steady or b.rate
-                ratio = d.peak / steady if steady else float("nan")
-                rec = f"{recovered:.0f}" if recovered is not None else f"> {MAX_DELAY_S:g}"
-                print(f"{fault:<12} {'yes' if damage else 'no':<6} {b.rate:>9.1f} {d.rate:>9.1f} {d.peak:>7.1f} "
-                      f"{ratio:>11.2f} {a.rate:>8.1f} {d.sent:>12} {rec:>11}", flush=True)
-    finally:
-        f.close()
+    for fault in args.faults.split(","):
+        for damage in (True, False):  # damage first: it starts from the steady state, watches open
+            phases: dict[str, Phase] = {}
+            recovered = None
+            for item in run_fault(rig, fault, before=args.before, during=args.during, settle_max=settle_max,
+                                  window=args.interval, damage=damage):
+                if isinstance(item, Phase):
+                    phases[item.name] = item
+                else:
+                    recovered = item[1]
+            b, d, a = phases["before"], phases["during"], phases["after"]
+            steady = steady or b.rate
+            ratio = d.peak / steady if steady else float("nan")
+            rec = f"{recovered:.0f}" if recovered is not None else f"> {settle_max:g}"
+            print(f"{fault:<12} {'yes' if damage else 'no':<6} {b.rate:>9.1f} {d.rate:>9.1f} {d.peak:>7.1f} "
+                  f"{ratio:>11.2f} {a.rate:>8.1f} {d.sent:>12} {rec:>11}", flush=True)
 
 
 def main() -> None:
@@ -117,7 +152,9 @@ def main() -> None:
     ap.add_argument("--during", type=float, default=30.0, help="seconds each fault lasts")
     ap.add_argument("--faults", default=",".join(FLEET_FAULTS))
     ap.add_argument("--full", action="store_true", help="ten minutes of each fault, one-minute passes")
-    ap.add_argument("--skip-one", action="store_true", help="only the fleet")
+    ap.add_argument("--skip-one", action="store_true", help="not the one agent")
+    ap.add_argument("--controller", action="store_true", help="only the fleet controller")
+    ap.add_argument("--controller-nodes", type=int, default=100, help="the controller's fleet (0: not run)")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     if args.full:
@@ -137,9 +174,12 @@ def main() -> None:
         server_run = running(found, Path(tmp) / "apiserver")
         server = next(server_run)
         try:
-            if not args.skip_one:
+            if not (args.skip_one or args.controller):
                 one_agent(server, Path(tmp))
-            fleet_table(server, args, Path(tmp))
+            if not args.controller:
+                fleet_table(server, args, Path(tmp))
+            if args.controller_nodes > 0:
+                controller_table(server, args, Path(tmp))
         finally:
             next(server_run, None)
 

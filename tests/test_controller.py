@@ -14,70 +14,18 @@ from typing import Any
 
 import pytest
 
-from exporter.kube import Conflict, Kind, LeaseTimes, Parts, kind_of, wanted
+from exporter.kube import Kind, LeaseTimes, Parts, kind_of, wanted
 from exporter.kube._controller._controller import Controller, ControllerConfig
 from exporter.kube._controller._lease import LeaderElector
 from exporter.kube._controller._queue import SyncQueue
 from exporter.kube._controller._sync import MANAGER, contains, sync
 from exporter.kube._fleet._claims_read import claim_classes
+from tests.kube_memory import MemoryApi
 
 REPO = Path(__file__).resolve().parent.parent
 FLEET = REPO / "tests" / "data" / "fleet" / "gb200-racks-topograph.json"
 P = "gpu.topology"
 NS = {"resourceclaimtemplates": "default", "configmaps": "default"}
-
-
-class MemoryApi:
-    """The calls the controller makes, over dicts: resourceVersions checked on apply as the server checks them,
-    managedFields naming the writer."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.writes: list[tuple[str, str]] = []
-        self.rv = 0
-
-    def _key(self, kind: Kind, name: str, ns: str | None) -> tuple[str, str, str]:
-        return f"{kind.plural}.{kind.group}", ns or "", name
-
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        found = self.objects.get(self._key(kind, name, namespace))
-        return json.loads(json.dumps(found)) if found else None
-
-    def list(self, kind: Kind, labels: Mapping[str, str], namespace: str | None = None,
-             fields: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-        return [json.loads(json.dumps(o)) for (plural, ns, _), o in self.objects.items()
-                if plural == f"{kind.plural}.{kind.group}" and (namespace is None or ns == namespace)
-                and all((o["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())]
-
-    def put(self, kind: Kind, obj: dict[str, Any], manager: str) -> dict[str, Any]:
-        self.rv += 1
-        meta = obj["metadata"] | {"resourceVersion": str(self.rv), "managedFields": [{"manager": manager}]}
-        made = obj | {"metadata": meta}
-        self.objects[self._key(kind, meta["name"], meta.get("namespace"))] = made
-        return made
-
-    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        if self.get(kind, obj["metadata"]["name"], obj["metadata"].get("namespace")):
-            raise Conflict("exists")
-        self.writes.append(("create", obj["metadata"]["name"]))
-        return self.put(kind, obj, MANAGER)
-
-    def apply(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj["metadata"]
-        there = self.get(kind, meta["name"], meta.get("namespace"))
-        held = there["metadata"]["resourceVersion"] if there else None
-        if "resourceVersion" in meta and held != meta["resourceVersion"]:
-            raise Conflict("the object has been modified")
-        self.writes.append(("apply", meta["name"]))
-        return self.put(kind, obj, MANAGER)
-
-    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> None:
-        self.writes.append(("delete", name))
-        del self.objects[self._key(kind, name, namespace)]
-
-    def served_resources(self, group: str, version: str) -> frozenset[str]:
-        return frozenset() if group == "kai.scheduler" else frozenset(
-            {"deviceclasses", "resourceclaimtemplates", "topologies", "resourceflavors", "hypernodes", "configmaps"})
 
 
 def _fleet() -> tuple[dict[str, dict[str, str]], dict[str, list[dict[str, Any]]]]:

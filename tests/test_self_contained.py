@@ -91,7 +91,8 @@ SMALLEST: dict[str, list[str]] = {
     "limits.py": ["--steps", "1"],
     "pages.py": ["--runs", "1", "--machines", "rtx5090-2x"],
     "controller.py": ["--nodes", "40", "--repeat", "1"],
-    "faults.py": ["--agents", "3", "--interval", "1", "--before", "1", "--during", "2", "--faults", "500"],
+    "faults.py": ["--agents", "3", "--interval", "1", "--before", "1", "--during", "2", "--faults", "500",
+                  "--controller-nodes", "10"],
 }
 _LISTED = re.compile(r"^\S*python benchmarks/(\w+\.py)\b", re.MULTILINE)
 

@@ -30,7 +30,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     """Add ``controller`` (it discovers nothing on this machine: no discovery flags)."""
     del add_discovery_args
     from exporter._core._kube_names import DRIVER, PREFIX
-    from exporter._core._settings import TEXT, Pattern, count, seconds
+    from exporter._core._settings import TEXT, Number, Pattern, count, seconds
 
     from ._claims import _rules, add_claim_args
     from ._cluster_emit import _LABEL
@@ -55,8 +55,15 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--resync", type=seconds(0.5, 86400), default=300.0, metavar="S",
                    help="a sync this often even with nothing new, and the served kinds asked again (default 300)")
     p.add_argument("--delay", type=seconds(0, 600, low_open=False), default=1.0, metavar="S",
-                   help="a sync waits this long after the change it follows, so changes together are one sync "
-                        "(default 1)")
+                   help="a sync waits this long after the last change it follows, so changes together are one "
+                        "sync (default 1)")
+    p.add_argument("--delay-max", type=seconds(0, 3600, low_open=False), default=5.0, metavar="S",
+                   help="while changes keep coming, a sync waits at most this long after the first (default 5)")
+    p.add_argument("--write-qps", type=Number(0, 10000, low_open=True), default=20.0, metavar="N",
+                   help="the syncs' writes a second, a token bucket as client-go's (default 20, "
+                        "kube-controller-manager's); the Lease has a client of its own")
+    p.add_argument("--write-burst", type=count(1, 100000), default=30, metavar="N",
+                   help="writes at once before --write-qps holds them (default 30)")
     p.add_argument("--metrics-port", type=count(0, 65535), default=0, metavar="PORT",
                    help="serve /metrics on this port (free groups by class and size, nodes by class, leading); "
                         "default 0: not served")
@@ -100,7 +107,8 @@ def _config(args: argparse.Namespace) -> Any:
                   levels=tuple(args.level or ()), slurm_node_label=args.slurm_node_label, namespace=ns)
     times = LeaseTimes(duration=args.lease_duration, renew_deadline=args.renew_deadline, retry=args.retry_period)
     return ControllerConfig(parts=parts, driver=args.dra_driver_name, namespace=ns, lease_name=args.lease_name,
-                            identity=identity, times=times, resync_s=args.resync, delay_s=args.delay)
+                            identity=identity, times=times, resync_s=args.resync, delay_s=args.delay,
+                            delay_max_s=args.delay_max, write_qps=args.write_qps, write_burst=args.write_burst)
 
 
 def _cmd_controller(args: argparse.Namespace) -> int:

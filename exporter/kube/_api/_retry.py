@@ -87,6 +87,14 @@ class Backoff:
         before the next try (``floor``: see :meth:`delay`; ``at_once``: none, but for ``retry_after``)."""
         with self._lock:
             now = self.clock()
+            if self.failures and now < self.not_before:  # sent before the last failure was counted (requests of
+                # several threads in flight together, as a controller's informers when a server goes): the same
+                # outage, counted once (each counted would double the wait: a 4 s outage waited 45 s); a longer
+                # Retry-After still holds
+                if retry_after is not None:
+                    self.not_before = max(self.not_before, now + min(max(retry_after, 0.0), self.cap))
+                self.last_error = str(error)
+                return self.not_before - now
             if self._healthy(now):
                 self.failures = 0
             self.failures += 1

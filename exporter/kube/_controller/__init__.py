@@ -2,6 +2,7 @@
 
 Layers, each importing only those below: ``_controller`` (the composition: leader election, informers, the work
 queue, the reconcile) above ``_lease`` (leader election), ``_informer`` (list once, then watch), ``_sync`` (desired
-vs actual, the minimal writes) and ``_queue`` (one coalesced sync at a time). What is wanted is
+vs actual, the minimal writes), ``_queue`` (one coalesced sync at a time) and ``_limit`` (the syncs' writes
+spread by a token bucket). What is wanted is
 ``_fleet._wanted``'s, the same code ``topolink cluster`` runs.
 """

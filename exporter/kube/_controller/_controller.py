@@ -23,6 +23,7 @@ from .._fleet._wanted import Parts, wanted
 from ._events import Recorder
 from ._informer import Informer
 from ._lease import LeaderElector, LeaseTimes
+from ._limit import TokenBucket, WriteGate
 from ._owned import Owned
 from ._pending import (
     REASON,
@@ -53,7 +54,10 @@ class ControllerConfig:
     identity: str = "topolink-controller"
     times: LeaseTimes = field(default_factory=LeaseTimes)
     resync_s: float = 300.0
-    delay_s: float = 1.0  # a sync waits this long after the first change it follows: changes in between join it
+    delay_s: float = 1.0  # a sync waits this long after the last change it follows: changes in between join it
+    delay_max_s: float = 5.0  # ... and at most this long after the first (changes that never stop)
+    write_qps: float = 20.0  # the sync's writes: a token bucket (_limit), kube-controller-manager's client's
+    write_burst: int = 30
     explain: bool = True  # pending pods of our templates told why (an Event), free groups counted (a metric)
 
 
@@ -64,6 +68,7 @@ class Controller:
         not share: renewals go on while the sync backs off."""
         self._api, self._cfg, self._log = api, cfg, log
         self._lease_api = lease_api or api
+        self._writes = TokenBucket(cfg.write_qps, cfg.write_burst)  # the sync's writes; never the Lease's
         self._said: dict[str, str] = {}  # part -> what was last said of it ('' served)
         self._notes: tuple[str, ...] = ()  # what the last sync left out, and why (said when it changes)
         self.syncs = 0  # syncs done (tests wait on it)
@@ -72,6 +77,7 @@ class Controller:
         self.free: list[tuple[str, str, int, int]] = []  # (class, kind, size, free groups): the metric
         self.leading = False
         self.owned: Owned | None = None  # the informers of its own kinds, while it leads
+        self._gate: WriteGate  # each lead's: its lost event and its queue
 
     def metrics_text(self) -> str:
         """The ``/metrics`` body: what the last sync and the last look at the pending pods counted."""
@@ -103,8 +109,7 @@ class Controller:
         parts = self._cfg.parts
         return {"resourceclaimtemplates": parts.claim.namespace, "configmaps": parts.namespace}
 
-    def _sync_once(self, nodes: Informer, slices: Informer, served: list[str], lost: threading.Event,
-                   owned: Owned) -> None:
+    def _sync_once(self, nodes: Informer, slices: Informer, served: list[str], owned: Owned) -> None:
         parts, prefix = self._cfg.parts, self._cfg.parts.claim.prefix
         labels = nodes.items()
         members: dict[str, list[str]] = {}
@@ -117,8 +122,7 @@ class Controller:
         read = claim_classes(members, lambda node: by_node.get(node, []), self._cfg.driver)
         self._known = members, {c.id: c for c in read.classes}
         want = wanted(labels, read.classes, parts, on=served)
-        result = sync(self._api, want.objects, served, self._namespaces(), leading=lambda: not lost.is_set(),
-                      observed=owned)
+        result = sync(self._api, want.objects, served, self._namespaces(), leading=self._gate, observed=owned)
         self.syncs += 1
         notes = (*read.problems, *want.notes)
         if notes != self._notes:
@@ -185,7 +189,9 @@ class Controller:
             self.leading, self._known, self.free = False, None, []
 
     def _lead(self, lost: threading.Event) -> None:
-        queue, backoff, explain_queue = SyncQueue(self._cfg.delay_s), Backoff(), SyncQueue(self._cfg.delay_s)
+        queue, backoff, explain_queue = (SyncQueue(self._cfg.delay_s, most=self._cfg.delay_max_s), Backoff(),
+                                         SyncQueue(self._cfg.delay_s))
+        self._gate = WriteGate(self._writes, lost, queue.pending, self._log)  # a newer change: stop at the limit
         nodes = Informer(self._api, NODES, keep=self._keep_node, changed=queue.add, log=self._log)
         slices = Informer(self._api, slice_kind("v1"), keep=self._keep_slice, changed=queue.add, log=self._log,
                           fields={"spec.driver": self._cfg.driver})
@@ -223,7 +229,7 @@ class Controller:
                     owned.ensure(served)
                 if not owned.synced():
                     continue  # each informer's first list queues a sync
-                self._sync_once(nodes, slices, served, lost, owned)
+                self._sync_once(nodes, slices, served, owned)
                 backoff.succeeded()
                 explain_queue.add(0.0)  # the classes may have changed: the pending pods again
             except (PublishError, ValueError) as exc:  # ValueError: a fleet whose names would meet (never seen)

@@ -2,11 +2,13 @@
 
 The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is opened again from the last
 resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
-Retry-After a floor, the wait jittered and doubling up to 5 minutes, at least ``ERROR_WINDOW_S`` after a stream
-broke so that replicas dropped together come back spread) and tries again: nothing is given up. Every change
-calls ``changed()`` (the controller's queue coalesces them). A label selector, a field selector and a namespace
-narrow what crosses the network; :class:`._owned.OwnedInformer` keeps the controller's own objects through the
-agent's mutation cache instead of a plain store.
+Retry-After a floor, the wait jittered and doubling up to ``MAX_WAIT_S``, at least ``ERROR_WINDOW_S`` after a stream
+broke so that replicas dropped together come back spread) and tries again: nothing is given up. A 410 lists again
+at once the first time, then (410 after 410, no watch ended well between) on the same backoff; a silent stream
+(nothing for ``SILENT_S``) is opened again at once the first time, as the agent's is. Every change calls
+``changed()`` (the controller's queue coalesces them). A label selector, a field selector and a namespace narrow
+what crosses the network; :class:`._owned.OwnedInformer` keeps the controller's own objects through the agent's
+mutation cache instead of a plain store.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._api._api import Kind, KubeApi, Obj, resource_version
-from .._api._errors import BackingOff, Expired, PublishError
+from .._api._errors import BackingOff, Expired, PublishError, Silent
 from .._api._retry import Backoff
 
 ERROR_WINDOW_S = 2.0
+MAX_WAIT_S = 30.0  # the longest wait between tries: client-go's reflector's backoff maximum (one leader, not a fleet)
 
 
 def _name(obj: Obj) -> str:
@@ -38,7 +41,7 @@ class Informer:
         self._fields, self._labels = dict(fields or {}), dict(labels or {})
         # a namespace only where given: a port's list_versioned and watch without it list and watch every namespace
         self._where: dict[str, Any] = {"namespace": namespace} if namespace else {}
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or Backoff(cap=MAX_WAIT_S)
         self._lock = threading.Lock()
         self._store: dict[str, Obj] = {}
         self._rv: str | None = None
@@ -101,11 +104,15 @@ class Informer:
                     self._list()
                 self._watch(stop)
                 self._backoff.succeeded()
-            except Expired:
-                self._rv = None  # list again, at once
+            except Expired as exc:  # list again: at once the first time, then on the backoff (a server that
+                self._rv = None  # expires every watch is not listed in a loop: a fleet's whole list each time)
+                if (wait := self._backoff.failed(exc, floor=ERROR_WINDOW_S, at_once=self._backoff.will_reset())) > 0:
+                    self._log(f"watch {self._kind.plural}: {exc}; listed again in {wait:.1f} s")
+                    stop.wait(wait)
             except BackingOff as exc:
                 stop.wait(exc.retry_in)
             except PublishError as exc:
-                wait = self._backoff.failed(exc, exc.retry_after, floor=ERROR_WINDOW_S)
+                wait = self._backoff.failed(exc, exc.retry_after, floor=ERROR_WINDOW_S,  # a silent stream: again at
+                                            at_once=isinstance(exc, Silent) and self._backoff.will_reset())  # once
                 self._log(f"watch {self._kind.plural}: {exc}; again in {wait:.1f} s")
                 stop.wait(wait)

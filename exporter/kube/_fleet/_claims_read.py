@@ -5,8 +5,9 @@ groups read from one member's ResourceSlices of our driver, for ``topolink clust
 One list of node labels (paginated, metadata only), then one list of slices per class, of its first member
 that has any (of at most three), narrowed to the member by field selector (a server that ignores it, or a
 saved list, sends more: the read filters itself). The member's groups are recomputed from its devices and must
-hash to its label: where they do not (an agent of another version, a pool being rewritten) the class is left
-out, and the reason is said.
+hash to its label: where they do not (an agent of another version, a pool being rewritten, a node between its
+label and its slice) the next member is read; where none of three does, the class is left out, and the reason
+is said.
 """
 
 from __future__ import annotations
@@ -74,21 +75,22 @@ def read_claim_classes(api: PageApi, *, prefix: str = "gpu.topology", driver: st
 def claim_classes(members: Mapping[str, Iterable[str]], slices_of: Callable[[str], Iterable[dict[str, Any]]],
                   driver: str) -> ClaimRead:
     """The classes of ``members`` (class id -> its nodes), most nodes first, each class's groups from the
-    slices of its first member (by name) that has any, of at most :data:`TRIES` (``slices_of(node)``: the
+    slices of its first member (by name) whose slices make the class, of at most :data:`TRIES` (``slices_of(node)``: the
     node's slices, or more); the one rule of ``topolink cluster`` and the fleet controller (from its store)."""
     classes, problems = [], []
     for class_id, names in sorted(((c, sorted(n)) for c, n in members.items()), key=lambda kv: (-len(kv[1]), kv[0])):
-        for node in names[:TRIES]:  # a member whose agent has not published its slices yet: the next one
-            if devices := _pool_devices(slices_of(node), node, driver):
+        other: tuple[str, str] | None = None  # the first member whose slices make another class, and that class
+        for node in names[:TRIES]:  # a member whose agent has not published its slices yet, or whose slices and
+            if not (devices := _pool_devices(slices_of(node), node, driver)):  # label are not both written yet
+                continue  # (its pool rewritten, its label moved first): the next one; never the class left out
+            groups = claim_groups(places_from_devices(devices, driver))
+            if groups.class_id == class_id:
+                classes.append(ClaimClass(id=class_id, nodes=tuple(names), groups=groups))
                 break
+            other = other or (node, groups.class_id)
         else:
-            problems.append(f"class {class_id}: none of nodes {', '.join(names[:TRIES])} has a ResourceSlice of "
+            problems.append(f"class {class_id}: the slices of node {other[0]} make class {other[1]} (an agent of "
+                            "another version, or its pool being rewritten): left out" if other else
+                            f"class {class_id}: none of nodes {', '.join(names[:TRIES])} has a ResourceSlice of "
                             f"{driver}: left out")
-            continue
-        groups = claim_groups(places_from_devices(devices, driver))
-        if groups.class_id != class_id:
-            problems.append(f"class {class_id}: the slices of node {node} make class {groups.class_id} (an agent "
-                            "of another version, or its pool being rewritten): left out")
-            continue
-        classes.append(ClaimClass(id=class_id, nodes=tuple(names), groups=groups))
     return ClaimRead(classes=tuple(classes), problems=tuple(problems))
