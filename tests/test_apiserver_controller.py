@@ -168,8 +168,8 @@ def test_two_replicas_keep_the_fleets_objects_current(kube_apiserver: ApiServer,
         leader = _holder(http, ns)
         assert leader in procs
         # a class change: hgx-1 becomes a tray (labels and slices); its block joins the racks' in Slurm's topology
-        fleet.put_node("hgx-1", like="tray-00")
         assert fleet.name("hgx-1") not in (_slurm(http, ns) or "")  # alone in its NVLink domain: in no block
+        fleet.put_node("hgx-1", like="tray-00")
         wait_until("hgx-1 in a tray's block", lambda: fleet.name("hgx-1") in (_slurm(http, ns) or ""),
                    timeout=DURATION + RESYNC)
         assert any(h100 in n for n in _names(http, "templates", ns))  # hgx-0 still holds the H100 class
