@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 from ..model._entities import Snapshot, per_snapshot
@@ -38,8 +39,15 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 @cache
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+def _fields_of(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None:
+    """A record's field names, and a getter of their values as one tuple (``operator.attrgetter`` of two or
+    more names returns one); None for anything else."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    if len(names) > 1:
+        return names, attrgetter(*names)
+    return names, lambda value: tuple(getattr(value, n) for n in names)
 
 
 def _encode(value: Any) -> Any:
@@ -51,8 +59,9 @@ def _encode(value: Any) -> Any:
         return value
     if kind is tuple:
         return [v if type(v) in _PLAIN else _encode(v) for v in value]
-    if (names := _field_names(kind)) is not None:
-        return {n: v if type(v := getattr(value, n)) in _PLAIN else _encode(v) for n in names}
+    if (fields := _fields_of(kind)) is not None:
+        names, values = fields
+        return {n: v if type(v) in _PLAIN else _encode(v) for n, v in zip(names, values(value), strict=True)}
     if isinstance(value, MatrixKind):
         return sorted(m.name for m in MatrixKind if m in value and m.name)
     if isinstance(value, enum.Enum):
