@@ -40,9 +40,10 @@ from ._families import BY_NAME, DEGRADED_KINDS, FAMILIES, GPUDIRECT, PAIRS, SOUR
 _UP = (SourceStatus.OK, SourceStatus.ABSENT)
 RUN_STATUSES = ("ok", "waived", "failed", "busy", "busy_unknown")
 LIVE = ("topolink_http_connections_closed",)  # counted by the server as it runs, not kept in the view
-# The default most pair series a scrape holds: every pair of a node up to the NIC limit (8 GPUs and 1,024 NICs:
-# 32,768) or 128 GPUs with 64 NICs (49,024), and a first scrape within 1 s of CPU at every snapshot limit
-# (docs/reference.md, "Work and series at the limits"); a 256-GPU node's 200,000 pair series are withheld.
+# The default most pair series a scrape holds: every pair of a node up to the NIC limit (8 GPUs, 1,024 NICs and
+# 4 NUMA nodes: 32,840) or of 96 GPUs with 64 NICs and 32 NUMA nodes (34,720), and a first scrape within 1 s of
+# CPU at every snapshot limit (docs/reference.md, "Work and series at the limits"); 128 GPUs with 64 NICs and 32
+# NUMA nodes (50,048) are just past it, a 256-GPU node's 200,448 pair series far past it.
 PAIR_SERIES_LIMIT = 50_000
 
 
