@@ -16,10 +16,13 @@ resident memory (``ru_maxrss``). At each limit the target is 2 s of CPU and 300 
   discovery is done (the discovery of a sysfs tree this size is not built here);
 - ``page``: the node page ``serve`` answers on ``/`` (``exporter.page``) with its picture's DOT text;
 - ``metrics``: the first ``/metrics`` the agent answers for the snapshot (OpenMetrics, gzip: what Prometheus
-  asks for), the scrape's own CPU beside the process's, and its series; the target for the scrape is 1 s of CPU (a
-  scrape's default timeout is 10 s). Its series grow with GPU pairs (G(G-1)/2, two families) and GPU x RDMA
-  NIC pairs (G x N, four families); NIC pairs are never needed. The pairs are worked out once per snapshot
-  (``topology.per_snapshot``), whichever view, scrape or sink asks; this first scrape pays for them.
+  asks for) with serve's default ``--metrics-pair-series-limit``, the scrape's own CPU beside the process's, and
+  its series; the target for the scrape is 1 s of CPU (a scrape's default timeout is 10 s). Its series grow with
+  GPU pairs (G(G-1)/2, two families), GPU x RDMA NIC pairs (G x N, four families) and NUMA node pairs (U^2); NIC
+  pairs are never needed. The pair families are built and rendered once per snapshot (``topology.per_snapshot``),
+  whichever view asks; this first scrape pays for them. Above the limit (256 GPUs) none is published;
+- ``pairs``: the same with every pair family published whatever its series (the limit off): what the switch
+  costs, no target.
 
 - ``discover`` at 8 GPUs and 1,024 NICs: the first discovery pass (``discover --format json -o``, a process of its
   own) on a sysfs tree and test NVML grown from the ``hgx-h100`` profile (tests/fakenvml) with RDMA NICs under
@@ -55,9 +58,10 @@ _PAGE = ("import sys, topology, exporter; from agent.cli._common import load_sna
          "exporter.page(view, now=0.0, svg=None, svg_reason='linked', measured_matrix='')")
 _METRICS = ("import sys, time, topology, exporter; from agent.cli._common import load_snapshot\n"
             "from exporter._metrics._exposition import MetricsCache\n"
-            "snap = load_snapshot(sys.argv[1])\n"
+            "snap = load_snapshot(sys.argv[-1]); limit = int(sys.argv[1]) if len(sys.argv) > 2 else 50_000\n"
             "view = exporter.View(snapshot=snap, structure_hash=topology.structure_hash(snap))\n"
-            "t = time.process_time(); body = MetricsCache(lambda: view).body(openmetrics=True, gzipped=True)\n"
+            "t = time.process_time()\n"
+            "body = MetricsCache(lambda: view, pair_limit=limit).body(openmetrics=True, gzipped=True)\n"
             "print(f'scrape_cpu={time.process_time() - t}')\n"
             "import gzip; print(f'series={sum(not x.startswith(b\"#\") for x in gzip.decompress(body).splitlines())}')")
 SCRAPE_TARGET_S = 1.0
@@ -67,7 +71,9 @@ COMMANDS = {
     "dot": ["-c", _DOT],
     "page": ["-c", _PAGE],
     "metrics": ["-c", _METRICS],
+    "pairs": ["-c", _METRICS, str(1 << 40)],  # every pair family, whatever its series: the cost of the switch on
 }
+NO_TARGET = ("pairs",)  # its cost is documented, the default (metrics) is held to the targets
 LIMITS = t.SNAPSHOT_LIMITS
 
 
@@ -173,9 +179,9 @@ def main() -> None:
                 for name, command in COMMANDS.items():
                     wall, cpu, mb, rc, printed = _run(command, path)
                     said = dict(line.split("=", 1) for line in printed.splitlines() if "=" in line)
-                    scrape = float(said.get("scrape_cpu", 0)) if name == "metrics" else None
+                    scrape = float(said.get("scrape_cpu", 0)) if "scrape_cpu" in said else None
                     series = said.get("series", "?")
-                    if at_limit:
+                    if at_limit and name not in NO_TARGET:
                         ok = cpu <= TARGET_S and mb <= TARGET_MB and rc in (0, 1)
                         ok = ok and (scrape is None or scrape <= SCRAPE_TARGET_S)
                         target = f"{TARGET_S:g} s" + (f", the scrape {SCRAPE_TARGET_S:g} s" if scrape else "")

@@ -32,7 +32,7 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
                 environ: Mapping[str, str] | None = None) -> None:
     """Add ``serve`` to the ``topolink`` subcommands."""
     from exporter._core._http_flags import add_http_args
-    from exporter._core._settings import PATH, PORT, TEXT, Choice, env_value, seconds
+    from exporter._core._settings import PATH, PORT, TEXT, Choice, count, env_value, seconds
     from exporter.kube import add_kube_args
 
     s = sub.add_parser("serve", help="run the node agent: discovery, probes, metrics and the HTTP API",
@@ -67,6 +67,13 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     dot = seconds(high=3600)
     s.add_argument("--dot-timeout", type=dot, metavar="SECONDS", default=default("DOT_TIMEOUT", dot, 10.0),
                    help="time limit for Graphviz to draw the picture ($TOPOLINK_DOT_TIMEOUT, default 10)")
+    pairs = count(0, 1 << 40)
+    s.add_argument("--metrics-pair-series-limit", type=pairs, metavar="SERIES",
+                   default=default("METRICS_PAIR_SERIES_LIMIT", pairs, 50_000),
+                   help="most series of the pair families (GPU pairs, GPU x RDMA NIC pairs, NUMA distances) /metrics "
+                        "holds: above it none of them is published (topolink_metrics_pair_series_withheld says how "
+                        "many); 0: never ($TOPOLINK_METRICS_PAIR_SERIES_LIMIT, default 50000: every node up to the "
+                        "NIC limit, not 256 GPUs)")
     add_http_args(s, environ)
     s.add_argument("--print-metrics", action="store_true", help="print the table of metric families and exit")
     add_discovery_args(s)
@@ -201,7 +208,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                          probe_tests=tuple(args.probe_tests) if args.probe_tests else None,
                          probe_item_timeout_s=args.probe_item_timeout, state_dir=args.state_dir,
                          log_format=args.log_format, probe_token=token, dot_timeout_s=args.dot_timeout,
-                         version=version(), http=http, probes_off=probes_off)
+                         metrics_pair_series_limit=args.metrics_pair_series_limit, version=version(), http=http,
+                         probes_off=probes_off)
     from exporter.kube import BadConfig
 
     try:

@@ -25,5 +25,6 @@ class ServeConfig:
     probe_token: str | None = None
     probes_off: str | None = None  # why no probe may run here (discovery reads a tree from elsewhere)
     dot_timeout_s: float = 10.0
+    metrics_pair_series_limit: int = 50_000  # exporter's PAIR_SERIES_LIMIT (not imported: serve's start path)
     version: str = "0+unknown"
     http: HttpLimits = dataclasses.field(default_factory=HttpLimits)

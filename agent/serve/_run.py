@@ -233,7 +233,7 @@ def run(config: ServeConfig, discover: Callable[[], Snapshot], busy: Busy, sinks
     stats = HttpStats()
     _log_sinks_like(log)
     agent = Agent(config, discover, busy, sinks, log=log)
-    cache = MetricsCache(lambda: agent.view, stats)
+    cache = MetricsCache(lambda: agent.view, stats, config.metrics_pair_series_limit)
     agent.on_view = cache.prime
     app = create_app(lambda: agent.view, cache,
                      HttpConfig(probe_token=config.probe_token, dot_timeout_s=config.dot_timeout_s,

@@ -1,12 +1,16 @@
-"""The ``/metrics`` bytes: rendered once per view, with the server's few live counters appended per scrape.
+"""The ``/metrics`` bytes: the pair families rendered once per snapshot, the view's own families once per view,
+with the server's few live counters appended per scrape.
 
-A view changes only when the agent swaps it, so its families are built once and rendered once per format, on
-the first scrape that asks for that format (about 25 ms for an 8-GPU node with every probe result; a scrape
-asks for one format, so it never pays for the other), and every scrape in between copies bytes. The HTTP
-counters move between views; they are rendered on their own (microseconds) and appended: families are
-independent blocks in both formats, and OpenMetrics' ``# EOF`` goes last. For gzip, each view's part is
-compressed once and its compressor state kept: a scrape copies that state, feeds it the live part and
-finishes it, which yields one ordinary gzip stream of the whole body without compressing the view again.
+The pair families (GPU pairs, GPU x NIC pairs, NUMA distances: nearly all of a large node's series) depend on
+the snapshot alone, so they are built and rendered once per snapshot and format (``topology.per_snapshot``)
+and go first in the body; every view around the snapshot (a probe pass or a sink's publish makes one) shares
+them. A view changes only when the agent swaps it, so its own families are built once and rendered once per
+format, on the first scrape that asks for that format (a scrape asks for one format, so it never pays for the
+other), and every scrape in between copies bytes. The HTTP counters move between views; they are rendered on
+their own (microseconds) and appended: families are independent blocks in both formats, and OpenMetrics'
+``# EOF`` goes last. For gzip, each part is compressed once and its compressor state kept: the view's part
+continues from a copy of the pair part's state, a scrape from a copy of the view's, fed the live part and
+finished, which yields one ordinary gzip stream of the whole body without compressing anything again.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import ALLOWUTF8
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
+from topology import per_snapshot
+
 from .._core._http_limits import HttpStats
 from .._core._view import View
-from ._metrics import HttpCollector, families
+from ._metrics import PAIR_SERIES_LIMIT, HttpCollector, pair_families, pair_series, view_families
 
 _EOF = b"# EOF\n"
 _GZIP = 16 + zlib.MAX_WBITS  # a gzip header and trailer around the deflate stream
@@ -57,36 +63,72 @@ class _Compressor(Protocol):
 
 
 class _Part:
-    """One view's families in one format, and its gzip compressor with all of them fed and flushed."""
+    """Families rendered in one format, after an optional part that goes before them in the body, and the gzip
+    compressor with the whole body up to here fed and flushed (kept once a gzipped body is asked for)."""
 
-    __slots__ = ("_zipped", "_zipper", "raw")
+    __slots__ = ("_before", "_lock", "_zipped", "_zipper", "raw")
 
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
+    def __init__(self, raw: bytes, before: _Part | None = None) -> None:
+        self.raw, self._before = raw, before
         self._zipper: _Compressor | None = None
-        self._zipped = b""
+        self._zipped = b""  # this part's own compressed bytes; the parts before it keep theirs
+        self._lock = threading.Lock()
 
-    def gzipped(self, tail: bytes) -> bytes:
-        if self._zipper is None:
-            zipper = zlib.compressobj(6, zlib.DEFLATED, _GZIP)
-            self._zipped = zipper.compress(self.raw) + zipper.flush(zlib.Z_SYNC_FLUSH)
-            self._zipper = zipper
-        finish = self._zipper.copy()
-        return self._zipped + finish.compress(tail) + finish.flush()
+    def _state(self) -> tuple[list[bytes], _Compressor]:
+        """The compressed bytes of the body so far, part by part, and the compressor that wrote them."""
+        with self._lock:
+            if self._zipper is None:
+                zipped: list[bytes] = []
+                zipper: _Compressor
+                if self._before is None:
+                    zipper = zlib.compressobj(6, zlib.DEFLATED, _GZIP)
+                else:
+                    zipped, base = self._before._state()
+                    zipper = base.copy()
+                self._zipped = zipper.compress(self.raw) + zipper.flush(zlib.Z_SYNC_FLUSH)
+                self._zipper = zipper
+            else:
+                zipped = [] if self._before is None else self._before._state()[0]
+            return [*zipped, self._zipped], self._zipper
+
+    def body(self, tail: bytes, *, gzipped: bool) -> bytes:
+        """The whole body: the parts before this one, this one and ``tail`` (rendered per scrape)."""
+        if gzipped:
+            zipped, zipper = self._state()
+            finish = zipper.copy()
+            return b"".join((*zipped, finish.compress(tail), finish.flush()))
+        return (b"" if self._before is None else self._before.body(b"", gzipped=False)) + self.raw + tail
 
 
 class _Built:
-    """The families of the view being rendered, built once for both formats."""
+    """Families built already, as a collector yields them."""
 
-    def __init__(self) -> None:
-        self.metrics: list[Metric] = []
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
 
     def collect(self) -> Iterable[Metric]:
         return self.metrics
 
 
+def _render_families(metrics: list[Metric], openmetrics: bool) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Built(metrics))
+    return _render(registry, openmetrics)
+
+
+def _pair_part(view: View, limit: int, openmetrics: bool) -> tuple[_Part, int]:
+    """The view's pair families in one format, rendered once per snapshot, unread facts and format (every view
+    around the snapshot shares them); nothing while their series are above ``limit``. Also the series withheld."""
+    snap, unread = view.snapshot, tuple(view.unread)
+    withheld = pair_series(snap)
+    if withheld > limit:
+        return _Part(b""), withheld
+    return per_snapshot(snap, (_pair_part, unread, openmetrics),
+                        lambda: _Part(_render_families(pair_families(snap, unread), openmetrics))), 0
+
+
 class _ViewParts:
-    """One view's families, and each format's part once a scrape has asked for it."""
+    """One view's own families, and each format's part once a scrape has asked for it."""
 
     __slots__ = ("key", "metrics", "parts")
 
@@ -96,14 +138,14 @@ class _ViewParts:
 
 
 class MetricsCache:
-    """The agent's own registries: the view's families (built once per view, rendered once per view and
+    """The agent's own families: the view's pair families (built and rendered once per snapshot and format, while
+    their series are within ``pair_limit``), the view's own (built once per view, rendered once per view and
     format) and, when given, the HTTP server's counters (rendered per scrape)."""
 
-    def __init__(self, current: Callable[[], View | None], http: HttpStats | None = None) -> None:
+    def __init__(self, current: Callable[[], View | None], http: HttpStats | None = None,
+                 pair_limit: int = PAIR_SERIES_LIMIT) -> None:
         self._current = current
-        self._built = _Built()
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self._built)
+        self._pair_limit = pair_limit
         self._live: CollectorRegistry | None = None
         if http is not None:
             self._live = CollectorRegistry(auto_describe=False)
@@ -122,13 +164,17 @@ class MetricsCache:
         with self._lock:
             cached = self._cached
             if cached is None or cached.key != key:
-                cached = _ViewParts(key, [] if view is None else list(families(view)))
-                self._cached = cached
+                cached = self._cached = _ViewParts(key, [])
             part = cached.parts.get(openmetrics)
             if part is None:
-                self._built.metrics = cached.metrics
-                part = cached.parts[openmetrics] = _Part(_render(self.registry, openmetrics))
-                self._built.metrics = []
+                if view is None:
+                    part = _Part(b"")
+                else:
+                    pairs, withheld = _pair_part(view, self._pair_limit, openmetrics)
+                    if not cached.parts:
+                        cached.metrics = list(view_families(view, withheld))
+                    part = _Part(_render_families(cached.metrics, openmetrics), pairs)
+                cached.parts[openmetrics] = part
                 if len(cached.parts) == 2:  # both formats rendered: the families are no longer needed
                     cached.metrics = []
             return part
@@ -143,7 +189,7 @@ class MetricsCache:
         tail = b"" if self._live is None else _render(self._live, openmetrics)
         if openmetrics:
             tail += _EOF
-        return part.gzipped(tail) if gzipped else part.raw + tail
+        return part.body(tail, gzipped=gzipped)
 
     def exposition(self) -> Exposition:
         return Exposition(self.body(openmetrics=False, gzipped=False), self.body(openmetrics=True, gzipped=False))

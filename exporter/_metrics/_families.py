@@ -125,6 +125,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("topolink_state_writable", "gauge", "1 when the state directory took the latest write, 0 when it "
            "refused it (probe results and the last snapshot are then lost at restart; /readyz says why).", (),
            "1"),
+    Family("topolink_metrics_pair_series_withheld", "gauge", "Series of the pair families (GPU pairs, GPU x RDMA "
+           "NIC pairs, NUMA distances: their bounds) left out of this scrape because they are more than topolink "
+           "serve --metrics-pair-series-limit allows; 0 when every pair family is in it.", (), "1"),
     Family("topolink_http_connections_closed", "counter", "HTTP connections the agent cut off, by reason: "
            "header_timeout (no whole request head in time), evicted (the oldest waiting one, to admit a new "
            "one at the connection cap), refused (at the cap with every connection busy), header_too_large.",
@@ -132,6 +135,11 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 BY_NAME = {f.name: f for f in FAMILIES}
+# The families with a series per pair of devices: built once per snapshot, published whole or not at all (within
+# the pair series limit).
+PAIRS = frozenset({"topolink_gpu_pair_nvlinks", "topolink_gpu_pair_pcie_path", "topolink_numa_distance",
+                   "topolink_gpu_nic_pcie_path", "topolink_gpu_nic_nearest", "topolink_gpu_nic_gpudirect_ready",
+                   "topolink_gpu_nic_gpudirect_verdict"})
 
 
 def series_bound(*, gpus: int, nics: int, numa: int, sources: int, links: int, measurements: int, tests: int,

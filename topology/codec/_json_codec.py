@@ -16,8 +16,9 @@ the subject is not a device), so a v1 snapshot with problems is never taken for 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
 from ..model._entities import Snapshot, per_snapshot
@@ -37,8 +38,15 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 @cache
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    return fields(cls) if is_record(cls) else None
+def _fields_of(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None:
+    """A record's field names, and a getter of their values as one tuple (``operator.attrgetter`` of two or
+    more names returns one); None for anything else."""
+    if not is_record(cls):
+        return None
+    names = fields(cls)
+    if len(names) > 1:
+        return names, attrgetter(*names)
+    return names, lambda value: tuple(getattr(value, n) for n in names)
 
 
 def _encode(value: Any) -> Any:
@@ -50,8 +58,9 @@ def _encode(value: Any) -> Any:
         return value
     if kind is tuple:
         return [v if type(v) in _PLAIN else _encode(v) for v in value]
-    if (names := _field_names(kind)) is not None:
-        return {n: v if type(v := getattr(value, n)) in _PLAIN else _encode(v) for n in names}
+    if (record := _fields_of(kind)) is not None:
+        names, values = record
+        return {n: v if type(v) in _PLAIN else _encode(v) for n, v in zip(names, values(value), strict=True)}
     if isinstance(value, MatrixKind):
         return sorted(m.name for m in MatrixKind if m in value and m.name)
     if isinstance(value, enum.Enum):

@@ -26,7 +26,7 @@ from ..fabric._rates import nvlink_bytes_per_second, pcie_bytes_per_second
 from ..model._entities import LinkKind, Snapshot
 from ..model._errors import SchemaError
 from ..model._facts import Aspect, Knowledge
-from ..model._ids import canonical_bdf, host_bridge_id, is_bdf, numa_id
+from ..model._ids import BadPciAddress, canonical_bdf, host_bridge_id, numa_id
 from ..model._text_bounds import shown
 
 _SLACK = 1e-13  # a rate written from the table, read back through JSON (repr is exact; room for a v1 writer)
@@ -169,10 +169,18 @@ def _copies(snap: Snapshot) -> None:
             raise SchemaError(f"{where}: {shown(repr(mine))}, and its PCI function {bdf}'s is {shown(repr(its))}")
 
 
+def _canonical(bdf: str) -> bool:
+    """A PCI address as discovery writes one (one parse: this runs for every PCI function)."""
+    try:
+        return canonical_bdf(bdf) == bdf
+    except BadPciAddress:
+        return False
+
+
 def _identities(snap: Snapshot, k: Knowledge) -> None:
     for what, ids in (("pci", (f.id for f in snap.pci)), ("gpus", (g.id for g in snap.gpus))):
         for i, bdf in enumerate(ids):
-            if not is_bdf(bdf) or canonical_bdf(bdf) != bdf:
+            if not _canonical(bdf):
                 raise SchemaError(f"snapshot.{what}[{i}].id: {shown(bdf)} is no PCI address as discovery writes one")
     for i, nic in enumerate(snap.nics):
         if nic.pci_bus_id is not None and nic.id != nic.pci_bus_id:
