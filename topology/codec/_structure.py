@@ -23,7 +23,7 @@ import math
 
 from ..fabric._paths import NVML_TOPOLOGY_LEVEL
 from ..fabric._rates import nvlink_bytes_per_second, pcie_bytes_per_second
-from ..model._entities import LinkKind, Snapshot
+from ..model._entities import Link, LinkKind, Snapshot
 from ..model._errors import SchemaError
 from ..model._facts import Aspect, Knowledge
 from ..model._ids import BadPciAddress, canonical_bdf, host_bridge_id, numa_id
@@ -56,6 +56,9 @@ def structure(snap: Snapshot, k: Knowledge, *, v1: bool = False) -> None:
 
 def _registers(snap: Snapshot) -> None:
     for i, f in enumerate(snap.pci):
+        if ((f.vendor_id is None or 0 <= f.vendor_id <= _U16) and (f.device_id is None or 0 <= f.device_id <= _U16)
+                and (f.class_code is None or 0 <= f.class_code <= _U24)):
+            continue  # the usual case, no text built; else the checks below name the field
         _in(f"snapshot.pci[{i}].vendor_id", f.vendor_id, _U16)
         _in(f"snapshot.pci[{i}].device_id", f.device_id, _U16)
         _in(f"snapshot.pci[{i}].class_code", f.class_code, _U24)
@@ -96,23 +99,22 @@ def _links(snap: Snapshot, *, v1: bool) -> None:
     at = {x: i for i, x in enumerate(distances.ids)} if distances is not None else {}
     seen: dict[str, int] = {}
     for i, link in enumerate(snap.links):
-        where = f"snapshot.links[{i}]"
         if seen.setdefault(link.id, i) != i:
-            raise SchemaError(f"{where}: {link.id} is also snapshot.links[{seen[link.id]}]: one link listed twice")
+            raise SchemaError(f"snapshot.links[{i}]: {link.id} is also snapshot.links[{seen[link.id]}]: "
+                              "one link listed twice")
         kind = link.kind
-        for name, holds, own in (("pcie", link.pcie is not None, LinkKind.PCIE),
-                                 ("numa_distance", link.numa_distance is not None, LinkKind.NUMA),
-                                 ("nvlink_version", link.nvlink_version is not None, LinkKind.NVLINK),
-                                 ("count", link.count != 1, LinkKind.NVLINK)):
-            if holds and kind is not own:
-                raise SchemaError(f"{where}.{name}: a {kind.value} link has no {name} (only a {own.value} link does)")
+        if not ((link.pcie is None or kind is LinkKind.PCIE) and (link.numa_distance is None or kind is LinkKind.NUMA)
+                and ((link.nvlink_version is None and link.count == 1) or kind is LinkKind.NVLINK)):
+            _stray_number(f"snapshot.links[{i}]", link)  # the usual case passes above, no text built
         if kind is LinkKind.NUMA:
             stray = next((e for e in (link.a, link.b) if e not in numa), None)
             if stray is not None:
-                raise SchemaError(f"{where}: a NUMA link from {link.a!r} to {link.b!r}: {stray!r} is no NUMA node")
+                raise SchemaError(f"snapshot.links[{i}]: a NUMA link from {link.a!r} to {link.b!r}: {stray!r} "
+                                  "is no NUMA node")
             if link.a in at and link.b in at and distances is not None and link.numa_distance is not None \
                     and distances.values[at[link.a]][at[link.b]] != link.numa_distance:
-                raise SchemaError(f"{where}.numa_distance: {link.numa_distance}, and the numa_distance matrix says "
+                raise SchemaError(f"snapshot.links[{i}].numa_distance: {link.numa_distance}, and the numa_distance "
+                                  "matrix says "
                                   f"{distances.values[at[link.a]][at[link.b]]:g}")
         if v1:
             continue
@@ -126,13 +128,26 @@ def _links(snap: Snapshot, *, v1: bool) -> None:
         got = link.bytes_per_second
         if (got is None) != (rate is None) or (got is not None and rate is not None
                                                and not math.isclose(got, rate, rel_tol=_SLACK)):
-            raise SchemaError(f"{where}.bytes_per_second: {got!r}, and the physics table gives {rate!r} for the "
+            raise SchemaError(f"snapshot.links[{i}].bytes_per_second: {got!r}, and the physics table gives {rate!r} "
+                              "for the "
                               f"{kind.value} link it describes")
+
+
+def _stray_number(where: str, link: Link) -> None:
+    """Raises at the first number ``link`` carries that only another kind of link has."""
+    kind = link.kind
+    for name, holds, own in (("pcie", link.pcie is not None, LinkKind.PCIE),
+                             ("numa_distance", link.numa_distance is not None, LinkKind.NUMA),
+                             ("nvlink_version", link.nvlink_version is not None, LinkKind.NVLINK),
+                             ("count", link.count != 1, LinkKind.NVLINK)):
+        if holds and kind is not own:
+            raise SchemaError(f"{where}.{name}: a {kind.value} link has no {name} (only a {own.value} link does)")
 
 
 def _parents(snap: Snapshot, k: Knowledge) -> None:
     funcs = {f.id: f for f in snap.pci}
     roots = {h.id for h in snap.host_bridges}
+    ends: set[str] = set()  # functions whose chain of parents is known to end (no cycle)
     for i, f in enumerate(snap.pci):
         if not k.knows(f.id, Aspect.PCIE_PATH):
             continue
@@ -146,11 +161,12 @@ def _parents(snap: Snapshot, k: Knowledge) -> None:
         if f.parent in roots and f.parent != f"pci{domain}:{bus}":
             raise SchemaError(f"snapshot.pci[{i}].parent: {f.id} is on bus {domain}:{bus}, not {f.parent}'s")
         cur, seen = f.parent, {f.id}
-        while cur in funcs and cur not in seen:
+        while cur in funcs and cur not in seen and cur not in ends:
             seen.add(cur)
             cur = funcs[cur].parent
         if cur in seen:  # a parent the snapshot does not list ends the chain: _references names that one
             raise SchemaError(f"snapshot.pci[{i}].parent: the chain of parents from {f.id} comes back to {cur}")
+        ends |= seen  # each function's chain walked once: a chain through one of these ends as its does
 
 
 def _copies(snap: Snapshot) -> None:

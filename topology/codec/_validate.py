@@ -44,9 +44,19 @@ def _in(where: str, value: float | None, lo: float, hi: float) -> None:
         raise SchemaError(f"{where}: {value!r} is outside {lo:g}..{hi:g}")
 
 
+def _pcie_fits(s: PcieLinkState | None) -> bool:
+    """``_pcie`` would pass ``s``: the usual case, in a few comparisons and no text (thousands of functions and
+    links have a state; the field's name is written only for a value refused)."""
+    return s is None or ((s.current_gen is None or 1 <= s.current_gen <= 8)
+                         and (s.max_gen is None or 1 <= s.max_gen <= 8)
+                         and (s.current_width is None or 1 <= s.current_width <= 32)
+                         and (s.max_width is None or 1 <= s.max_width <= 32))
+
+
 def _pcie(where: str, state: PcieLinkState | None) -> None:
-    if state is None:
+    if _pcie_fits(state):
         return
+    assert state is not None
     for name in ("current_gen", "max_gen"):
         _in(f"{where}.{name}", getattr(state, name), 1, 8)
     for name in ("current_width", "max_width"):
@@ -89,7 +99,11 @@ def _devices(snap: Snapshot) -> None:
         _in(f"{where}.numa_node", g.numa_node, 0, _MAX_NUMA - 1)
         _cpus(f"{where}.cpu_affinity", g.cpu_affinity)
         _pcie(f"{where}.pcie", g.pcie)
+    top_cpu = MAX_CPUS - 1
     for i, f in enumerate(snap.pci):
+        if ((f.numa_node is None or 0 <= f.numa_node <= _MAX_NUMA - 1) and _pcie_fits(f.link)
+                and all(0 <= c <= top_cpu for c in f.local_cpus or ())):
+            continue  # the usual case, no text built; else the checks below name the field
         _in(f"snapshot.pci[{i}].numa_node", f.numa_node, 0, _MAX_NUMA - 1)
         _cpus(f"snapshot.pci[{i}].local_cpus", f.local_cpus)
         _pcie(f"snapshot.pci[{i}].link", f.link)
@@ -107,6 +121,13 @@ def _links(snap: Snapshot) -> None:
     entities = ({g.id for g in snap.gpus} | {f.id for f in snap.pci} | {n.id for n in snap.nics}
                 | {s.id for s in snap.nvswitches} | {n.id for n in snap.numa_nodes} | {h.id for h in snap.host_bridges})
     for i, link in enumerate(snap.links):
+        a, b, n = link.a, link.b, link.count
+        if (a in entities and b in entities and a != b and 1 <= n <= (_MAX_NVLINKS if link.kind is LinkKind.NVLINK
+                                                                      else 1 << 16)
+                and (link.nvlink_version is None or 1 <= link.nvlink_version <= 8)
+                and (link.numa_distance is None or 0 <= link.numa_distance <= 255)
+                and (link.bytes_per_second is None or 0 <= link.bytes_per_second <= 1e15) and _pcie_fits(link.pcie)):
+            continue  # the usual case, no text built; else the checks below name the field
         where = f"snapshot.links[{i}]"
         for end in (link.a, link.b):
             if end not in entities:

@@ -73,9 +73,14 @@ def _state_faults(s: PcieLinkState) -> list[tuple[str, str]]:
     return out
 
 
+def _usual(s: PcieLinkState | None) -> bool:
+    """No breach in ``s``: the usual case, in a few lookups and no text (thousands of links have a state)."""
+    return s is None or (s.current_gen in _GENS and s.max_gen in _GENS and s.current_width in _WIDTHS
+                         and s.max_width in _WIDTHS)
+
+
 def _pcie_state(where: str, subject: str, s: PcieLinkState | None, out: list[Breach]) -> None:
-    if s is None or (s.current_gen in _GENS and s.max_gen in _GENS and s.current_width in _WIDTHS
-                     and s.max_width in _WIDTHS):  # the usual case, in a few lookups: thousands of links have one
+    if s is None or _usual(s):
         return
     out += [Breach(where=f"{where}.{name}", subjects=(subject,), aspect=Aspect.PCIE_LINK, source="pci", message=why)
             for name, why in _state_faults(s)]
@@ -151,11 +156,13 @@ def physics_breaches(snap: Snapshot) -> list[Breach]:
     for i, g in enumerate(snap.gpus):
         _pcie_state(f"snapshot.gpus[{i}].pcie", g.id, g.pcie, out)
     for i, f in enumerate(snap.pci):
-        _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out)
+        if not _usual(f.link):  # the field's name written only for a breach
+            _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out)
     for i, link in enumerate(snap.links):
         if link.kind is not LinkKind.PCIE:
             continue
-        _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out)
+        if not _usual(link.pcie):
+            _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out)
         if link.bytes_per_second is None:
             continue
         top = pcie_link_ceiling(link.pcie)

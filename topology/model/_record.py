@@ -11,6 +11,8 @@ costs to define (a frozen, slotted, keyword-only dataclass takes about 1 ms each
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing for it
 
 if TYPE_CHECKING:
@@ -30,6 +32,8 @@ class Record:
     __match_args__: tuple[str, ...] = ()
 
     if TYPE_CHECKING:  # each record's own __init__ takes its fields by keyword
+        _getter: Any  # its fields' values, a tuple in __match_args__'s order (set for each record class)
+
         def __init__(self, **fields: Any) -> None: ...
 
     def _fill(self, values: dict[str, Any]) -> None:
@@ -37,8 +41,15 @@ class Record:
         for name in self.__match_args__:
             object.__setattr__(self, name, values[name])
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        names = cls.__match_args__  # its fields read in one C call: equality and hashing run thousands of times
+        cls._getter = attrgetter(*names) if len(names) > 1 else staticmethod(
+            lambda record: tuple(getattr(record, name) for name in names))  # attrgetter of one name gives no tuple
+
     def _values(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__match_args__)
+        values: tuple[Any, ...] = self._getter(self)
+        return values
 
     def __setattr__(self, name: str, value: object) -> None:
         raise FrozenRecordError(f"cannot assign to field {name!r} of a {type(self).__name__}")
@@ -50,10 +61,10 @@ class Record:
         if type(other) is not type(self):
             return NotImplemented
         assert isinstance(other, Record)
-        return self._values() == other._values()
+        return bool(self._getter(self) == other._getter(other))
 
     def __hash__(self) -> int:
-        return hash(self._values())
+        return hash(self._getter(self))
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)

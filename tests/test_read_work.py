@@ -1,0 +1,93 @@
+"""Reading a saved snapshot checks each PCI function and link in a bounded number of steps: the checks of a value
+that passes build no text (a field's name is written only for the value refused) and compare records in one C call
+each, so the work of ``from_dict``'s checks per entry stays the same at any size. Counted (Python calls), not timed
+(benchmarks/limits.py times the commands at the limits)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+import pytest
+
+import topology as t
+from benchmarks._big import big
+
+# Python calls of the checks per PCI function or link of a big board (measured: about 15.7; 28.6 when every check
+# wrote its field's name and compared records field by field in Python)
+CALLS_PER_ENTRY = 20
+
+
+def _calls(run: Callable[[], object]) -> int:
+    count = [0]
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return count[0]
+
+
+@pytest.mark.parametrize("size", [{"links": 2048}, {"pci": 2048}])
+def test_the_checks_of_a_read_cost_a_bounded_number_of_calls_per_entry(size: dict[str, int]) -> None:
+    doc = t.parse_json(t.dumps(big(8, **size), indent=None))
+    snap = t.from_dict(doc)
+    entries = len(snap.pci) + len(snap.links)
+    checks = _calls(lambda: t.from_dict(doc)) - _calls(lambda: t.from_dict(doc, validate=False))
+    assert checks <= CALLS_PER_ENTRY * entries, f"{checks} calls for {entries} entries"
+    assert t.dumps(t.from_dict(doc), indent=None) == t.dumps(snap, indent=None)  # what the checks pass, unchanged
+
+
+def test_records_compare_and_hash_by_their_fields() -> None:
+    a = t.PcieLinkState(current_gen=5, current_width=16, max_gen=5, max_width=16)
+    same = t.PcieLinkState(current_gen=5, current_width=16, max_gen=5, max_width=16)
+    other = t.PcieLinkState(current_gen=4, current_width=16, max_gen=5, max_width=16)
+    assert a == same and hash(a) == hash(same) and a != other
+    assert t.NumaNode(id="numa0", os_index=0, cpus=(0,)) != t.NumaNode(id="numa0", os_index=0, cpus=(1,))
+
+
+def _chain() -> t.Snapshot:
+    """A chain of 255 bridges, one a bus (the deepest a PCI domain holds), and 256 functions under the last."""
+    hb = t.HostBridge(id="pci0000:00", domain=0, bus=0, numa_node=0)
+    pci = [t.PciFunction(id="0000:00:01.0", parent=hb.id, vendor_id=0x8086, device_id=1, class_code=0x060400,
+                         numa_node=0)]
+    for bus in range(1, 0xFF):
+        pci.append(t.PciFunction(id=f"0000:{bus:02x}:00.0", parent=pci[-1].id, vendor_id=0x10B5, device_id=2,
+                                 class_code=0x060400, numa_node=0))
+    pci += [t.PciFunction(id=f"0000:ff:{dev:02x}.{fn}", parent=pci[-1].id, vendor_id=0x15B3, device_id=4,
+                          class_code=0x020000, numa_node=0) for dev in range(32) for fn in range(8)]
+    return t.Snapshot(node="chain", host_bridges=(hb,), pci=tuple(pci),
+                      numa_nodes=(t.NumaNode(id="numa0", os_index=0, cpus=(0,)),),
+                      sources=(t.SourceOutcome(name="pci", status=t.SourceStatus.OK, duration_seconds=0.001),))
+
+
+def _lines(run: Callable[[], object]) -> int:
+    count = [0]
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            count[0] += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return count[0]
+
+
+def test_each_chain_of_parents_is_walked_once() -> None:
+    """Every function's chain of parents up to its host bridge is checked for a cycle, each link of it once: 511
+    functions under 255 bridges cost lines in proportion to the functions (measured: about 64 lines each; 641
+    when each function walked its whole chain again)."""
+    doc = t.parse_json(t.dumps(_chain(), indent=None))
+    lines = _lines(lambda: t.from_dict(doc)) - _lines(lambda: t.from_dict(doc, validate=False))
+    assert lines <= 100 * len(doc["pci"]), f"{lines} lines for {len(doc['pci'])} functions"
