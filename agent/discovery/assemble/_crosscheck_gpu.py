@@ -180,12 +180,16 @@ def fabric(snap: Snapshot) -> list[Problem]:
     node alone)."""
     row = witness("fabric")
     off_node = {s.id for s in snap.nvswitches if not s.visible_on_pci} | {SYNTHETIC_SWITCH}
+    ends: dict[str, set[str]] = {}  # each device's NVLink ends off the node, in one pass over the links
+    for lk in snap.links:
+        if lk.kind is LinkKind.NVLINK and (lk.a in off_node or lk.b in off_node):
+            ends.setdefault(lk.a, set()).add(lk.b)
+            ends.setdefault(lk.b, set()).add(lk.a)
     out = []
     for g in snap.gpus:
         if g.index is None or g.lost:
             continue
-        reach = sorted({lk.b if lk.a == g.id else lk.a for lk in snap.links if lk.kind is LinkKind.NVLINK
-                        and g.id in (lk.a, lk.b) and {lk.a, lk.b} & off_node})
+        reach = sorted(ends.get(g.id, ()))
         product = next((p for p in _MULTI_NODE_PRODUCTS if g.name and p in g.name.upper()), None)
         if (not reach and product is None) or (g.fabric is not None and g.fabric.clique is not None):
             continue
