@@ -123,8 +123,12 @@ class ControllerRig:
                                                          params={"labelSelector": f"{MANAGED_BY}={MANAGER}"}))
             made = slice_of(self.made, old, 0, fewer[0]["spec"]["devices"] if there else None)
             path = f"{SLICES}/{made['metadata']['name']}"
-            made["metadata"]["resourceVersion"] = _sure(lambda: http.get(path)).json()["metadata"]["resourceVersion"]
-            assert _sure(lambda: http.put(path, json=made)).status_code == 200
+            for _ in range(3):  # a conflict: read its resourceVersion again
+                read = _sure(lambda: http.get(path)).json()
+                made["metadata"]["resourceVersion"] = read["metadata"]["resourceVersion"]
+                if (put := _sure(lambda: http.put(path, json=made))).status_code != 409:
+                    break
+            assert put.status_code == 200, put.text
             labels = {domain: away if there else home,
                       cls: new_class if there else self.made.labels[old][f"{P}/claim-class"]}
             got = _sure(lambda: http.patch(f"/api/v1/nodes/{node}", json={"metadata": {"labels": labels}},
@@ -133,14 +137,17 @@ class ControllerRig:
 
 
 def _sure(send: Callable[[], httpx.Response]) -> httpx.Response:
-    """The harness's own request, tried again on a broken connection (a loaded machine's, not what is measured;
-    as the agents' fleet's damage does)."""
+    """The harness's own request, straight to the server (not through the proxy), tried again on a broken
+    connection or a busy server's 429 and 5xx (a loaded machine's, not what is measured)."""
     for attempt in range(3):
         try:
-            return send()
+            got = send()
         except httpx.TransportError:
             if attempt == 2:
                 raise
+            continue
+        if got.status_code not in (429, 500, 503, 504) or attempt == 2:  # a loaded server's, not the fault's
+            return got
     raise AssertionError("unreachable")
 
 

@@ -184,6 +184,12 @@ class FaultProxy:
         elif was != "silent":
             self._drop()
 
+    @property
+    def streams(self) -> int:
+        """How many watch streams are open through the proxy now."""
+        with self._lock:
+            return len(self._streams)
+
     def _listen(self) -> None:
         server = _Server(("127.0.0.1", self._port), _Handler)
         server.proxy = self
