@@ -46,6 +46,10 @@ def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
     api, said = WatchedApi(), list[str]()
     api.seed_fleet()
     tray, h100 = _class("tray-00"), _class("hgx-0")
+    # the allocated claim is there before the controller lists: its pod must never be seen before its claim (two
+    # informers' streams are not ordered with each other; a pod whose claim is not yet allocated is explained)
+    api.put(CLAIMS, {"metadata": {"name": "allocated-gpus", "namespace": "default"},
+                     "status": {"allocation": {"devices": {"results": []}}}}, "kube-scheduler")
     ctl = Controller(api, ControllerConfig(delay_s=0.02, resync_s=0.2), said.append)  # type: ignore[arg-type]
     lost = threading.Event()
     worker = threading.Thread(target=ctl.lead, args=(lost,), daemon=True)
@@ -61,12 +65,10 @@ def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
         _pod(api, "one", {"gpus": f"topolink-nvlink-2-{h100}"})
         _pod(api, "same", {"a": f"topolink-nvlink-2-{h100}", "b": f"topolink-nvlink-2-{h100}"})
         _pod(api, "allocated", {"gpus": f"topolink-nvlink-2-{tray}"})
-        api.put(CLAIMS, {"metadata": {"name": "allocated-gpus", "namespace": "default"},
-                         "status": {"allocation": {"devices": {"results": []}}}}, "kube-scheduler")
         _pod(api, "bound", {"gpus": f"topolink-nvlink-2-{tray}"}, bound=True)
         _pod(api, "untried", {"gpus": f"topolink-nvlink-2-{tray}"}, conditions=[])
         while set(_notes(api)) != {"two", "one", "same"}:
-            assert time.monotonic() < deadline + 20, (_notes(api), said)
+            assert time.monotonic() < deadline + 20, (sorted(_notes(api)), said)
             time.sleep(0.02)
         syncs = ctl.syncs
         while ctl.syncs < syncs + 3:  # resyncs: the notes unchanged, nothing said again
