@@ -86,3 +86,57 @@ def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
     assert one.startswith(f"template topolink-nvlink-2-{h100} asks") and one.endswith(
         "2 nodes of the class, 2 with a free group of 2")
     assert same.startswith("2 claims wait: claims a, b: template ") and "; " not in same
+
+
+class _TimedApi(WatchedApi):
+    """The in-memory server, each write's time kept (the Events' creates and the sync's applies and deletes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def create(self, kind: Any, obj: dict[str, Any]) -> dict[str, Any]:
+        self.times.append(time.monotonic())
+        return super().create(kind, obj)
+
+    def apply(self, kind: Any, obj: dict[str, Any]) -> dict[str, Any]:
+        self.times.append(time.monotonic())
+        return super().apply(kind, obj)
+
+    def delete(self, kind: Any, name: str, namespace: str | None = None) -> None:
+        self.times.append(time.monotonic())
+        super().delete(kind, name, namespace)
+
+
+def test_a_job_of_many_pending_pods_is_told_within_the_write_limit() -> None:
+    """Forty pods of one job pending at once: their Events share the sync's token bucket (one client's limit, as
+    kube-controller-manager's), so over any T seconds at most burst + qps T writes go out, and every pod is told."""
+    qps, burst, pods = 40.0, 5, 40
+    api, said = _TimedApi(), list[str]()
+    api.seed_fleet()
+    h100 = _class("hgx-0")
+    start = time.monotonic()  # before the bucket is made: it holds `burst` tokens then, and gains `qps` a second
+    ctl = Controller(api, ControllerConfig(delay_s=0.02, resync_s=0.2, write_qps=qps, write_burst=burst),
+                     said.append)  # type: ignore[arg-type]
+    lost = threading.Event()
+    worker = threading.Thread(target=ctl.lead, args=(lost,), daemon=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 30
+        while ctl.syncs < 1:
+            assert time.monotonic() < deadline, said
+            time.sleep(0.02)
+        for i in range(pods):
+            _pod(api, f"worker-{i}", {"gpus": f"topolink-nvlink-2-{h100}"})
+        while len(_notes(api)) < pods:
+            assert time.monotonic() < deadline, (len(_notes(api)), said)
+            time.sleep(0.02)
+    finally:
+        lost.set()
+        worker.join(timeout=5)
+    assert len(api.times) > pods  # the first sync's writes, then the Events
+    # the n-th write's token was taken before its time was read, so n <= burst + qps (its time - start) however
+    # late a loaded machine reads it; without the bucket the forty Events go out together and break it
+    for n, at in enumerate(api.times, 1):
+        assert n <= burst + qps * (at - start), (n, at - start)
+    assert {pod: len(n) for pod, n in _notes(api).items()} == {f"worker-{i}": 1 for i in range(pods)}

@@ -60,8 +60,8 @@ def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser]
     p.add_argument("--delay-max", type=seconds(0, 3600, low_open=False), default=5.0, metavar="S",
                    help="while changes keep coming, a sync waits at most this long after the first (default 5)")
     p.add_argument("--write-qps", type=Number(0, 10000, low_open=True), default=20.0, metavar="N",
-                   help="the syncs' writes a second, a token bucket as client-go's (default 20, "
-                        "kube-controller-manager's); the Lease has a client of its own")
+                   help="the syncs' writes and the pending pods' Events a second, one token bucket as client-go's "
+                        "(default 20, kube-controller-manager's); the Lease has a client of its own")
     p.add_argument("--write-burst", type=count(1, 100000), default=30, metavar="N",
                    help="writes at once before --write-qps holds them (default 30)")
     p.add_argument("--metrics-port", type=count(0, 65535), default=0, metavar="PORT",

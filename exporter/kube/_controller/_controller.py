@@ -20,7 +20,7 @@ from .._desired._claims import ClaimClass
 from .._fleet._claims_read import claim_classes
 from .._fleet._levels import HOSTNAME
 from .._fleet._wanted import Parts, wanted
-from ._events import Recorder
+from ._events import NotAdmitted, Recorder
 from ._informer import Informer
 from ._lease import LeaderElector, LeaseTimes
 from ._limit import TokenBucket, WriteGate
@@ -158,6 +158,8 @@ class Controller:
             try:
                 if events.warn(pod, REASON, note):
                     self._log(f"pod {pod['namespace']}/{pod['name']}: {note}")
+            except NotAdmitted:  # at the write limit with a newer look queued (or no longer leading): it says the rest
+                return
             except PublishError as exc:  # said at the next change or resync
                 self._log(f"pod {pod['namespace']}/{pod['name']}: no Event: {exc}")
         events.forget(pending)
@@ -171,7 +173,9 @@ class Controller:
         devices = [Informer(self._api, slice_kind("v1"), keep=lambda o: keep_device_slice(o, cfg), changed=add,
                             log=self._log, fields={"spec.driver": driver})
                    for driver in dict.fromkeys((cfg.gpu_driver, cfg.nic_driver))]
-        events = Recorder(self._api, self._cfg.identity)
+        events = Recorder(self._api, self._cfg.identity,  # its writes share the sync's bucket, as one client's
+                          admit=WriteGate(self._writes, lost, explain_queue.pending, self._log,
+                                          rest="the next look at the pending pods says the rest"))
 
         def loop() -> None:
             while explain_queue.get(lost):

@@ -23,18 +23,26 @@ REPORTER = "topolink-controller"  # the project's name for it: its field manager
 REPEAT_S = 1800.0  # client-go's series heartbeat: an isomorphic event is observed again at most this often
 
 
+class NotAdmitted(Exception):
+    """A write the write limit did not let through now (a newer change is queued, or leadership was lost)."""
+
+
 def _stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class Recorder:
-    def __init__(self, api: KubeApi, instance: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self._api, self._instance, self._clock = api, instance, clock
+    def __init__(self, api: KubeApi, instance: str, clock: Callable[[], float] = time.monotonic,
+                 admit: Callable[[], bool] = lambda: True) -> None:
+        """``admit()``: asked before each write (the controller's write limit); False: write nothing now."""
+        self._api, self._instance, self._clock, self._admit = api, instance, clock, admit
         # pod uid -> (note, when, the Event as written, or None: another leader's, count)
         self._said: dict[str, tuple[str, float, dict[str, Any] | None, int]] = {}
 
     def warn(self, pod: dict[str, Any], reason: str, note: str) -> bool:
-        """Say ``note`` of the pod (a store entry: name, namespace, uid); True when something was written."""
+        """Say ``note`` of the pod (a store entry: name, namespace, uid); True when something was written.
+        :class:`NotAdmitted` when a write was due and ``admit()`` refused it: nothing is recorded, so the next
+        call says it."""
         uid, now = pod["uid"], self._clock()
         said = self._said.get(uid)
         if said is not None and said[0] == note:
@@ -44,6 +52,8 @@ class Recorder:
                 self._said[uid] = (note, now, None, said[3])
                 return False
             count = said[3] + 1
+            if not self._admit():
+                raise NotAdmitted(pod["uid"])
             self._api.apply(EVENTS, said[2] | {"series": {"count": count, "lastObservedTime": _stamp()}})
             self._said[uid] = (note, now, said[2], count)
             return True
@@ -55,6 +65,8 @@ class Recorder:
                  "action": "Scheduling", "reason": reason, "type": "Warning", "note": note[:1024],
                  "regarding": {"apiVersion": "v1", "kind": "Pod", "name": pod["name"], "namespace": pod["namespace"],
                                "uid": uid}}
+        if not self._admit():
+            raise NotAdmitted(uid)
         try:
             self._api.create(EVENTS, event)
         except Conflict:  # the same note on the same pod, written by the leader before: said already

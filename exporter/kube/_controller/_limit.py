@@ -1,14 +1,17 @@
 """The controller's writes, spread: client-go's token bucket (``flowcontrol.NewTokenBucketRateLimiter``) on the
-sync's writes only, so that a rack joining at once is not a storm of writes.
+sync's writes and the pending pods' Events (one bucket, as kube-controller-manager's one client limits both), so
+that a rack joining at once, or a thousand pods of one job pending at once, is not a storm of writes.
 
 * The bucket holds ``burst`` tokens and starts full; it gains ``qps`` tokens a second up to ``burst``; each write
-  (an apply or a delete of a sync) takes one. Over any ``T`` seconds at most ``burst + qps * T`` writes go out.
+  (an apply or a delete of a sync, an Event made or its series updated) takes one. Over any ``T`` seconds at
+  most ``burst + qps * T`` writes go out.
 * A write that finds the bucket empty waits for its token, as client-go's ``Wait`` does, unless a newer change
   is queued: then the sync stops writing and the next one, which recomputes from the newer state, writes the
-  rest. A sync that will be superseded writes no stale state while it waits.
+  rest. A sync that will be superseded writes no stale state while it waits. The same for the Events: a look at
+  the pending pods stops, and the next one says what is left.
 * Leadership lost ends the wait at once, and nothing more is written.
-* Only the sync's writes pass here: the Lease has a client of its own and never waits behind them; reads (the
-  informers' lists and watches, the sync's look at what exists) are not counted.
+* Only the sync's writes and the Events pass here: the Lease has a client of its own and never waits behind
+  them; reads (the informers' lists and watches, the sync's look at what exists) are not counted.
 
 Defaults (``--write-qps 20 --write-burst 30``) are kube-controller-manager's for its client (``--kube-api-qps``,
 ``--kube-api-burst``): the first sync of a fleet of 10,000 nodes (about 1,400 objects) takes about 70 s of writes,
@@ -58,8 +61,9 @@ class WriteGate:
     (leadership lost, or a newer change queued while the bucket was empty)."""
 
     def __init__(self, bucket: TokenBucket, lost: threading.Event, superseded: Callable[[], bool],
-                 log: Callable[[str], None], sleep: Callable[[float], object] | None = None) -> None:
-        self._bucket, self._lost, self._superseded, self._log = bucket, lost, superseded, log
+                 log: Callable[[str], None], *, sleep: Callable[[float], object] | None = None,
+                 rest: str = "the next sync writes the rest") -> None:
+        self._bucket, self._lost, self._superseded, self._log, self._rest = bucket, lost, superseded, log, rest
         self._sleep = sleep or lost.wait  # the wait ends at once when leadership is lost
         self.written = self.stopped = 0  # writes let through; syncs stopped for a newer change
 
