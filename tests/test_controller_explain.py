@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from exporter.kube._controller._controller import CLAIMS, PODS, Controller, ControllerConfig
@@ -42,15 +44,10 @@ def _notes(api: WatchedApi) -> dict[str, list[str]]:
     return out
 
 
-def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
-    api, said = WatchedApi(), list[str]()
-    api.seed_fleet()
-    tray, h100 = _class("tray-00"), _class("hgx-0")
-    # the allocated claim is there before the controller lists: its pod must never be seen before its claim (two
-    # informers' streams are not ordered with each other; a pod whose claim is not yet allocated is explained)
-    api.put(CLAIMS, {"metadata": {"name": "allocated-gpus", "namespace": "default"},
-                     "status": {"allocation": {"devices": {"results": []}}}}, "kube-scheduler")
-    ctl = Controller(api, ControllerConfig(delay_s=0.02, resync_s=0.2), said.append)  # type: ignore[arg-type]
+@contextmanager
+def _leading(api: WatchedApi, cfg: ControllerConfig, said: list[str]) -> Iterator[Controller]:
+    """The controller leading on ``api`` in a thread of its own, after its first sync; it stops at the end."""
+    ctl = Controller(api, cfg, said.append)  # type: ignore[arg-type]
     lost = threading.Event()
     worker = threading.Thread(target=ctl.lead, args=(lost,), daemon=True)
     worker.start()
@@ -59,6 +56,22 @@ def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
         while ctl.syncs < 1:
             assert time.monotonic() < deadline, said
             time.sleep(0.02)
+        yield ctl
+    finally:
+        lost.set()
+        worker.join(timeout=5)
+
+
+def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
+    api, said = WatchedApi(), list[str]()
+    api.seed_fleet()
+    tray, h100 = _class("tray-00"), _class("hgx-0")
+    # the allocated claim is there before the controller lists: its pod must never be seen before its claim (two
+    # informers' streams are not ordered with each other; a pod whose claim is not yet allocated is explained)
+    api.put(CLAIMS, {"metadata": {"name": "allocated-gpus", "namespace": "default"},
+                     "status": {"allocation": {"devices": {"results": []}}}}, "kube-scheduler")
+    with _leading(api, ControllerConfig(delay_s=0.02, resync_s=0.2), said) as ctl:
+        deadline = time.monotonic() + 20
         # two claims waiting, one of them of a class no node has; a pod of one claim; a pod of two claims of the
         # same template; one whose claim is allocated; one bound; one the scheduler has not tried yet
         _pod(api, "two", {"gpus": f"topolink-nvlink-2-{tray}", "ghost": "topolink-nvlink-2-0000ghost"})
@@ -74,9 +87,6 @@ def test_every_pending_pod_gets_one_event_naming_each_waiting_claim() -> None:
         while ctl.syncs < syncs + 3:  # resyncs: the notes unchanged, nothing said again
             time.sleep(0.02)
         notes = _notes(api)
-    finally:
-        lost.set()
-        worker.join(timeout=5)
     assert {pod: len(n) for pod, n in notes.items()} == {"two": 1, "one": 1, "same": 1}, notes
     (two,), (one,), (same,) = notes["two"], notes["one"], notes["same"]
     assert two.startswith("2 claims wait: claim ghost: template topolink-nvlink-2-0000ghost asks for 2 GPUs")
@@ -116,24 +126,13 @@ def test_a_job_of_many_pending_pods_is_told_within_the_write_limit() -> None:
     api.seed_fleet()
     h100 = _class("hgx-0")
     start = time.monotonic()  # before the bucket is made: it holds `burst` tokens then, and gains `qps` a second
-    ctl = Controller(api, ControllerConfig(delay_s=0.02, resync_s=0.2, write_qps=qps, write_burst=burst),
-                     said.append)  # type: ignore[arg-type]
-    lost = threading.Event()
-    worker = threading.Thread(target=ctl.lead, args=(lost,), daemon=True)
-    worker.start()
-    try:
+    with _leading(api, ControllerConfig(delay_s=0.02, resync_s=0.2, write_qps=qps, write_burst=burst), said):
         deadline = time.monotonic() + 30
-        while ctl.syncs < 1:
-            assert time.monotonic() < deadline, said
-            time.sleep(0.02)
         for i in range(pods):
             _pod(api, f"worker-{i}", {"gpus": f"topolink-nvlink-2-{h100}"})
         while len(_notes(api)) < pods:
             assert time.monotonic() < deadline, (len(_notes(api)), said)
             time.sleep(0.02)
-    finally:
-        lost.set()
-        worker.join(timeout=5)
     assert len(api.times) > pods  # the first sync's writes, then the Events
     # the n-th write's token was taken before its time was read, so n <= burst + qps (its time - start) however
     # late a loaded machine reads it; without the bucket the forty Events go out together and break it
