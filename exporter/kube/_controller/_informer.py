@@ -3,12 +3,14 @@
 The rules are the agent's (``docs/kube-sync.md``): a stream the server ends is opened again from the last
 resourceVersion (bookmarks keep it recent); 410 Gone lists again; any other failure waits on the backoff (its
 Retry-After a floor, the wait jittered and doubling up to ``MAX_WAIT_S``, at least ``ERROR_WINDOW_S`` after a stream
-broke so that replicas dropped together come back spread) and tries again: nothing is given up. A 410 lists again
-at once the first time, then (410 after 410, no watch ended well between) on the same backoff; a silent stream
-(nothing for ``SILENT_S``) is opened again at once the first time, as the agent's is. Every change calls
-``changed()`` (the controller's queue coalesces them). A label selector, a field selector and a namespace narrow
-what crosses the network; :class:`._owned.OwnedInformer` keeps the controller's own objects through the agent's
-mutation cache instead of a plain store.
+broke so that replicas dropped together come back spread) and tries again: nothing is given up. A 410 lists again at
+once the first time, then (410 after 410, no watch ended well between) on the same backoff; a silent stream (nothing
+for ``SILENT_S``) is listed and watched again, at once the first time: a list, not a watch from where it stopped,
+because a path that swallowed one stream's events may swallow the next one's (a watch opened while a proxy drops
+events stays silent another ``SILENT_S``) and a list is a request that ends (the agent's passes list for themselves
+once its watch shows no life). Every change calls ``changed()`` (the controller's queue coalesces them). A label
+selector, a field selector and a namespace narrow what crosses the network; :class:`._owned.OwnedInformer` keeps the
+controller's own objects through the agent's mutation cache instead of a plain store.
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ class Informer:
             except BackingOff as exc:
                 stop.wait(exc.retry_in)
             except PublishError as exc:
+                if silent := isinstance(exc, Silent):  # what the path swallowed is read by a list, a request that
+                    self._rv = None  # ends; a watch from here may be as silent, and the replay lost with it
                 wait = self._backoff.failed(exc, exc.retry_after, floor=ERROR_WINDOW_S,  # a silent stream: again at
-                                            at_once=isinstance(exc, Silent) and self._backoff.will_reset())  # once
+                                            at_once=silent and self._backoff.will_reset())  # once
                 self._log(f"watch {self._kind.plural}: {exc}; again in {wait:.1f} s")
                 stop.wait(wait)
