@@ -6,3 +6,5 @@
 Imports flow down that list and never back; ``agent`` may import ``probes``, ``exporter`` and ``topology``,
 and nothing imports ``agent``.
 """
+
+__version__ = "0.1.0"  # the distribution's version (pyproject.toml reads it from here at build time)

@@ -59,9 +59,12 @@ def test_help_loads_only_the_command_line() -> None:
 
 
 def test_version() -> None:
+    from importlib import metadata
+
     out = topolink("--version")
     assert out.returncode == 0
-    assert out.stdout.startswith("topolink ")
+    # agent.__version__, which the installed distribution's metadata took from it at build time
+    assert out.stdout == f"topolink {metadata.version('topolink')}\n"
 
 
 def test_no_command_prints_help_and_usage_code() -> None:

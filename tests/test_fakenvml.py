@@ -252,6 +252,31 @@ def test_calls_are_counted_per_function_and_arguments(fake_machine: MakeMachine)
     assert calls["nvmlInitWithFlags"] == calls["nvmlShutdown"] == 1
 
 
+def test_call_counts_survive_the_table_growing(fake_machine: MakeMachine) -> None:
+    """The count table starts small and doubles with the distinct calls (the library's memory follows what it
+    counts): 8 x 8 x 6 P2P calls and 8 x 400 link calls, each twice, are all counted through the growth."""
+    node = fake_machine("hgx-h100")
+    port = open_nvml(str(node.nvml_library))
+    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(8)]
+
+    def call(fn: Any, *args: Any) -> None:
+        with contextlib.suppress(pynvml.NVMLError):  # a link past the count is refused, and still counted
+            fn(*args)
+
+    for _ in range(2):
+        for a in handles:
+            for link in range(400):
+                call(pynvml.nvmlDeviceGetNvLinkState, a, link)
+            for b in handles:
+                for index in range(6):
+                    call(pynvml.nvmlDeviceGetP2PStatus, a, b, index)
+    port.close()
+    calls = read_calls(node.calls_file)
+    links = {f"nvmlDeviceGetNvLinkState({i},{link})" for i in range(8) for link in range(400)}
+    p2p = {f"nvmlDeviceGetP2PStatus({i},{j},{index})" for i in range(8) for j in range(8) for index in range(6)}
+    assert {k: calls.get(k) for k in links | p2p} == dict.fromkeys(links | p2p, 2)
+
+
 # -- profiles and their sysfs trees -------------------------------------------------------------------
 
 

@@ -32,6 +32,9 @@ NEVER = (
     "exporter.kube._client", "exporter.kube._config._rbac", "exporter.kube._fleet",
     "probes.harness", "probes.core._stats",
     "encodings.idna",
+    # the page and placement: loaded by the first GET / or /v1/placement, not by a scrape or a picture
+    "exporter._webpage._page", "exporter._placement", "topology.placement",
+    "importlib.metadata",  # the version is agent.__version__
 )
 
 

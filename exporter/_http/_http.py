@@ -18,17 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from topology import dumps, matrix, shown_text
 
 from .._core._view import View
 from .._metrics._exposition import MetricsCache
-from .._placement._placement_api import PlacementCache, placement_reply
-from .._webpage._page import INLINE_TREE_GPUS, page
-from .._webpage._picture import Svg, picture_dot, render_svg
 from ._asgi import HTML, JSON, Answer, Request, Route, Router, data, json_answer, text
 from ._negotiate import OPENMETRICS, TEXT, accepts_gzip, etag_matches, negotiate_metrics
+
+if TYPE_CHECKING:
+    from .._placement._placement_api import PlacementCache
+    from .._webpage._picture import Svg
 
 
 class ProbeControl(Protocol):
@@ -94,8 +95,12 @@ class _Renders:
             body = dumps(snap).encode()
             return body, '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
         if what == "dot":
+            from .._webpage._picture import picture_dot  # the picture's modules on its first ask, not in every agent
+
             return picture_dot(snap)
         if what == "svg":
+            from .._webpage._picture import render_svg
+
             return render_svg(self.get(view, "dot"), timeout_s=self._config.dot_timeout_s)
         if what == "matrix":
             measured = self._config.measured_matrix(snap)
@@ -121,12 +126,22 @@ def readiness(view: View | None) -> tuple[int, str]:
 
 class _SnapshotApi:
     """The snapshot's renderings and the page: 503 until the first snapshot, each rendering built once per
-    view generation in the thread pool (``dot`` and its ``svg`` may run for seconds)."""
+    view generation in the thread pool (``dot`` and its ``svg`` may run for seconds). The page's, the picture's
+    and placement's modules load on the first request that needs them: most agents are only scraped."""
 
-    def __init__(self, current: Callable[[], View | None], renders: _Renders, placements: PlacementCache) -> None:
+    def __init__(self, current: Callable[[], View | None], renders: _Renders) -> None:
         self._current = current
         self._renders = renders
-        self._placements = placements
+        self._lock = threading.Lock()
+        self._placement_cache: PlacementCache | None = None
+
+    def _placements(self) -> PlacementCache:
+        with self._lock:
+            if self._placement_cache is None:
+                from .._placement._placement_api import PlacementCache
+
+                self._placement_cache = PlacementCache()
+            return self._placement_cache
 
     def view_or_503(self) -> View | Answer:
         view = self._current()
@@ -168,7 +183,7 @@ class _SnapshotApi:
         got = self.view_or_503()
         if isinstance(got, Answer):
             return got
-        status, doc, headers = await request.in_thread(placement_reply, self._placements, got, request.query())
+        status, doc, headers = await request.in_thread(self._place, got, request.query())
         return json_answer(doc, status, headers)
 
     async def index(self, request: Request) -> Answer:
@@ -177,12 +192,20 @@ class _SnapshotApi:
             return got
         return text(await request.in_thread(self._page, got), content_type=HTML)
 
+    def _place(self, view: View, query: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        from .._placement._placement_api import placement_reply
+
+        return placement_reply(self._placements(), view, query)
+
     def _page(self, view: View) -> str:
+        from .._webpage._page import INLINE_TREE_GPUS, page
+        from .._webpage._picture import Svg
+
         big = len(view.snapshot.gpus) > INLINE_TREE_GPUS  # the page links the tree instead: no dot run
         svg: Svg = Svg(None, "linked") if big else self._renders.get(view, "svg")
         return page(view, now=time.time(), svg=svg.svg, svg_reason=svg.reason,
                     measured_matrix=self._renders.get(view, "measured"),
-                    placements=self._placements.page_groups(view))
+                    placements=self._placements().page_groups(view))
 
     def routes(self) -> list[Route]:
         return [Route("/v1/topology", self.topology_json), Route("/v1/topology/matrix", self.topology_matrix),
@@ -240,5 +263,5 @@ def create_app(current: Callable[[], View | None], cache: MetricsCache, config: 
         return text(body, status)
 
     return Router([Route("/metrics", MetricsEndpoint(cache)), Route("/healthz", _healthz), Route("/readyz", readyz),
-                   *_SnapshotApi(current, _Renders(config), PlacementCache()).routes(),
+                   *_SnapshotApi(current, _Renders(config)).routes(),
                    *_ProbeApi(probes, config).routes()])

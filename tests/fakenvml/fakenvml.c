@@ -194,52 +194,69 @@ static int g_nloses;
 static int g_init_sessions; /* nvmlInitWithFlags calls that tried to open a session on this profile */
 static char g_init_profile[4096];
 
-/* ---- call counting: an open-addressing table of "function(args)" -> count ---- */
+/* ---- call counting: an open-addressing table of "function(args)" -> count, doubled when half full ----
+ * It grows with the distinct calls (a few thousand for an 8-GPU node: well under a MiB), so the process
+ * that loads this library is not charged for room it never uses (benchmarks/serve.py measures the agent's
+ * resident size with this library loaded). A call the table cannot take (no memory) is not counted. */
 
-#define CALL_SLOTS 65536
+#define CALL_SLOTS_FIRST 1024
 typedef struct {
     char key[96];
     unsigned int count;
     unsigned long first; /* sequence number of the first such call in the session */
 } call_slot_t;
 static call_slot_t *g_calls;
+static unsigned long g_call_slots, g_call_keys;
 static unsigned long g_total_calls;
 
-static void count_call(const char *key) {
-    if (g_calls == NULL) {
-        g_calls = calloc(CALL_SLOTS, sizeof(call_slot_t));
-        if (g_calls == NULL) return;
-    }
+static unsigned long call_hash(const char *key) {
     unsigned long h = 5381;
     for (const char *p = key; *p; p++) h = h * 33u + (unsigned char)*p;
-    for (unsigned long i = 0; i < CALL_SLOTS; i++) {
-        call_slot_t *s = &g_calls[(h + i) % CALL_SLOTS];
-        if (s->count == 0) {
-            snprintf(s->key, sizeof s->key, "%s", key);
-            s->count = 1;
-            s->first = g_total_calls;
-            break;
-        }
-        if (strcmp(s->key, key) == 0) {
-            s->count++;
-            break;
-        }
-    }
+    return h;
+}
+
+static call_slot_t *call_slot(call_slot_t *table, unsigned long slots, const char *key) {
+    for (unsigned long i = call_hash(key) % slots;; i = (i + 1) % slots)
+        if (table[i].count == 0 || strcmp(table[i].key, key) == 0) return &table[i];
+}
+
+static int calls_room(void) {
+    if (g_calls != NULL && 2 * (g_call_keys + 1) <= g_call_slots) return 1;
+    unsigned long slots = g_calls == NULL ? CALL_SLOTS_FIRST : 2 * g_call_slots;
+    call_slot_t *table = calloc(slots, sizeof(call_slot_t));
+    if (table == NULL) return 0;
+    for (unsigned long i = 0; i < g_call_slots; i++)
+        if (g_calls[i].count) *call_slot(table, slots, g_calls[i].key) = g_calls[i];
+    free(g_calls);
+    g_call_slots = slots;
+    g_calls = table;
+    return 1;
+}
+
+static void count_call(const char *key) {
     g_total_calls++;
+    if (!calls_room()) return;
+    call_slot_t *s = call_slot(g_calls, g_call_slots, key);
+    if (s->count++ == 0) {
+        snprintf(s->key, sizeof s->key, "%s", key);
+        s->first = g_total_calls - 1;
+        g_call_keys++;
+    }
 }
 
 int fakenvml_dump_calls(const char *path) {
     FILE *f = fopen(path, "w");
     if (f == NULL) return -1;
-    for (unsigned long i = 0; g_calls != NULL && i < CALL_SLOTS; i++)
+    for (unsigned long i = 0; g_calls != NULL && i < g_call_slots; i++)
         if (g_calls[i].count) fprintf(f, "%u %lu %s\n", g_calls[i].count, g_calls[i].first, g_calls[i].key);
     fclose(f);
     return 0;
 }
 
 void fakenvml_reset_calls(void) {
-    if (g_calls != NULL) memset(g_calls, 0, CALL_SLOTS * sizeof(call_slot_t));
-    g_total_calls = 0;
+    free(g_calls);
+    g_calls = NULL;
+    g_call_slots = g_call_keys = g_total_calls = 0;
 }
 
 unsigned long fakenvml_total_calls(void) { return g_total_calls; }
