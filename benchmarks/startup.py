@@ -209,8 +209,8 @@ def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
 _PHASES = """
 import sys, time
 marks = [("start", time.perf_counter())]
-import argparse, re, typing
-marks.append(("argparse, re, typing (the command line's and the sources' standard modules)", time.perf_counter()))
+import argparse, re
+marks.append(("argparse and re (the command line's and the sources' standard modules)", time.perf_counter()))
 import topology.model._entities
 marks.append(("the model's classes (topology.model._entities and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources
