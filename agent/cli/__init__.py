@@ -25,9 +25,9 @@ from importlib import import_module
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from typing import Any
 
 # Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.

@@ -15,9 +15,9 @@ from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
 from ._witness import WITNESSES, Overrule, Stage, Witness, emulated_port_above, witness, witness_markdown
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._nvml import merge_nvml
 
 __all__ = [
