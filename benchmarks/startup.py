@@ -11,7 +11,9 @@ machine falls on both; medians and the ratio of medians are printed, with peak R
   NVML's start; run only where nvidia-smi exists). ``discover --help`` against ``python -I -c pass`` and
   ``discover`` against ``lstopo-no-graphics --of xml FILE`` are shown as information, and so is argparse's
   floor (``python -I -c "import argparse; argparse.ArgumentParser().parse_args([])"``), which ``--help`` cannot
-  go below. Beside it, where ``discover``'s time goes in that environment, phase by phase.
+  go below. Where valgrind is installed, the same commands in instructions executed (one run each: the count
+  does not move with others' load, as time on a shared machine does). Beside it, where ``discover``'s time goes
+  in that environment, phase by phase.
 - ``topolink discover --format json`` against ``lstopo-no-graphics --of xml`` on the live machine and on every
   hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``), run from the repository
   with its bytecode absent and compiled: target <= 4x.
@@ -203,14 +205,46 @@ def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
           f"{os.getloadavg()[0]:.2f})",
           ("command", "median ms", "baseline", "baseline median ms", "ratio", "budget", "", "CPU ms / baseline",
            "CPU ratio"), rows)
+    instruction_rows(env, [(name, cmd) for name, cmd, baseline, _ in checks if baseline is not None
+                            and baseline[1][0] == str(venv.python)], bare)
     return discover_ms
+
+
+def instructions(cmd: Sequence[str], env: dict[str, str]) -> int | None:
+    """Instructions one run of ``cmd`` executes, counted by valgrind (cachegrind, no cache simulation); None
+    without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    out = subprocess.run([valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", *cmd],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, check=False)
+    found = [line.split()[-1] for line in out.stderr.splitlines() if "I refs:" in line or "I   refs:" in line]
+    return int(found[-1].replace(",", "")) if found else None
+
+
+def instruction_rows(env: dict[str, str], commands: Sequence[tuple[str, list[str]]],
+                     bare: tuple[str, list[str]]) -> None:
+    """The budget's commands in instructions executed against the bare interpreter's: one run each, the same
+    count whatever others run on the machine (time on a shared machine moves with their load); measured."""
+    base = instructions(bare[1], env)
+    if base is None:
+        print("\nvalgrind not installed (apt-get install valgrind): no instruction counts")
+        return
+    rows = []
+    for name, cmd in commands:
+        count = instructions(cmd, env)
+        shown = name if name.startswith("(") else f"topolink {name}"
+        rows.append((shown, f"{count / 1e6:.1f}" if count else "?", f"{base / 1e6:.1f}",
+                     f"{count / base:.2f}x" if count else "?"))
+    table(f"the same commands in instructions executed (valgrind --tool=cachegrind, one run each; steady under "
+          f"others' load; {bare[0]} as baseline)", ("command", "million instructions", "baseline", "ratio"), rows)
 
 
 _PHASES = """
 import sys, time
 marks = [("start", time.perf_counter())]
-import argparse, re, typing
-marks.append(("argparse, re, typing (the command line's and the sources' standard modules)", time.perf_counter()))
+import argparse, re
+marks.append(("argparse and re (the command line's and the sources' standard modules)", time.perf_counter()))
 import topology.model._entities
 marks.append(("the model's classes (topology.model._entities and what it imports)", time.perf_counter()))
 import agent.discovery._discover, agent.discovery.assemble, agent.discovery.sources

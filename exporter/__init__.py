@@ -15,9 +15,9 @@ Imports: ``topology``; never ``agent`` or ``probes``. Imported by: ``agent``, th
 ``_core._http_flags`` for ``topolink --help``).
 """
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
-
 from topology._lazy import lazy_names as _lazy_names
+
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if _TYPE_CHECKING:
     from ._core._files import Target, UnsafeFile, read_regular, write_file

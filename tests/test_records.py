@@ -57,6 +57,8 @@ def _required(cls: type[t.Record]) -> dict[str, object]:
             out[name] = sample[tp]
         elif typing.get_origin(tp) is tuple:
             out[name] = ()
+        elif type(None) in typing.get_args(tp):  # optional without a default (a physics row's unknown value)
+            out[name] = None
         elif isinstance(tp, type) and issubclass(tp, t.MatrixKind):
             out[name] = t.MatrixKind.MEASURED
         elif isinstance(tp, type) and hasattr(tp, "__members__"):

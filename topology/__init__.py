@@ -6,9 +6,9 @@ Names load on first use (PEP 562): a command that prints a summary does not pay 
 ``topolink --help`` pays for none of it.
 """
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
-
 from ._lazy import lazy_names as _lazy_names
+
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if _TYPE_CHECKING:
     from .codec._json_codec import (

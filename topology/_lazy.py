@@ -5,7 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lazy_names(package: str, where: Mapping[str, str],

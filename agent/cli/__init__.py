@@ -25,6 +25,11 @@ from importlib import import_module
 
 from ._common import EXIT_INPUT, EXIT_OK, EXIT_USAGE, InputError, add_discovery_args, version
 
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if _TYPE_CHECKING:
+    from typing import Any
+
 # Every command in the order ``--help`` lists them: its name, its module and the one line ``--help`` shows.
 # Each module has ``add_parsers(subparsers, add_discovery_args)`` (``probe`` adds ``selftest`` too) and sets a
 # ``handler`` default; heavy dependencies load only inside the handlers. A run builds the parser of its own
@@ -54,11 +59,31 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _FixedWidth(argparse.HelpFormatter):
+    """argparse's formatter at a set width, for a parser while it is built: argparse formats each argument as it is
+    added (to check its metavar) and the commands' prefix, none of which a width changes, and a formatter given no
+    width asks the terminal for one (``shutil``, which loads zlib, bz2 and lzma: about 5 ms, half of argparse's own
+    import). Built, every parser formats with argparse's own formatter: help, usage and errors at the terminal's
+    width, as argparse writes them."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=80)
+
+
+class _Building(argparse.ArgumentParser):
+    """argparse's parser, built with :class:`_FixedWidth` (``build_parser`` gives it argparse's formatter back)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"formatter_class": _FixedWidth, **kwargs})
+
+
 def build_parser(command: str | None = None,
                  parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The ``topolink`` parser: every command's (``command`` None), or only ``command``'s, the others listed by
     name and help line with an empty parser (an unknown ``command`` builds none). The commands' parsers are of
     ``parser_class`` too (argparse's default for subparsers)."""
+    if parser_class is argparse.ArgumentParser:
+        parser_class = _Building
     parser = parser_class(
         prog="topolink",
         description="Discover this node's GPU topology (NVML + sysfs), measure it, and publish it.",
@@ -84,8 +109,9 @@ def build_parser(command: str | None = None,
     # A value a flag's rule refuses (ArgumentError) reaches the caller, which says it in one line (``main``),
     # not after argparse's usage text; argparse's other errors (a flag it does not know, one missing) keep it.
     parser.exit_on_error = False
-    for command_parser in sub.choices.values():
-        command_parser.exit_on_error = False
+    for each in (parser, *sub.choices.values()):
+        each.exit_on_error = False
+        each.formatter_class = argparse.HelpFormatter  # from here on, at the terminal's width
     return parser
 
 

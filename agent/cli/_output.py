@@ -11,9 +11,10 @@ is refused. No command replaces a file it did not create.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from topology import TopolinkError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
     from exporter import Target

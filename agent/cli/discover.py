@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
 from ._common import EXIT_EPILOG, discover_from_args, exit_for
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
+    from typing import Any
 
 FORMATS = ("table", "json", "dot")
 

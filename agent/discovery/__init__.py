@@ -10,7 +10,8 @@ command line's ``--help`` (which reads the source table's flags) loads no source
 """
 
 from importlib import import_module
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if _TYPE_CHECKING:
     from ._discover import discover, settle

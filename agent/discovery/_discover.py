@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from topology import Problem, Snapshot, SourceStatus, replace
 
 from .access import DiscoveryContext
-from .assemble import cross_check, merge_nvml, nvml_unread
+from .assemble import cross_check, nvml_unread
 from .assemble._bounded import bounded
 from .assemble._snapshot import assemble
 from .sources import Gathered, run_sources, source_table
@@ -41,6 +41,8 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
     if nvml is None:
         snap = nvml_unread(snap, nvml_allowed=ctx.nvml_allowed)
     else:
+        from .assemble._nvml import merge_nvml  # NVML's merge loads where NVML gave facts
+
         snap = merge_nvml(snap, nvml, numa.driver_gpus if numa is not None else None)
     gdr = gathered.get("gdr", GdrHostFacts)
     return settle(bounded(cross_check(snap, module_version=gdr.module_version if gdr is not None else None)))

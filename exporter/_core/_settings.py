@@ -18,11 +18,13 @@ Loads nothing on import (``topolink --help`` builds parsers with these): argpars
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
+    from typing import Any
 
 MAX_SIZE_BYTES = 1 << 50
 # Byte units, the prefix's letter either case (kB is SI's spelling): K, M, G, T alone are binary as nccl-tests

@@ -19,7 +19,6 @@ import enum
 from collections.abc import Callable, Mapping
 from functools import cache
 from operator import attrgetter
-from typing import Any
 
 from ..model._entities import Snapshot, per_snapshot
 from ..model._errors import SchemaError
@@ -28,6 +27,11 @@ from ..model._measurement import Matrix, MatrixKind
 from ..model._provenance import Problem
 from ..model._record import fields, is_record, replace
 from ._jsontext import dumps_indented
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few MB; refuse bigger
 SCHEMA = "topolink.topology/v2"

@@ -16,7 +16,11 @@ import json
 import math
 from collections.abc import Callable
 from json.encoder import encode_basestring_ascii as _string
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _compact: Callable[[Any], str] = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 

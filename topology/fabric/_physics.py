@@ -10,37 +10,50 @@ are said as a problem by whoever meets them, never a silent null. docs/reference
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..model._record import Record
 
 GB = 1e9
 
 
-class NvlinkGeneration(NamedTuple):
+class NvlinkGeneration(Record):
     """One NVLink generation: its NVML names and rate per link."""
 
+    __slots__ = __match_args__ = ("version", "nvml_enums", "per_link", "source")
     version: int  # NVLink generation (NVLink 1.0 is 1, 2.0 and 2.2 are 2, 3.0 and 3.1 are 3...)
     nvml_enums: tuple[int, ...]  # the nvmlNvlinkVersion_t values that name it
     per_link: float | None  # bytes per second, per direction, per link
     source: str
 
+    def __init__(self, *, version: int, nvml_enums: tuple[int, ...], per_link: float | None, source: str) -> None:
+        self._fill(locals())
 
-class PcieGeneration(NamedTuple):
+
+class PcieGeneration(Record):
     """One PCIe generation: its transfer rate and bytes per lane after line coding."""
 
+    __slots__ = __match_args__ = ("gen", "gts", "per_lane", "source")
     gen: int
     gts: float  # transfer rate per lane, GT/s (sysfs current_link_speed)
     per_lane: float  # bytes per second, per direction, per lane, after line coding
     source: str
 
+    def __init__(self, *, gen: int, gts: float, per_lane: float, source: str) -> None:
+        self._fill(locals())
 
-class GpuFamily(NamedTuple):
+
+class GpuFamily(Record):
     """A GPU model family: how NVML and the PCI ids name it, and its NVLinks."""
 
+    __slots__ = __match_args__ = ("name", "pci_device_ids", "nvlink_version", "max_nvlinks", "source")
     name: str  # what NVML's product name says, as a whole word ("A100" in "NVIDIA A100-SXM4-40GB")
     pci_device_ids: tuple[int, ...]  # the PCI device ids (vendor 10de) of its boards
     nvlink_version: int | None  # None: no NVLink
     max_nvlinks: int  # NVLinks one GPU of it has at most
     source: str
+
+    def __init__(self, *, name: str, pci_device_ids: tuple[int, ...], nvlink_version: int | None, max_nvlinks: int,
+                 source: str) -> None:
+        self._fill(locals())
 
 
 NVLINK: tuple[NvlinkGeneration, ...] = (

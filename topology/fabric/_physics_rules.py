@@ -21,13 +21,12 @@ The rules:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import NamedTuple
 
 from ..model._entities import LinkKind, PcieLinkState, Snapshot
 from ..model._errors import SchemaError
 from ..model._facts import Aspect, Knowledge
 from ..model._measurement import Measurement
-from ._capability import LinkCapability
+from ..model._record import Record
 from ._physics import (
     MAX_NVLINKS_PER_GPU,
     NVLINK,
@@ -41,6 +40,11 @@ from ._physics import (
     pcie_generation,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if TYPE_CHECKING:
+    from ._capability import LinkCapability  # its paths load only where a measurement is bounded
+
 MEASURED_OVER_THEORETICAL = 1.5  # room for NVSwitch reductions (NVLS busbw) and rounding, never for 4x
 _SLACK = 1 + 1e-9  # a rate written from the table, read back through JSON
 _KNOWN_NVLINK = ", ".join(str(g.version) for g in NVLINK)
@@ -49,14 +53,18 @@ _GENS = frozenset((None, *(g.gen for g in PCIE)))
 _WIDTHS = frozenset((None, *PCIE_WIDTHS))
 
 
-class Breach(NamedTuple):
+class Breach(Record):
     """A number above what the links allow, and where it is."""
 
+    __slots__ = __match_args__ = ("where", "subjects", "aspect", "source", "message")
     where: str  # the field, as the reader names it (snapshot.links[3].bytes_per_second)
     subjects: tuple[str, ...]  # whose fact it is
     aspect: Aspect  # which fact of theirs it makes unknown
     source: str  # the source whose reading it is
     message: str
+
+    def __init__(self, *, where: str, subjects: tuple[str, ...], aspect: Aspect, source: str, message: str) -> None:
+        self._fill(locals())
 
 
 def _state_faults(s: PcieLinkState) -> list[tuple[str, str]]:

@@ -12,7 +12,6 @@ where facts came from and what could not be read (``_provenance``).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, TypeVar, cast
 
 from ._devices import (
     GPU_CLASSES,
@@ -39,8 +38,13 @@ from ._measurement import Matrix, Measurement
 from ._provenance import Problem, SourceOutcome, SourceStatus
 from ._record import Record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
 if TYPE_CHECKING:
     import threading
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 # The devices too: they are imported from here.
 __all__ = ["GPU_CLASSES", "NVIDIA_VENDOR", "FabricInfo", "FabricState", "GdrFacts", "Gpu", "HostBridge", "Link",
@@ -100,8 +104,7 @@ class Snapshot(Record):
         return next((m for m in self.matrices if m.name == name), None)
 
 
-T = TypeVar("T")
-_BY_SNAPSHOT: dict[int, dict[Hashable, object]] = {}
+_BY_SNAPSHOT: dict[int, dict[Hashable, Any]] = {}  # each entry is what its build returned
 _LOCKS: dict[int, threading.RLock] = {}  # the one lock (reentrant: a build may ask for another entry of the same
 # snapshot), made on first use: threading and weakref load only where a snapshot's derived entries are asked for
 
@@ -120,7 +123,8 @@ def per_snapshot(snap: Snapshot, key: Hashable, build: Callable[[], T]) -> T:
     every view and sink around it; it depends on ``snap`` and ``key`` alone and must not hold ``snap``."""
     entries = _BY_SNAPSHOT.get(id(snap))
     if entries is not None and key in entries:
-        return cast(T, entries[key])
+        found: T = entries[key]
+        return found
     with _lock():  # one build per snapshot and key, even when two threads ask at once
         entries = _BY_SNAPSHOT.get(id(snap))
         if entries is None:
@@ -128,7 +132,8 @@ def per_snapshot(snap: Snapshot, key: Hashable, build: Callable[[], T]) -> T:
 
             entries = _BY_SNAPSHOT[id(snap)] = {}
             weakref.finalize(snap, _BY_SNAPSHOT.pop, id(snap), None)
-        return cast(T, entries[key] if key in entries else entries.setdefault(key, build()))
+        made: T = entries[key] if key in entries else entries.setdefault(key, build())
+        return made
 
 
 def kept_snapshots() -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import TYPE_CHECKING
 
 from . import _record
 from ._jail import (
@@ -25,6 +24,8 @@ from ._jail import (
     components,
     read_regular,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
     from pathlib import Path  # paths are strings here: pathlib (and urllib, which it loads) cost start-up

@@ -3,21 +3,31 @@ module of a GPU, as NVML writes them (struct version 2; version 1 had a rack GUI
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple, TypeVar
+from topology import Record
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a start-up cost) for it
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 
-class RawPlatform(NamedTuple):
+class RawPlatform(Record):
     """``nvmlPlatformInfo_t`` as NVML wrote it."""
 
+    __slots__ = __match_args__ = ("chassis_serial", "slot", "tray", "host_id", "peer_type", "module_id")
     chassis_serial: str  # up to 16 characters; empty where NVML wrote none
     slot: int
     tray: int
     host_id: int
     peer_type: int
     module_id: int
+
+    def __init__(self, *, chassis_serial: str, slot: int, tray: int, host_id: int, peer_type: int,
+                 module_id: int) -> None:
+        self._fill(locals())
 
 
 class PlatformCalls:
@@ -33,8 +43,9 @@ class PlatformCalls:
 
         info = self._nv.c_nvmlPlatformInfo_v2_t()
         self._call("nvmlDeviceGetPlatformInfo", self._nv.nvmlDeviceGetPlatformInfo, h, ctypes.byref(info))
-        return RawPlatform(_text(info.chassisSerialNumber), _byte(info.slotNumber), _byte(info.trayIndex),
-                           _byte(info.hostId), _byte(info.peerType), _byte(info.moduleId))
+        return RawPlatform(chassis_serial=_text(info.chassisSerialNumber), slot=_byte(info.slotNumber),
+                           tray=_byte(info.trayIndex), host_id=_byte(info.hostId), peer_type=_byte(info.peerType),
+                           module_id=_byte(info.moduleId))
 
 
 # ctypes hands c_char fields over as bytes (cut at the first NUL), nvidia-ml-py's structures as str

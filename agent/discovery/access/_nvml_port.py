@@ -9,8 +9,8 @@ A specific library is loaded as :mod:`._nvml_library` says.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any, NamedTuple, NewType, TypeVar
+
+from topology import Record
 
 from . import _record
 from ._nvml_errors import (
@@ -21,8 +21,16 @@ from ._nvml_errors import (
 )
 from ._nvml_platform import PlatformCalls
 
-Handle = NewType("Handle", object)
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a start-up cost) for it
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, NewType, TypeVar
+
+    Handle = NewType("Handle", object)
+    T = TypeVar("T")
+else:
+    Handle = object  # what NVML hands back for a device, opaque (a NewType to type checkers)
 
 CPU_SET_WORDS = 64  # 4096 CPUs, 64 per word
 NODE_SET_WORDS = 16  # 1024 NUMA nodes
@@ -30,21 +38,30 @@ _AFFINITY_SCOPE_NODE = 0
 _ARGUMENT_VERSION_MISMATCH = 25
 _FABRIC_V3, _FABRIC_V2 = 0x03000028, 0x02000024
 
-class RawFabric(NamedTuple):
+class RawFabric(Record):
     """``nvmlGpuFabricInfo`` fields as NVML wrote them."""
 
+    __slots__ = __match_args__ = ("state", "status", "clique_id", "cluster_uuid", "health_mask")
     state: int
     status: int
     clique_id: int
     cluster_uuid: bytes
-    health_mask: int = 0  # v2 and v3 both carry it; 0: every field NOT_SUPPORTED
+    health_mask: int  # v2 and v3 both carry it; 0: every field NOT_SUPPORTED
+
+    def __init__(self, *, state: int, status: int, clique_id: int, cluster_uuid: bytes, health_mask: int = 0) -> None:
+        self._fill(locals())
 
 
-class RawField(NamedTuple):
+class RawField(Record):
     """One field value as ``nvmlDeviceGetFieldValues`` returned it."""
+
+    __slots__ = __match_args__ = ("field_id", "code", "value")
     field_id: int
     code: int  # the per-field nvmlReturn_t
     value: int
+
+    def __init__(self, *, field_id: int, code: int, value: int) -> None:
+        self._fill(locals())
 
 
 class NvmlPort(PlatformCalls):
@@ -92,7 +109,8 @@ class NvmlPort(PlatformCalls):
         return int(self._call("nvmlDeviceGetCount_v2", self._nv.nvmlDeviceGetCount))
 
     def handle(self, index: int) -> Handle:
-        return Handle(self._call("nvmlDeviceGetHandleByIndex_v2", self._nv.nvmlDeviceGetHandleByIndex, index))
+        handle: Handle = self._call("nvmlDeviceGetHandleByIndex_v2", self._nv.nvmlDeviceGetHandleByIndex, index)
+        return handle
 
     # -- one device --------------------------------------------------------------------------------
     def index(self, h: Handle) -> int:
@@ -168,7 +186,8 @@ class NvmlPort(PlatformCalls):
 
     def field_values(self, h: Handle, field_ids: tuple[int, ...]) -> tuple[RawField, ...]:
         values = self._call("nvmlDeviceGetFieldValues", self._nv.nvmlDeviceGetFieldValues, h, list(field_ids))
-        return tuple(RawField(int(v.fieldId), int(v.nvmlReturn), int(v.value.uiVal)) for v in values)
+        return tuple(RawField(field_id=int(v.fieldId), code=int(v.nvmlReturn), value=int(v.value.uiVal))
+                     for v in values)
 
     # -- MIG ---------------------------------------------------------------------------------------
     def mig_mode(self, h: Handle) -> tuple[int, int]:
@@ -179,8 +198,9 @@ class NvmlPort(PlatformCalls):
         return int(self._call("nvmlDeviceGetMaxMigDeviceCount", self._nv.nvmlDeviceGetMaxMigDeviceCount, h))
 
     def mig_device(self, h: Handle, slot: int) -> Handle:
-        return Handle(self._call("nvmlDeviceGetMigDeviceHandleByIndex", self._nv.nvmlDeviceGetMigDeviceHandleByIndex,
-                                 h, slot))
+        handle: Handle = self._call("nvmlDeviceGetMigDeviceHandleByIndex",
+                                    self._nv.nvmlDeviceGetMigDeviceHandleByIndex, h, slot)
+        return handle
 
     def gpu_instance_id(self, h: Handle) -> int:
         return int(self._call("nvmlDeviceGetGpuInstanceId", self._nv.nvmlDeviceGetGpuInstanceId, h))

@@ -11,10 +11,14 @@ Imports the sources' fact types and ``topology``; imported by ``agent.discovery.
 from topology._lazy import lazy_names as _lazy_names
 
 from ._crosscheck import CHECK_OF, CHECKS, cross_check, witnessed
-from ._nvml import merge_nvml
 from ._nvml_state import NVML_ONLY, nvml_unread
 from ._snapshot import assemble
 from ._witness import WITNESSES, Overrule, Stage, Witness, emulated_port_above, witness, witness_markdown
+
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if _TYPE_CHECKING:
+    from ._nvml import merge_nvml
 
 __all__ = [
            "CHECKS",
@@ -46,4 +50,6 @@ __all__ = [
 # The facts table documents discovery and drives the truth sweep; a pass never reads it, so it loads on first use.
 _WHERE = {name: "_fact_table" for name in ("FACT_ROWS", "NAMES_ONLY", "SESSION_CALLS", "FactRow", "alone_where",
                                            "fact_table_markdown", "one_witness", "rows_calling", "rows_reading")}
+# NVML's merge (its NVLinks, identities and pairs) loads where NVML gave facts to merge.
+_WHERE["merge_nvml"] = "_nvml"
 __getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)

@@ -16,17 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from topology import (
-    NVML_TOPOLOGY_LEVEL,
-    Aspect,
-    PathClass,
-    Problem,
-    SchemaError,
-    Snapshot,
-    SourceStatus,
-    path_index,
-    replace,
-)
+from topology import Aspect, Problem, SchemaError, Snapshot, SourceStatus, replace
 
 from . import _crosscheck_ends as ends
 from . import _crosscheck_gpu as gpu
@@ -37,7 +27,6 @@ from ._witness import WITNESSES, Stage, witness
 _MELLANOX = 0x15B3
 _RDMA_DRIVERS = ("mlx5_core", "mlx4_core")
 _CLASS_INFINIBAND = 0x0207
-_LEVEL_CLASS = {level: cls for cls, level in NVML_TOPOLOGY_LEVEL.items()} | {0: PathClass.PIX}
 _NUMA_DISTANCE = "numa_distance"
 
 
@@ -121,12 +110,15 @@ def _nvml_ancestor(snap: Snapshot) -> list[Problem]:
     m = snap.matrix("nvml_common_ancestor")
     if m is None:
         return []
+    from topology import NVML_TOPOLOGY_LEVEL, PathClass, path_index  # the paths, for NVML's matrices alone
+
+    level_class = {level: cls for cls, level in NVML_TOPOLOGY_LEVEL.items()} | {0: PathClass.PIX}
     index = path_index(snap)
     out = []
     for i, a in enumerate(m.ids):
         for j in range(i + 1, len(m.ids)):
             b, level = m.ids[j], int(m.values[i][j])
-            said = _LEVEL_CLASS.get(level)
+            said = level_class.get(level)
             if said is None:
                 continue  # not read (-1), or a level nvidia-smi does not print: nothing to compare
             seen = index.pcie_class(a, b)
@@ -140,6 +132,8 @@ def _p2p_without_nvlink(snap: Snapshot) -> list[Problem]:
     m = snap.matrix("nvml_p2p_nvlink")
     if m is None:
         return []
+    from topology import path_index
+
     k = snap.knowledge()
     index = path_index(snap)
     out = []

@@ -23,7 +23,7 @@ from topology import (
     replace,
 )
 
-from ._nvml_links import SYNTHETIC_SWITCH
+from ._nvml_state import SYNTHETIC_SWITCH
 from ._witness import witness
 
 _NVIDIA = 0x10DE

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, TypeVar
 
 from topology import (
     NODE,
@@ -37,10 +36,13 @@ from ..sources._nvidia_proc import DriverGpuFacts
 from ..sources.nvml import P2P_CAPS, NvmlFacts, NvmlGpuFacts
 from . import _counts, _identity
 from ._crosscheck_ends import driver_gpus
-from ._nvml_links import SYNTHETIC_SWITCH, nvlinks
-from ._nvml_state import NVML_ONLY, SOURCE
+from ._nvml_links import nvlinks
+from ._nvml_state import NVML_ONLY, SOURCE, SYNTHETIC_SWITCH
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
+    from typing import TypeVar
 
     T = TypeVar("T")
 _NVML_ONLY = NVML_ONLY

@@ -9,28 +9,42 @@ far end cannot be placed is a problem that leaves the GPU's NVLinks unknown.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import NamedTuple
 
-from topology import NODE, Aspect, Link, LinkKind, NvSwitch, Problem, Snapshot, facts_of, nvlink_bytes_per_second
+from topology import (
+    NODE,
+    Aspect,
+    Link,
+    LinkKind,
+    NvSwitch,
+    Problem,
+    Record,
+    Snapshot,
+    facts_of,
+    nvlink_bytes_per_second,
+)
 
 from ..sources.nvml import REMOTE_GPU, REMOTE_SWITCH, REMOTE_UNKNOWN, NvLinkFact, NvmlFacts
 from . import _counts
-from ._nvml_state import SOURCE
+from ._nvml_state import SOURCE, SYNTHETIC_SWITCH
 from ._witness import witness
 
-SYNTHETIC_SWITCH = "nvswitch0"
 _NVIDIA, _NVSWITCH_CLASS = 0x10DE, 0x0680
 
 
-class _Ends(NamedTuple):
+class _Ends(Record):
     """What a link's far end may be: the snapshot's GPUs, the lost ones, the NVSwitches found so far."""
 
+    __slots__ = __match_args__ = ("snap", "gpus", "lost", "switches", "pci_ids", "pci_known")
     snap: Snapshot
     gpus: set[str]
     lost: set[str]
     switches: dict[str, NvSwitch]  # added to as links reach new ones
     pci_ids: set[str]
     pci_known: bool  # whether the PCI bus was read whole: a bus id it lacks is then nothing
+
+    def __init__(self, *, snap: Snapshot, gpus: set[str], lost: set[str], switches: dict[str, NvSwitch],
+                 pci_ids: set[str], pci_known: bool) -> None:
+        self._fill(locals())
 
 
 def nvlinks(snap: Snapshot, facts: NvmlFacts, placed: dict[int, str], switches: dict[str, NvSwitch],

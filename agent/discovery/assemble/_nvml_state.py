@@ -23,6 +23,8 @@ from __future__ import annotations
 from topology import Aspect, Problem, Snapshot, SourceOutcome, SourceStatus, facts_of, node_fact, replace
 
 SOURCE = "nvml"
+# The NVSwitch NVML's sentinel remote id stands for where none is on the bus (``_nvml_links``).
+SYNTHETIC_SWITCH = "nvswitch0"
 # What discovery learns of a GPU from NVML alone (sysfs gives its place, link and locality).
 NVML_ONLY = (Aspect.IDENTITY, Aspect.NVLINKS, Aspect.P2P, Aspect.FABRIC, Aspect.MIG, Aspect.NUMA)
 # What nobody knows node-wide when NVML was not read (the NVML source's ``covers``).

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
 
-from topology import Aspect, Fact, Problem, Snapshot, facts_of, node_fact
+from topology import Aspect, Fact, Problem, Record, Snapshot, facts_of, node_fact
 
 
 class Stage(enum.Enum):
@@ -49,29 +48,39 @@ def emulated_port_above(snap: Snapshot, subject: str) -> str | None:
     return None
 
 
-class Overrule(NamedTuple):
+class Overrule(Record):
     """One witness's reading stands where ``holds`` says the situation holds for a subject (its reason)."""
 
+    __slots__ = __match_args__ = ("winner", "situation", "holds")
     winner: str  # the witness whose reading stands, as the problem names it
     situation: str  # the situation, as the reference's table says it
     holds: Callable[[Snapshot, str], str | None]  # (snapshot, subject) -> why the situation holds, or None
+
+    def __init__(self, *, winner: str, situation: str, holds: Callable[[Snapshot, str], str | None]) -> None:
+        self._fill(locals())
 
     def __str__(self) -> str:
         return f"{self.winner} when {self.situation}"
 
 
-class Witness(NamedTuple):
+class Witness(Record):
     """One fact two readings witness, which readings they are, and what is unknown when they disagree."""
 
+    __slots__ = __match_args__ = ("key", "fact", "first", "second", "unknown", "node_wide", "wins", "source", "stage")
     key: str
     fact: str  # what is compared
     first: str  # one witness
     second: str  # the other
     unknown: tuple[Aspect, ...]  # aspects of the subjects the problem names, left unknown
-    node_wide: bool = False  # ``unknown`` is of the node, not of the subjects
-    wins: Overrule | None = None  # where one reading stands; None: neither does
-    source: str = "nvml"  # the problem's source
-    stage: Stage = Stage.CROSS_CHECK  # where it is checked
+    node_wide: bool  # ``unknown`` is of the node, not of the subjects
+    wins: Overrule | None  # where one reading stands; None: neither does
+    source: str  # the problem's source
+    stage: Stage  # where it is checked
+
+    def __init__(self, *, key: str, fact: str, first: str, second: str, unknown: tuple[Aspect, ...],
+                 node_wide: bool = False, wins: Overrule | None = None, source: str = "nvml",
+                 stage: Stage = Stage.CROSS_CHECK) -> None:
+        self._fill(locals())
 
     def facts(self, subjects: Iterable[str]) -> tuple[Fact, ...]:
         if self.node_wide:

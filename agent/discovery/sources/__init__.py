@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from ._catalog import SOURCE_NAMES
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
 if TYPE_CHECKING:
+    from typing import Any
 
     from ..access import DiscoveryContext
     from ._registry import Gathered, SourceError, SourceSpec, SubsystemAbsent, register

@@ -10,9 +10,7 @@ the GPUs given to it here, as NVML does. The file is optional (a gathered tree m
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from topology import NODE, Aspect, BadPciAddress, Problem, canonical_bdf, facts_of, node_fact
+from topology import NODE, Aspect, BadPciAddress, Problem, Record, canonical_bdf, facts_of, node_fact
 
 from ..access import FsRoot
 from ._parse import MAX_NUMA_NODES, bounded, decimal
@@ -24,15 +22,20 @@ _NUMA = (Aspect.NUMA,)
 _MINOR = bounded(0, 254)  # 255 is /dev/nvidiactl
 
 
-class DriverGpuFacts(NamedTuple):
+class DriverGpuFacts(Record):
     """A GPU the NVIDIA driver lists in /proc: its memory's NUMA node and its identity as the driver says."""
 
+    __slots__ = __match_args__ = ("bus_id", "memory_node", "minor", "uuid", "excluded", "model")
     bus_id: str
-    memory_node: int | None = None
-    minor: int | None = None  # "Device Minor"
-    uuid: str | None = None  # "GPU UUID"
-    excluded: bool | None = None  # "GPU Excluded": the driver keeps it from use (NVML does not list it)
-    model: str | None = None  # "Model": the product name as the driver says
+    memory_node: int | None
+    minor: int | None  # "Device Minor"
+    uuid: str | None  # "GPU UUID"
+    excluded: bool | None  # "GPU Excluded": the driver keeps it from use (NVML does not list it)
+    model: str | None  # "Model": the product name as the driver says
+
+    def __init__(self, *, bus_id: str, memory_node: int | None = None, minor: int | None = None,
+                 uuid: str | None = None, excluded: bool | None = None, model: str | None = None) -> None:
+        self._fill(locals())
 
 
 def driver_gpus(root: FsRoot, problems: list[Problem]) -> tuple[DriverGpuFacts, ...] | None:

@@ -7,10 +7,9 @@ the model: bus ids are canonical (``0000:3b:00.0``), the remote id ``FFFFFFFF:FF
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from topology import FabricInfo, MigInstance, PcieLinkState, PlatformInfo, Problem, Record
 
+SOURCE = "nvml"
 # nvmlIntNvLinkDeviceType_t
 REMOTE_GPU, REMOTE_IBMNPU, REMOTE_SWITCH, REMOTE_UNKNOWN = 0x00, 0x01, 0x02, 0xFF
 # nvmlGpuP2PCapsIndex_t, the ones asked for every pair
@@ -19,14 +18,20 @@ FIELD_NVLINK_LINK_COUNT = 91
 FIELD_NVSWITCH_CONNECTED_LINK_COUNT = 147
 
 
-class NvLinkFact(NamedTuple):
+class NvLinkFact(Record):
     """One NVLink of a GPU as NVML reports it."""
+
+    __slots__ = __match_args__ = ("link", "active", "version", "remote_type", "remote_bus_id", "remote_sentinel")
     link: int
     active: bool
-    version: int | None = None  # nvmlNvlinkVersion_t as returned (4.0 = 6), not a generation
-    remote_type: int | None = None  # nvmlIntNvLinkDeviceType_t
-    remote_bus_id: str | None = None  # canonical; None when unread or the sentinel
-    remote_sentinel: bool = False  # NVML gave FFFFFFFF:FF:FF.0 (an NVSwitch it does not show on PCI)
+    version: int | None  # nvmlNvlinkVersion_t as returned (4.0 = 6), not a generation
+    remote_type: int | None  # nvmlIntNvLinkDeviceType_t
+    remote_bus_id: str | None  # canonical; None when unread or the sentinel
+    remote_sentinel: bool  # NVML gave FFFFFFFF:FF:FF.0 (an NVSwitch it does not show on PCI)
+
+    def __init__(self, *, link: int, active: bool, version: int | None = None, remote_type: int | None = None,
+                 remote_bus_id: str | None = None, remote_sentinel: bool = False) -> None:
+        self._fill(locals())
 
 
 class NvmlGpuFacts(Record):  # a field named index: a NamedTuple's would hide tuple.index
@@ -71,21 +76,34 @@ class NvmlGpuFacts(Record):  # a field named index: a NamedTuple's would hide tu
         self._fill(locals())
 
 
-class NvmlPairFacts(NamedTuple):
+class NvmlPairFacts(Record):
     """One unordered pair of GPUs (NVML indices, ``a < b``)."""
 
+    __slots__ = __match_args__ = ("a", "b", "common_ancestor", "p2p")
     a: int
     b: int
-    common_ancestor: int | None = None  # nvmlGpuTopologyLevel_t: 0, 10 PIX, 20 PXB, 30 PHB, 40 NODE, 50 SYS
-    p2p: tuple[tuple[int, int], ...] = ()  # (nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t) as read
+    common_ancestor: int | None  # nvmlGpuTopologyLevel_t: 0, 10 PIX, 20 PXB, 30 PHB, 40 NODE, 50 SYS
+    p2p: tuple[tuple[int, int], ...]  # (nvmlGpuP2PCapsIndex_t, nvmlGpuP2PStatus_t) as read
+
+    def __init__(self, *, a: int, b: int, common_ancestor: int | None = None,
+                 p2p: tuple[tuple[int, int], ...] = ()) -> None:
+        self._fill(locals())
 
 
-class NvmlFacts(NamedTuple):
+class NvmlFacts(Record):
     """What the NVML source read: its GPUs, their pairs and the driver."""
-    gpus: tuple[NvmlGpuFacts, ...] = ()
-    pairs: tuple[NvmlPairFacts, ...] = ()
-    driver_version: str | None = None
-    nvml_version: str | None = None
-    cuda_driver_version: str | None = None  # "12.8"
-    calls: int = 0  # NVML calls this discovery made, nvmlInit included (nvmlShutdown comes after)
-    problems: tuple[Problem, ...] = ()
+
+    __slots__ = __match_args__ = ("gpus", "pairs", "driver_version", "nvml_version", "cuda_driver_version", "calls",
+                                  "problems")
+    gpus: tuple[NvmlGpuFacts, ...]
+    pairs: tuple[NvmlPairFacts, ...]
+    driver_version: str | None
+    nvml_version: str | None
+    cuda_driver_version: str | None  # "12.8"
+    calls: int  # NVML calls this discovery made, nvmlInit included (nvmlShutdown comes after)
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, gpus: tuple[NvmlGpuFacts, ...] = (), pairs: tuple[NvmlPairFacts, ...] = (),
+                 driver_version: str | None = None, nvml_version: str | None = None,
+                 cuda_driver_version: str | None = None, calls: int = 0, problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())

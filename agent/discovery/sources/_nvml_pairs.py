@@ -7,13 +7,17 @@ otherwise) tells which one fell off.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from topology import Aspect, Fact
 
 from ..access import Handle, NvmlError, NvmlGpuLost
 from ._nvml_facts import P2P_CAPS, NvmlPairFacts
 from ._nvml_walk import Walk
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # nvmlGpuTopologyLevel_t: internal, single, multiple, host bridge, node, system
 TOPOLOGY_LEVELS = (0, 10, 20, 30, 40, 50)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from topology import NODE, Aspect, Fact, Problem, canonical_bdf, node_fact
 
 from ..access import NvmlError, NvmlGpuLost, NvmlNotSupported, NvmlPort
+from ._nvml_facts import SOURCE
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
 
     T = TypeVar("T")
-SOURCE = "nvml"
 
 
 class Walk:

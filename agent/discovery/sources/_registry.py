@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from topology import Aspect, Problem, SourceOutcome, SourceStatus, TopolinkError, node_fact
+from topology import Aspect, Problem, Record, SourceOutcome, SourceStatus, TopolinkError, node_fact
 
 from ..access import DiscoveryContext
 from ._catalog import SOURCE_FLAGS
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a start-up cost) for it
+
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
 
     T = TypeVar("T")
 
@@ -37,13 +39,19 @@ def too_many(where: str, found: int, most: int | None) -> None:
         raise SourceError(f"{where}: {found}, more than the {most} topolink reads")
 
 
-class SourceSpec(NamedTuple):
+class SourceSpec(Record):
     """A source in the table: its reader, default state, flag help and what it covers."""
+
+    __slots__ = __match_args__ = ("name", "read", "enabled_by_default", "help", "covers")
     name: str
     read: Callable[[DiscoveryContext], Any]
     enabled_by_default: bool
     help: str
     covers: tuple[Aspect, ...]  # node-wide facts left unknown when the source fails or is turned off
+
+    def __init__(self, *, name: str, read: Callable[[DiscoveryContext], Any], enabled_by_default: bool, help: str,
+                 covers: tuple[Aspect, ...]) -> None:
+        self._fill(locals())
 
 
 _SOURCES: dict[str, SourceSpec] = {}
@@ -65,7 +73,7 @@ def register(name: str, *, covers: tuple[Aspect, ...], default: bool = True,
         if _CATALOG.get(name) != (default, help):
             raise ValueError(f"source {name!r}: its row in agent/discovery/sources/_catalog.py must say the same "
                              "default and help (the command line reads its flags from there)")
-        _SOURCES[name] = SourceSpec(name, fn, default, help, covers)
+        _SOURCES[name] = SourceSpec(name=name, read=fn, enabled_by_default=default, help=help, covers=covers)
         return fn
 
     return wrap
@@ -75,12 +83,17 @@ def source_table() -> Mapping[str, SourceSpec]:
     return dict(sorted(_SOURCES.items()))
 
 
-class Gathered(NamedTuple):
+class Gathered(Record):
     """Every enabled source's facts (absent or failed ones are missing) and outcomes."""
 
+    __slots__ = __match_args__ = ("facts", "outcomes", "problems")
     facts: Mapping[str, Any]
     outcomes: tuple[SourceOutcome, ...]
     problems: tuple[Problem, ...]
+
+    def __init__(self, *, facts: Mapping[str, Any], outcomes: tuple[SourceOutcome, ...],
+                 problems: tuple[Problem, ...]) -> None:
+        self._fill(locals())
 
     def get(self, name: str, kind: type[T]) -> T | None:
         value = self.facts.get(name)

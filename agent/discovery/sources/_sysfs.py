@@ -10,14 +10,16 @@ import functools
 import posixpath
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
 from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
 from ..access import FsRoot
 from ._registry import SourceError, SubsystemAbsent, too_many
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
 if TYPE_CHECKING:
+    from typing import TypeVar
 
     T = TypeVar("T")
 

@@ -9,9 +9,8 @@ proprietary ones do not export GPU memory as dma-buf) and a Linux 5.12 or newer 
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
-from topology import NODE, Aspect, Problem
+from topology import NODE, Aspect, Problem, Record
 
 from ..access import DiscoveryContext, FsRoot
 from ._registry import register
@@ -26,15 +25,24 @@ _RELEASE = r"^([0-9]{1,4})\.([0-9]{1,4})"
 _MODULE_VERSION = r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b"
 
 
-class GdrHostFacts(NamedTuple):
+class GdrHostFacts(Record):
     """The host's GPUDirect RDMA facts: kernel modules and memory peers."""
-    peermem_loaded: bool | None = None
-    memory_peers: tuple[str, ...] = ()
-    nvidia_loaded: bool | None = None
-    nvidia_open_module: bool | None = None  # the open GPU kernel modules (dma-buf capable)
-    kernel_release: str | None = None  # uname -r
-    module_version: str | None = None  # the nvidia kernel module's version, /proc/driver/nvidia/version
-    problems: tuple[Problem, ...] = ()
+
+    __slots__ = __match_args__ = ("peermem_loaded", "memory_peers", "nvidia_loaded", "nvidia_open_module",
+                                  "kernel_release", "module_version", "problems")
+    peermem_loaded: bool | None
+    memory_peers: tuple[str, ...]
+    nvidia_loaded: bool | None
+    nvidia_open_module: bool | None  # the open GPU kernel modules (dma-buf capable)
+    kernel_release: str | None  # uname -r
+    module_version: str | None  # the nvidia kernel module's version, /proc/driver/nvidia/version
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, peermem_loaded: bool | None = None, memory_peers: tuple[str, ...] = (),
+                 nvidia_loaded: bool | None = None, nvidia_open_module: bool | None = None,
+                 kernel_release: str | None = None, module_version: str | None = None,
+                 problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
     @property
     def kernel_version(self) -> tuple[int, int] | None:

@@ -7,9 +7,8 @@ no place in the PCIe tree.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
-from topology import Aspect, Problem, node_fact
+from topology import Aspect, Problem, Record, node_fact
 
 from ..access import DiscoveryContext, FsRoot
 from ._parse import decimal
@@ -25,27 +24,44 @@ _PORT = r"^[0-9]{1,3}$"
 _PORTS = (Aspect.PORTS,)
 
 
-class IbPortFacts(NamedTuple):
+class IbPortFacts(Record):
     """One port of an RDMA device."""
+
+    __slots__ = __match_args__ = ("number", "state", "rate_gbps", "link_layer")
     number: int
-    state: str | None = None  # ACTIVE, DOWN, INIT, ARMED (the kernel's "4: ACTIVE" without the number)
-    rate_gbps: float | None = None
-    link_layer: str | None = None  # InfiniBand, Ethernet
+    state: str | None  # ACTIVE, DOWN, INIT, ARMED (the kernel's "4: ACTIVE" without the number)
+    rate_gbps: float | None
+    link_layer: str | None  # InfiniBand, Ethernet
+
+    def __init__(self, *, number: int, state: str | None = None, rate_gbps: float | None = None,
+                 link_layer: str | None = None) -> None:
+        self._fill(locals())
 
 
-class IbDeviceFacts(NamedTuple):
+class IbDeviceFacts(Record):
     """One RDMA device: its PCI function, network interfaces and ports."""
+
+    __slots__ = __match_args__ = ("name", "pci_bus_id", "netdevs", "ports", "problems")
     name: str  # mlx5_0
     pci_bus_id: str
-    netdevs: tuple[str, ...] = ()
-    ports: tuple[IbPortFacts, ...] = ()
-    problems: tuple[Problem, ...] = ()
+    netdevs: tuple[str, ...]
+    ports: tuple[IbPortFacts, ...]
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, name: str, pci_bus_id: str, netdevs: tuple[str, ...] = (),
+                 ports: tuple[IbPortFacts, ...] = (), problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
 
-class InfinibandFacts(NamedTuple):
+class InfinibandFacts(Record):
     """What the infiniband source read."""
-    devices: tuple[IbDeviceFacts, ...] = ()
-    problems: tuple[Problem, ...] = ()
+
+    __slots__ = __match_args__ = ("devices", "problems")
+    devices: tuple[IbDeviceFacts, ...]
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, devices: tuple[IbDeviceFacts, ...] = (), problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
 
 @register(SOURCE, covers=(Aspect.NICS,), help="RDMA devices, their ports and PCI functions (/sys/class/infiniband)")

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from topology import SNAPSHOT_LIMITS, Aspect, Problem
+from topology import SNAPSHOT_LIMITS, Aspect, Problem, Record
 
 from ..access import DiscoveryContext, FsRoot
 from ._parse import bounded, decimal
@@ -16,21 +14,33 @@ _CLASS = "/sys/class/net"
 _VIRTUAL = "/sys/devices/virtual/"
 
 
-class NetIfFacts(NamedTuple):
+class NetIfFacts(Record):
     """One network interface."""
+
+    __slots__ = __match_args__ = ("name", "pci_bus_id", "virtual", "operstate", "speed_mbps", "arp_type", "problems")
     name: str
-    pci_bus_id: str | None = None  # the nearest PCI function below it; None for virtual or non-PCI ones
-    virtual: bool = False  # lo, bridges, bonds, VLANs, veth: no device of their own
-    operstate: str | None = None  # up, down, unknown, ...
-    speed_mbps: int | None = None  # None when the link is down or the driver does not say
-    arp_type: int | None = None  # 1 Ethernet, 32 InfiniBand
-    problems: tuple[Problem, ...] = ()
+    pci_bus_id: str | None  # the nearest PCI function below it; None for virtual or non-PCI ones
+    virtual: bool  # lo, bridges, bonds, VLANs, veth: no device of their own
+    operstate: str | None  # up, down, unknown, ...
+    speed_mbps: int | None  # None when the link is down or the driver does not say
+    arp_type: int | None  # 1 Ethernet, 32 InfiniBand
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, name: str, pci_bus_id: str | None = None, virtual: bool = False, operstate: str | None = None,
+                 speed_mbps: int | None = None, arp_type: int | None = None,
+                 problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
 
-class NetFacts(NamedTuple):
+class NetFacts(Record):
     """What the net source read."""
-    interfaces: tuple[NetIfFacts, ...] = ()
-    problems: tuple[Problem, ...] = ()
+
+    __slots__ = __match_args__ = ("interfaces", "problems")
+    interfaces: tuple[NetIfFacts, ...]
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, interfaces: tuple[NetIfFacts, ...] = (), problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
 
 _PORTS = (Aspect.PORTS,)

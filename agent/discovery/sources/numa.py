@@ -9,9 +9,8 @@ NVIDIA driver onlined as NUMA nodes (POWER9 + V100, Grace Hopper) is named in
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
-from topology import NODE, Aspect, Problem, parse_cpulist, parse_cpumask
+from topology import NODE, Aspect, Problem, Record, parse_cpulist, parse_cpumask
 
 from ..access import DiscoveryContext, FsRoot
 from ._nvidia_proc import DriverGpuFacts, driver_gpus
@@ -27,21 +26,33 @@ _MAX_MEMORY_KB = 1 << 50  # a petabyte-scale kB count (2**60 bytes) is already b
 _NUMA = (Aspect.NUMA,)
 
 
-class NumaNodeFacts(NamedTuple):
+class NumaNodeFacts(Record):
     """One NUMA node: its CPUs, memory and distances."""
+
+    __slots__ = __match_args__ = ("os_index", "cpus", "memory_bytes", "distances", "problems")
     os_index: int
-    cpus: tuple[int, ...] = ()  # as the node lists them (online and offline)
-    memory_bytes: int | None = None
-    distances: tuple[int, ...] | None = None  # one per node, in ascending node order (the kernel's)
-    problems: tuple[Problem, ...] = ()
+    cpus: tuple[int, ...]  # as the node lists them (online and offline)
+    memory_bytes: int | None
+    distances: tuple[int, ...] | None  # one per node, in ascending node order (the kernel's)
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, os_index: int, cpus: tuple[int, ...] = (), memory_bytes: int | None = None,
+                 distances: tuple[int, ...] | None = None, problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
 
-class NumaFacts(NamedTuple):
+class NumaFacts(Record):
     """What the numa source read."""
-    nodes: tuple[NumaNodeFacts, ...] = ()
-    online_cpus: tuple[int, ...] | None = None
-    driver_gpus: tuple[DriverGpuFacts, ...] | None = None  # None: the driver keeps no list here
-    problems: tuple[Problem, ...] = ()
+
+    __slots__ = __match_args__ = ("nodes", "online_cpus", "driver_gpus", "problems")
+    nodes: tuple[NumaNodeFacts, ...]
+    online_cpus: tuple[int, ...] | None
+    driver_gpus: tuple[DriverGpuFacts, ...] | None  # None: the driver keeps no list here
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, nodes: tuple[NumaNodeFacts, ...] = (), online_cpus: tuple[int, ...] | None = None,
+                 driver_gpus: tuple[DriverGpuFacts, ...] | None = None, problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
 
 # The NVIDIA driver's GPU list under /proc names GPUs too (one whose vendor file is unreadable).

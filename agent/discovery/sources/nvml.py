@@ -19,13 +19,12 @@ from ._nvml_facts import (
     REMOTE_IBMNPU,
     REMOTE_SWITCH,
     REMOTE_UNKNOWN,
+    SOURCE,
     NvLinkFact,
     NvmlFacts,
     NvmlGpuFacts,
     NvmlPairFacts,
 )
-from ._nvml_read import collect
-from ._nvml_walk import SOURCE
 from ._registry import SourceError, SubsystemAbsent, register
 
 
@@ -40,6 +39,8 @@ def read_nvml(ctx: DiscoveryContext) -> NvmlFacts:
         raise SubsystemAbsent(f"no NVIDIA driver: {exc}") from exc
     except NvmlError as exc:
         raise SourceError(f"NVML did not initialise: {exc}") from exc
+    from ._nvml_read import collect  # the walk's modules load where a driver answers
+
     try:
         facts = collect(port)
     finally:

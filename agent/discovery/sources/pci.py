@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from typing import NamedTuple
 
 from topology import (
     Aspect,
     BadPciAddress,
     Problem,
+    Record,
     canonical_bdf,
     facts_of,
     host_bridge_id,
@@ -36,46 +36,68 @@ _SYS_DEVICES = "/sys/devices/"
 _HOST_BRIDGE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
 
 
-class PciDeviceFacts(NamedTuple):
+class PciDeviceFacts(Record):
     """One function as read. ``None`` where sysfs did not say; required attributes missing are problems."""
 
+    __slots__ = __match_args__ = ("bus_id", "parent", "host_bridge", "vendor_id", "device_id", "class_code",
+                                  "numa_node", "local_cpus", "current_link_gts", "current_link_width", "max_link_gts",
+                                  "max_link_width", "driver", "acs_redirect", "placed", "problems")
     bus_id: str
     parent: str  # upstream bridge's bus id, or the host bridge id when on a root bus
     host_bridge: str  # pciDDDD:BB
-    vendor_id: int | None = None
-    device_id: int | None = None
-    class_code: int | None = None
-    numa_node: int | None = None  # the kernel's -1 is None
-    local_cpus: tuple[int, ...] | None = None
-    current_link_gts: float | None = None
-    current_link_width: int | None = None
-    max_link_gts: float | None = None
-    max_link_width: int | None = None
-    driver: str | None = None
-    acs_redirect: bool | None = None  # bridges: ACS P2P request redirect; None = could not read config space
-    placed: bool = True  # False: its place in the tree is unknown (a problem says so)
-    problems: tuple[Problem, ...] = ()
+    vendor_id: int | None
+    device_id: int | None
+    class_code: int | None
+    numa_node: int | None  # the kernel's -1 is None
+    local_cpus: tuple[int, ...] | None
+    current_link_gts: float | None
+    current_link_width: int | None
+    max_link_gts: float | None
+    max_link_width: int | None
+    driver: str | None
+    acs_redirect: bool | None  # bridges: ACS P2P request redirect; None = could not read config space
+    placed: bool  # False: its place in the tree is unknown (a problem says so)
+    problems: tuple[Problem, ...]
+
+    def __init__(self, *, bus_id: str, parent: str, host_bridge: str, vendor_id: int | None = None,
+                 device_id: int | None = None, class_code: int | None = None, numa_node: int | None = None,
+                 local_cpus: tuple[int, ...] | None = None, current_link_gts: float | None = None,
+                 current_link_width: int | None = None, max_link_gts: float | None = None,
+                 max_link_width: int | None = None, driver: str | None = None, acs_redirect: bool | None = None,
+                 placed: bool = True, problems: tuple[Problem, ...] = ()) -> None:
+        self._fill(locals())
 
     @property
     def is_bridge(self) -> bool:
         return self.class_code is not None and self.class_code >> 8 == 0x0604
 
 
-class PciFacts(NamedTuple):
+class PciFacts(Record):
     """What the pci source read."""
-    devices: tuple[PciDeviceFacts, ...] = ()
-    problems: tuple[Problem, ...] = ()
-    twins: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a bus id at two or more directories of the tree
+
+    __slots__ = __match_args__ = ("devices", "problems", "twins")
+    devices: tuple[PciDeviceFacts, ...]
+    problems: tuple[Problem, ...]
+    twins: tuple[tuple[str, tuple[str, ...]], ...]  # a bus id at two or more directories of the tree
+
+    def __init__(self, *, devices: tuple[PciDeviceFacts, ...] = (), problems: tuple[Problem, ...] = (),
+                 twins: tuple[tuple[str, tuple[str, ...]], ...] = ()) -> None:
+        self._fill(locals())
 
 
-class _Place(NamedTuple):
+class _Place(Record):
     """A PCI function's directory, its parent, its host bridge and the problems reading them."""
 
+    __slots__ = __match_args__ = ("path", "parent", "host_bridge", "problems", "placed")
     path: str  # the function's directory below the root
     parent: str
     host_bridge: str
     problems: tuple[Problem, ...]
-    placed: bool = True  # False: the tree does not say where it sits (parent and root are placeholders)
+    placed: bool  # False: the tree does not say where it sits (parent and root are placeholders)
+
+    def __init__(self, *, path: str, parent: str, host_bridge: str, problems: tuple[Problem, ...],
+                 placed: bool = True) -> None:
+        self._fill(locals())
 
 
 _IDENTITY = (Aspect.IDENTITY,)
@@ -143,9 +165,9 @@ def _place(root: FsRoot, name: str, bdf: str, gaps: dict[str, _Place]) -> _Place
     parent = host_bridge
     for up_bdf, up_path in chain[:-1]:
         if up_bdf not in gaps:
-            gaps[up_bdf] = _Place(up_path, parent, host_bridge, ())
+            gaps[up_bdf] = _Place(path=up_path, parent=parent, host_bridge=host_bridge, problems=())
         parent = up_bdf
-    return _Place(path, parent, host_bridge, tuple(found), placed=placed)
+    return _Place(path=path, parent=parent, host_bridge=host_bridge, problems=tuple(found), placed=placed)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -172,7 +194,7 @@ def _unplaced(bdf: str, path: str, why: str) -> _Place:
     problem = Problem(source=SOURCE, subject=bdf, message=why,
                       unknown=(*facts_of(bdf, *_PATH, *_NUMA, *_IDENTITY, *_LINK), *_INVENTORY,
                                node_fact(Aspect.PCI)))
-    return _Place(path, hb, hb, (problem,), placed=False)
+    return _Place(path=path, parent=hb, host_bridge=hb, problems=(problem,), placed=False)
 
 
 def _path_problem(bdf: str, message: str) -> Problem:
