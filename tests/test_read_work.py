@@ -102,3 +102,59 @@ def test_the_witness_rules_walk_the_links_once_not_once_per_gpu() -> None:
     entries = len(snap.gpus) + len(snap.pci) + len(snap.links)
     lines = _lines(lambda: witnessed(snap))
     assert lines <= 50 * entries, f"{lines} lines for {entries} GPUs, PCI functions and links"
+
+
+def _inits(cls: type, run: Callable[[], object]) -> int:
+    """How many records of ``cls`` ``run`` builds (calls of its ``__init__``)."""
+    code, count = cls.__init__.__code__, [0]
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return count[0]
+
+
+def test_a_record_of_scalars_read_many_times_is_built_once() -> None:
+    """Every PCI function and PCIe link of a board holds a link state, nearly all of them equal: reading one back
+    builds each distinct state once (measured: 4,040 built for 2,048 links; 0 or 1 now), and the others are
+    that record itself. Keys, values and JSON types are the key: ``true`` is not taken for ``1``."""
+    # a state no other test reads, so that this one builds it
+    state = {"current_gen": 3, "current_width": 7, "max_gen": 4, "max_width": 7}
+    snap = big(8, links=2048)
+    doc = t.parse_json(t.dumps(snap, indent=None))
+    states = 0
+    for entry in (*doc["gpus"], *doc["pci"], *doc["links"]):
+        for key in ("link", "pcie"):
+            if entry.get(key) is not None:
+                entry[key] = dict(state)
+                states += 1
+    read: list[t.Snapshot] = []
+    built = _inits(t.PcieLinkState, lambda: read.append(t.from_dict(doc, validate=False)))
+    assert built == 1, f"{built} link states built for {states} equal ones"
+    assert read[0].pci[-1].link == t.PcieLinkState(**state) and read[0].pci[-1].link is read[0].links[-1].pcie
+    assert t.dumps(read[0], indent=None) == t.dumps(t.from_dict(t.parse_json(t.dumps(read[0], indent=None)),
+                                                               validate=False), indent=None)
+    for bad, said in ((True, "expected int"), (7.0, "expected int"), ("7", "expected int"), ([7], "expected int")):
+        doc["pci"][0]["link"] = {**state, "current_width": bad}
+        with pytest.raises(t.SchemaError, match=r"snapshot\.pci\[0\]\.link\.current_width: " + said):
+            t.from_dict(doc, validate=False)
+    doc["pci"][0]["link"] = {**state, "surprise": 1}
+    with pytest.raises(t.SchemaError, match=r"snapshot\.pci\[0\]\.link: unknown keys \['surprise'\]"):
+        t.from_dict(doc, validate=False)
+
+
+@pytest.mark.parametrize("size", [{"links": 2048}, {"pci": 2048}])
+def test_the_structure_hash_encodes_each_record_once(size: dict[str, int]) -> None:
+    """The hash of a snapshot read back encodes the link state its functions and links share once, and writes each
+    record's keys in order (no sort): fewer than 4 Python calls per PCI function or link (measured: 3.1 to 3.5;
+    4.1 to 5.5 when each entry encoded its own copy of the state)."""
+    snap = t.from_dict(t.parse_json(t.dumps(big(8, **size), indent=None)))
+    entries = len(snap.pci) + len(snap.links)
+    calls = _calls(lambda: t.structure_hash(snap))
+    assert calls < 4 * entries, f"{calls} calls for {entries} entries"
