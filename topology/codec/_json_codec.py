@@ -90,10 +90,12 @@ def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     if schema not in READABLE:
         raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")
     body = {k: v for k, v in doc.items() if k != "schema"}
+    from ._collector import Building
     from ._decode import Bad, decoder  # here: it loads typing, which writing a snapshot has no use for
 
     try:
-        snap: Snapshot = decoder(Snapshot)(body)
+        with Building():
+            snap: Snapshot = decoder(Snapshot)(body)
     except Bad as bad:
         raise bad.error("snapshot") from None
     if schema == SCHEMA_V1:
@@ -122,9 +124,12 @@ def parse_json(data: str | bytes) -> Any:
         raise SchemaError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
     import json
 
+    from ._collector import Building
+
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
+        with Building():
+            return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
     except UnicodeDecodeError as exc:
         raise SchemaError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
@@ -175,14 +180,17 @@ def _structure_hash(snap: Snapshot) -> str:
     separators=(",", ":"))`` writes it. Built with each record's keys already in order (``_sorted_fields``), so the
     text is written without sorting, and each record encoded once however many entries hold it (a snapshot read
     back shares one PCIe link state among thousands of functions and links: ``_decode``)."""
-    done: dict[int, Any] = {}  # id of a record or enum member: its JSON value (all of them live in snap meanwhile)
-    body = {name: _sorted_encode(getattr(snap, name), done) for name in _STRUCTURE_FIELDS if name != "matrices"}
-    body["gpus"] = [{**gpu, "fabric": {k: v for k, v in gpu["fabric"].items() if k != "health_mask"}}
-                    if gpu.get("fabric") else gpu for gpu in body["gpus"]]  # copies: a fabric's value may be shared
-    body["matrices"] = [_sorted_encode(m, done) for m in snap.matrices if not _is_measured(m)]
     import json
 
-    raw = json.dumps(dict(sorted(body.items())), separators=(",", ":"))
+    from ._collector import Building
+
+    done: dict[int, Any] = {}  # id of a record or enum member: its JSON value (all of them live in snap meanwhile)
+    with Building():
+        body = {name: _sorted_encode(getattr(snap, name), done) for name in _STRUCTURE_FIELDS if name != "matrices"}
+        body["gpus"] = [{**gpu, "fabric": {k: v for k, v in gpu["fabric"].items() if k != "health_mask"}}
+                        if gpu.get("fabric") else gpu for gpu in body["gpus"]]  # copies: a fabric's may be shared
+        body["matrices"] = [_sorted_encode(m, done) for m in snap.matrices if not _is_measured(m)]
+        raw = json.dumps(dict(sorted(body.items())), separators=(",", ":"))
     import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
 
     return hashlib.sha256(raw.encode()).hexdigest()
