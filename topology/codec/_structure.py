@@ -40,6 +40,9 @@ _ENUMS = {"nvml_topology_level": frozenset({_NOT_READ, 0.0, *(float(v) for v in 
           "slit": frozenset(float(v) for v in range(10, 256))}  # ACPI SLIT: one byte, 10 for a node itself
 
 
+_KIND = {kind: kind.value for kind in LinkKind}
+
+
 def _in(where: str, value: int | None, top: int) -> None:
     if value is not None and not 0 <= value <= top:
         raise SchemaError(f"{where}: {value!r} is outside 0..{top} (the register it is read from)")
@@ -100,10 +103,11 @@ def _links(snap: Snapshot, *, v1: bool) -> None:
     at = {x: i for i, x in enumerate(distances.ids)} if distances is not None else {}
     seen: dict[str, int] = {}
     for i, link in enumerate(snap.links):
-        if seen.setdefault(link.id, i) != i:
+        kind, a, b = link.kind, link.a, link.b
+        key = f"{_KIND[kind]}:{a}--{b}" if a <= b else f"{_KIND[kind]}:{b}--{a}"  # link.id, with no call
+        if seen.setdefault(key, i) != i:
             raise SchemaError(f"snapshot.links[{i}]: {link.id} is also snapshot.links[{seen[link.id]}]: "
                               "one link listed twice")
-        kind = link.kind
         if not ((link.pcie is None or kind is LinkKind.PCIE) and (link.numa_distance is None or kind is LinkKind.NUMA)
                 and ((link.nvlink_version is None and link.count == 1) or kind is LinkKind.NVLINK)):
             _stray_number(f"snapshot.links[{i}]", link)  # the usual case passes above, no text built
