@@ -269,3 +269,14 @@ def test_the_collector_is_on_again_once_every_thread_has_read() -> None:
     release.set()
     other.join(30)
     assert gc.isenabled()
+
+
+def test_the_metrics_look_up_each_gpus_host_bridge_in_one_map_per_snapshot() -> None:
+    """The first ``/metrics`` asks for the host bridge above each GPU: the map of parents it walks is built once per
+    snapshot, not once per GPU (measured at 256 GPUs and 2,048 functions: 14,226 lines; 536,720 when each GPU
+    built it again)."""
+    from exporter._core._derive import gpu_rows
+
+    snap = big(256, pci=2048)
+    lines = _lines(lambda: gpu_rows(snap), "_derive.py")
+    assert lines <= 10 * (len(snap.gpus) + len(snap.pci)), f"{lines} lines for {len(snap.gpus)} GPUs"
