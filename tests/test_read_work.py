@@ -280,3 +280,12 @@ def test_the_metrics_look_up_each_gpus_host_bridge_in_one_map_per_snapshot() -> 
     snap = big(256, pci=2048)
     lines = _lines(lambda: gpu_rows(snap), "_derive.py")
     assert lines <= 10 * (len(snap.gpus) + len(snap.pci)), f"{lines} lines for {len(snap.gpus)} GPUs"
+
+
+def test_the_witness_rules_walk_each_chain_of_parents_once() -> None:
+    """The root complex of each function (the rule that functions under one root are on one NUMA node) is found
+    walking each chain of parents once, not once per function below it: 511 functions under 255 bridges (measured:
+    19,116 lines; 311,088 when each function walked its whole chain)."""
+    snap = _chain()
+    lines = _lines(lambda: witnessed(snap))
+    assert lines <= 60 * len(snap.pci), f"{lines} lines for {len(snap.pci)} functions"
