@@ -190,7 +190,8 @@ def _structure_hash(snap: Snapshot) -> str:
         body["gpus"] = [{**gpu, "fabric": {k: v for k, v in gpu["fabric"].items() if k != "health_mask"}}
                         if gpu.get("fabric") else gpu for gpu in body["gpus"]]  # copies: a fabric's may be shared
         body["matrices"] = [_sorted_encode(m, done) for m in snap.matrices if not _is_measured(m)]
-        raw = json.dumps(dict(sorted(body.items())), separators=(",", ":"))
+        # no cycle to look for: a tree of values encoded from records, which never change (shared, never circular)
+        raw = json.dumps(dict(sorted(body.items())), separators=(",", ":"), check_circular=False)
     import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
 
     return hashlib.sha256(raw.encode()).hexdigest()
