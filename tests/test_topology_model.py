@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -41,6 +42,37 @@ def test_structure_hash_changes_with_wiring() -> None:
     assert t.structure_hash(base) != t.structure_hash(wired)
     rewired = replace(wired, links=(replace(wired.links[0], count=2),))
     assert t.structure_hash(rewired) != t.structure_hash(wired)
+
+
+def _hash_as_written(snap: t.Snapshot) -> str:
+    """The structure hash as published (labels, ``/metrics``) and kept with the agent's state: sha256 of the JSON
+    of the structure's lists with sorted keys and no spaces, each GPU's fabric health mask and measured matrices
+    left out. Written out here so that a faster way of computing it cannot change it."""
+    body = {name: t.to_dict(snap)[name] for name in ("host_bridges", "pci", "numa_nodes", "gpus", "nvswitches",
+                                                     "nics", "links")}
+    for gpu in body["gpus"]:
+        if gpu.get("fabric"):
+            gpu["fabric"].pop("health_mask", None)
+    body["matrices"] = [t.to_dict(snap)["matrices"][i] for i, m in enumerate(snap.matrices)
+                        if t.MatrixKind.MEASURED not in m.kind]
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@settings(max_examples=examples(25, 240), deadline=None)
+@given(snapshots)
+def test_structure_hash_is_the_one_published(snap: t.Snapshot) -> None:
+    assert t.structure_hash(snap) == _hash_as_written(snap)
+    read = t.loads(t.dumps(snap), validate=False)  # records shared as reading shares them
+    assert t.structure_hash(read) == _hash_as_written(snap)
+
+
+def test_structure_hash_of_a_known_snapshot_stays() -> None:
+    """Its value is kept beside the agent's state and published in a Node label: it must not change."""
+    from benchmarks._big import big
+
+    snap = big(8, links=1024)
+    assert t.structure_hash(snap) == "3a22d73ad0edc9aa6b7dc06de114f0f7aabc3ac7096f20918dc125372dbc2d7a"
+    assert t.structure_hash(t.loads(t.dumps(snap))) == t.structure_hash(snap) == _hash_as_written(snap)
 
 
 @pytest.mark.parametrize("doc, fragment", [

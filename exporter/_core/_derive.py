@@ -51,8 +51,9 @@ class GpuRow:
 
 
 def pcie_root(snap: Snapshot, bdf: str) -> str:
-    """The host bridge (``pciDDDD:BB``) above a PCI function, or "" when the tree does not say."""
-    parents = {f.id: f.parent for f in snap.pci}
+    """The host bridge (``pciDDDD:BB``) above a PCI function, or "" when the tree does not say. The map of
+    parents is built once per snapshot, not once per GPU asked about (32,768 functions at the limit)."""
+    parents = per_snapshot(snap, pcie_root, lambda: {f.id: f.parent for f in snap.pci})
     seen: set[str] = set()
     node = bdf
     while node in parents and node not in seen:

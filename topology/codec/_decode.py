@@ -35,6 +35,7 @@ from ..model._snapshot_limits import SNAPSHOT_LIMITS
 
 MAX_INT = 1 << 63
 MAX_STRING = 4096
+_BUILT_MAX = 256  # records of scalars kept per record class, to be taken again (records never change)
 
 Decoder = Callable[[Any], Any]
 
@@ -183,6 +184,14 @@ def _flags(tp: type[enum.Flag]) -> Decoder:
     return decode
 
 
+def _scalar(tp: Any) -> bool:
+    """``tp`` is a scalar the JSON value says exactly: an int, a str, a bool or an enum, or None."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return all(a is type(None) or _scalar(a) for a in typing.get_args(tp))
+    return tp in (int, str, bool) or (isinstance(tp, type) and issubclass(tp, enum.Enum)
+                                      and not issubclass(tp, enum.Flag))
+
+
 def _record(cls: type) -> Decoder:
     hints = typing.get_type_hints(cls)
     limits = SNAPSHOT_LIMITS if cls.__name__ == "Snapshot" else {}
@@ -192,18 +201,23 @@ def _record(cls: type) -> Decoder:
         decoders[name] = _sequence(typing.get_args(tp)[0], limits[name]) if name in limits else decoder(tp)
     names = frozenset(decoders)
     optional = defaults(cls)
-    required = tuple(name for name in fields(cls) if name not in optional)
+    required = frozenset(name for name in fields(cls) if name not in optional)
+    # a record of scalars alone (a PCIe link's state, a fabric's, a fact) is the same value in thousands of places:
+    # one already built is taken again for an object with the same keys, values and JSON types (1 and true are
+    # equal in Python, so the types are part of the key; a float is not a scalar here: -0.0 == 0.0)
+    built: dict[Any, Any] | None = {} if all(_scalar(hints[name]) for name in names) else None
 
     def decode(value: Any) -> Any:
         if type(value) is not dict:
             raise Bad("expected an object")
         if not names.issuperset(value):
             raise Bad(f"unknown keys {sorted(set(value) - names)}")
-        for name in required:
-            if name not in value:
-                bad = Bad("missing, and required")
-                bad.path.append(f".{name}")
-                raise bad
+        if not required <= value.keys():
+            for name in fields(cls):
+                if name in required and name not in value:
+                    bad = Bad("missing, and required")
+                    bad.path.append(f".{name}")
+                    raise bad
         try:
             kwargs = {k: decoders[k](v) for k, v in value.items()}
         except Bad as bad:
@@ -219,7 +233,22 @@ def _record(cls: type) -> Decoder:
         except (TypeError, ValueError) as exc:  # a record's own check of its fields; never its signature
             raise Bad(f"not a valid {cls.__name__}: {exc}") from exc
 
-    return decode
+    if built is None:
+        return decode
+
+    def again(value: Any) -> Any:
+        try:
+            key = (*value.items(), *map(type, value.values()))
+            return built[key]
+        except KeyError:
+            record = decode(value)
+            if len(built) < _BUILT_MAX:
+                built[key] = record
+            return record
+        except (AttributeError, TypeError):  # not an object, or a value that is no scalar: refused, and said why
+            return decode(value)
+
+    return again
 
 
 @cache

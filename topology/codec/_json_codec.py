@@ -94,10 +94,12 @@ def from_dict(doc: Mapping[str, Any], *, validate: bool = True) -> Snapshot:
     if schema not in READABLE:
         raise SchemaError(f"not a {SCHEMA} (or {SCHEMA_V1}) document")
     body = {k: v for k, v in doc.items() if k != "schema"}
+    from ._collector import Building
     from ._decode import Bad, decoder  # here: it loads typing, which writing a snapshot has no use for
 
     try:
-        snap: Snapshot = decoder(Snapshot)(body)
+        with Building():
+            snap: Snapshot = decoder(Snapshot)(body)
     except Bad as bad:
         raise bad.error("snapshot") from None
     if schema == SCHEMA_V1:
@@ -126,9 +128,12 @@ def parse_json(data: str | bytes) -> Any:
         raise SchemaError(f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
     import json
 
+    from ._collector import Building
+
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
+        with Building():
+            return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_object)
     except UnicodeDecodeError as exc:
         raise SchemaError(f"not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except json.JSONDecodeError as exc:
@@ -175,17 +180,55 @@ def structure_hash(snap: Snapshot) -> str:
 
 
 def _structure_hash(snap: Snapshot) -> str:
-    body = {name: _encode(getattr(snap, name)) for name in _STRUCTURE_FIELDS if name != "matrices"}
-    for gpu in body["gpus"]:
-        if gpu.get("fabric"):
-            gpu["fabric"].pop("health_mask", None)
-    body["matrices"] = [_encode(m) for m in snap.matrices if not _is_measured(m)]
+    """The sha256 of the structure's JSON text with sorted keys and no spaces, as ``json.dumps(..., sort_keys=True,
+    separators=(",", ":"))`` writes it. Built with each record's keys already in order (``_sorted_fields``), so the
+    text is written without sorting, and each record encoded once however many entries hold it (a snapshot read
+    back shares one PCIe link state among thousands of functions and links: ``_decode``)."""
     import json
 
-    raw = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    from ._collector import Building
+
+    done: dict[int, Any] = {}  # id of a record or enum member: its JSON value (all of them live in snap meanwhile)
+    with Building():
+        body = {name: _sorted_encode(getattr(snap, name), done) for name in _STRUCTURE_FIELDS if name != "matrices"}
+        body["gpus"] = [{**gpu, "fabric": {k: v for k, v in gpu["fabric"].items() if k != "health_mask"}}
+                        if gpu.get("fabric") else gpu for gpu in body["gpus"]]  # copies: a fabric's may be shared
+        body["matrices"] = [_sorted_encode(m, done) for m in snap.matrices if not _is_measured(m)]
+        # no cycle to look for: a tree of values encoded from records, which never change (shared, never circular)
+        raw = json.dumps(dict(sorted(body.items())), separators=(",", ":"), check_circular=False)
     import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
 
     return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@cache
+def _sorted_fields(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None:
+    """``_fields_of`` with the names sorted, as ``json.dumps(..., sort_keys=True)`` writes them."""
+    record = _fields_of(cls)
+    if record is None:
+        return None
+    names = tuple(sorted(record[0]))
+    return names, attrgetter(*names) if len(names) > 1 else record[1]
+
+
+def _sorted_encode(value: Any, done: dict[int, Any]) -> Any:
+    """``_encode(value)`` with each record's keys in sorted order, each record and enum member encoded once
+    (``done``, by identity)."""
+    kind: type = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is tuple:
+        return [v if type(v) in _PLAIN else _sorted_encode(v, done) for v in value]
+    if (encoded := done.get(id(value))) is not None:
+        return encoded
+    if (record := _sorted_fields(kind)) is None:
+        encoded = _encode(value)
+    else:
+        names, values = record
+        encoded = {n: v if type(v) in _PLAIN else _sorted_encode(v, done)
+                   for n, v in zip(names, values(value), strict=True)}
+    done[id(value)] = encoded
+    return encoded
 
 
 def _is_measured(m: Matrix) -> bool:

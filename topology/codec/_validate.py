@@ -53,6 +53,13 @@ def _pcie_fits(s: PcieLinkState | None) -> bool:
                          and (s.max_width is None or 1 <= s.max_width <= 32))
 
 
+def _unfit(states: Iterable[PcieLinkState | None]) -> frozenset[int]:
+    """The ids of the ``states`` that ``_pcie`` refuses, each distinct record checked once (equal states read back
+    are one record: ``_decode``)."""
+    distinct = {id(s): s for s in states}
+    return frozenset(key for key, s in distinct.items() if not _pcie_fits(s))
+
+
 def _pcie(where: str, state: PcieLinkState | None) -> None:
     if _pcie_fits(state):
         return
@@ -100,8 +107,9 @@ def _devices(snap: Snapshot) -> None:
         _cpus(f"{where}.cpu_affinity", g.cpu_affinity)
         _pcie(f"{where}.pcie", g.pcie)
     top_cpu = MAX_CPUS - 1
+    unfit = _unfit(f.link for f in snap.pci)
     for i, f in enumerate(snap.pci):
-        if ((f.numa_node is None or 0 <= f.numa_node <= _MAX_NUMA - 1) and _pcie_fits(f.link)
+        if ((f.numa_node is None or 0 <= f.numa_node <= _MAX_NUMA - 1) and id(f.link) not in unfit
                 and all(0 <= c <= top_cpu for c in f.local_cpus or ())):
             continue  # the usual case, no text built; else the checks below name the field
         _in(f"snapshot.pci[{i}].numa_node", f.numa_node, 0, _MAX_NUMA - 1)
@@ -120,13 +128,15 @@ def _links(snap: Snapshot) -> None:
     """Every link between two entities of the snapshot, its numbers in range."""
     entities = ({g.id for g in snap.gpus} | {f.id for f in snap.pci} | {n.id for n in snap.nics}
                 | {s.id for s in snap.nvswitches} | {n.id for n in snap.numa_nodes} | {h.id for h in snap.host_bridges})
+    unfit = _unfit(link.pcie for link in snap.links)
     for i, link in enumerate(snap.links):
         a, b, n = link.a, link.b, link.count
         if (a in entities and b in entities and a != b and 1 <= n <= (_MAX_NVLINKS if link.kind is LinkKind.NVLINK
                                                                       else 1 << 16)
                 and (link.nvlink_version is None or 1 <= link.nvlink_version <= 8)
                 and (link.numa_distance is None or 0 <= link.numa_distance <= 255)
-                and (link.bytes_per_second is None or 0 <= link.bytes_per_second <= 1e15) and _pcie_fits(link.pcie)):
+                and (link.bytes_per_second is None or 0 <= link.bytes_per_second <= 1e15)
+                and id(link.pcie) not in unfit):
             continue  # the usual case, no text built; else the checks below name the field
         where = f"snapshot.links[{i}]"
         for end in (link.a, link.b):

@@ -10,7 +10,14 @@ has none, and its root complex stands in (devices under one root complex meet at
 
 from __future__ import annotations
 
-from ..model._entities import Snapshot
+from ..model._entities import Snapshot, per_snapshot
+
+
+def _tree(snap: Snapshot) -> tuple[dict[str, str], frozenset[str]]:
+    """Each PCI function's parent, and the root complexes: built once per snapshot, not once per device asked
+    about (a page or a picture asks for every GPU and NIC; a snapshot may hold 32,768 functions)."""
+    return per_snapshot(snap, _tree, lambda: ({f.id: f.parent for f in snap.pci},
+                                              frozenset(h.id for h in snap.host_bridges)))
 
 
 def pcie_switches(snap: Snapshot, device: str) -> tuple[str, ...]:
@@ -20,8 +27,7 @@ def pcie_switches(snap: Snapshot, device: str) -> tuple[str, ...]:
     nearest = pcie_switch(snap, device)
     if nearest is None or nearest.startswith("pci"):
         return ()
-    parents = {f.id: f.parent for f in snap.pci}
-    roots = {h.id for h in snap.host_bridges}
+    parents, roots = _tree(snap)
     ups: list[str] = []
     node = device
     while (parent := parents.get(node)) is not None and parent not in roots and parent not in ups:
@@ -33,8 +39,7 @@ def pcie_switches(snap: Snapshot, device: str) -> tuple[str, ...]:
 def pcie_switch(snap: Snapshot, device: str) -> str | None:
     """The bus id of the upstream port of the nearest PCIe switch above ``device`` (a PCI function's bus
     id), else its root complex (``pciDDDD:BB``); None when the chain of parents does not reach one."""
-    parents = {f.id: f.parent for f in snap.pci}
-    roots = {h.id for h in snap.host_bridges}
+    parents, roots = _tree(snap)
     ups: list[str] = []
     node, seen = device, {device}
     while True:

@@ -163,17 +163,20 @@ def physics_breaches(snap: Snapshot) -> list[Breach]:
     out: list[Breach] = []
     for i, g in enumerate(snap.gpus):
         _pcie_state(f"snapshot.gpus[{i}].pcie", g.id, g.pcie, out)
+    # each distinct state judged once: equal states read back are one record (``topology.codec._decode``)
+    states = {id(s): s for s in (*(f.link for f in snap.pci), *(lk.pcie for lk in snap.links))}
+    judged = {key: (_usual(s), pcie_link_ceiling(s)) for key, s in states.items()}
     for i, f in enumerate(snap.pci):
-        if not _usual(f.link):  # the field's name written only for a breach
+        if not judged[id(f.link)][0]:  # the field's name written only for a breach
             _pcie_state(f"snapshot.pci[{i}].link", f.id, f.link, out)
     for i, link in enumerate(snap.links):
         if link.kind is not LinkKind.PCIE:
             continue
-        if not _usual(link.pcie):
+        usual, top = judged[id(link.pcie)]
+        if not usual:
             _pcie_state(f"snapshot.links[{i}].pcie", link.a, link.pcie, out)
         if link.bytes_per_second is None:
             continue
-        top = pcie_link_ceiling(link.pcie)
         if top is None or link.bytes_per_second > top * _SLACK:
             bound = "nothing bounds it (no known generation and width)" if top is None else f"at most {top:.4g}"
             out.append(Breach(where=f"snapshot.links[{i}].bytes_per_second", subjects=(link.a,),

@@ -58,13 +58,16 @@ def _root_numa(snap: Snapshot) -> list[Problem]:
     pci = {f.id: f for f in snap.pci}
     roots = {h.id for h in snap.host_bridges}
     under: dict[str, list[str]] = defaultdict(list)
+    ends: dict[str, str | None] = {}  # a function: the root complex its chain of parents ends at (None: none)
     for f in snap.pci:
-        cur, seen = f.parent, {f.id}
-        while cur in pci and cur not in seen:
-            seen.add(cur)
+        chain, cur = [f.id], f.parent  # each function's chain walked once: one through it ends as its does
+        while cur in pci and cur not in ends and cur not in chain:
+            chain.append(cur)
             cur = pci[cur].parent
-        if cur in roots and f.numa_node is not None:
-            under[cur].append(f.id)
+        end = ends.get(cur, cur if cur in roots else None)
+        ends.update(dict.fromkeys(chain, end))
+        if end is not None and f.numa_node is not None:
+            under[end].append(f.id)
     out = []
     for root, ids in sorted(under.items()):
         by_node: dict[int, list[str]] = defaultdict(list)
