@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -228,7 +227,7 @@ def test_prune_job_runs_prune_for_the_whole_cluster(rendered: dict[str, list[dic
 
 
 def test_image_is_this_version(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    from agent import __version__ as version  # the distribution's: pyproject.toml takes it from there
     for overlay in ("default", "prune"):
         images = {c["image"] for d in rendered[overlay] if d["kind"] in ("DaemonSet", "Job")
                   for c in [*d["spec"]["template"]["spec"]["containers"],

@@ -82,6 +82,7 @@ SMALLEST: dict[str, list[str]] = {
     "probes.py": ["--mib", "1", "--runs", "1"],
     "serve.py": ["--scrapes", "20", "--idle-seconds", "0.2", "--slow-clients", "20", "--slow-seconds", "0.5",
                  "--slow-rounds", "1", "--soak-seconds", "2", "--soak-every", "1"],
+    "serve_memory.py": ["--scrapes", "20"],
     "fleet.py": ["--nodes", "20", "--days", "1", "--sample", "1", "--sample-days", "1", "--traffic-passes", "2",
                  "--watch-seconds", "1"],
     "gpu_crosscheck.py": ["--rounds", "1", "--mib", "1"],
