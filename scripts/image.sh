@@ -40,7 +40,9 @@ engine_ready() {
     fi
 }
 
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/pyproject.toml" | head -n1)"
+# the distribution's version: pyproject.toml takes it from agent/__init__.py at build time
+version="$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$repo/agent/__init__.py" | head -n1)"
+[ -n "$version" ] || die "no __version__ = \"...\" line in $repo/agent/__init__.py: the image's default tag needs it"
 arch="$(uname -m)"
 python_tag=311  # Debian bookworm's python3, and python:3.11-slim-bookworm's
 # What topolink's wheel is built from (tests/test_wheel_install.py builds from the same list)

@@ -94,3 +94,14 @@ def test_image_sh_says_first_that_the_engine_does_not_answer(tmp_path: Path) -> 
         assert run.stderr == ("image.sh: docker does not answer (`docker info` failed: Cannot connect to the Docker "
                               "daemon); start it (the docker daemon) or pick the other with ENGINE=podman|docker\n")
     assert not (tmp_path / "calls").exists()
+
+
+def test_image_sh_names_the_image_by_the_distribution_version() -> None:
+    """The default tag's version is the one the wheel is built with (agent.__version__, which pyproject.toml
+    reads): the line image.sh computes it with, run as it stands in the script."""
+    from agent import __version__
+
+    line = next(x for x in (REPO / "scripts/image.sh").read_text().splitlines() if x.startswith("version="))
+    run = subprocess.run(["bash", "-c", f'repo="$1"; {line}; printf %s "$version"', "-", str(REPO)],
+                         capture_output=True, text=True, timeout=30, check=True)
+    assert run.stdout == __version__
