@@ -111,7 +111,8 @@ def build_parser(command: str | None = None,
     parser.exit_on_error = False
     for each in (parser, *sub.choices.values()):
         each.exit_on_error = False
-        each.formatter_class = argparse.HelpFormatter  # from here on, at the terminal's width
+        if each.formatter_class is _FixedWidth:  # a parser that asked for a formatter of its own keeps it
+            each.formatter_class = argparse.HelpFormatter  # from here on, at the terminal's width
     return parser
 
 
