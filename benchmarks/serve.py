@@ -8,7 +8,9 @@ topolink serves the hgx-h100 profile with a full set of probe results (every CUD
 all-reduce result a node would have; synthetic, marked source=simulated) loaded from its state directory.
 
 - Exporters: ``--scrapes`` back-to-back scrapes on one keep-alive connection, plain text; resident size after
-  them and CPU while idle for ``--idle-seconds``.
+  them and CPU while idle for ``--idle-seconds``. Beside them, the floor under serve's size: an interpreter
+  that imports only the libraries serve runs on (``LIBRARIES``: asyncio, uvicorn's server and h11 protocol,
+  prometheus-client, pynvml) and nothing of topolink's, and its ratio to node_exporter's size in the same run.
 - Slow clients: p50/p99/max of /metrics (gzip asked, as Prometheus does, a scrape every 1 ms on one
   keep-alive connection) for ``--slow-seconds`` with no other client, then as long again with
   ``--slow-clients`` connections that never finish a request (half send nothing, half a byte a second);
@@ -86,6 +88,24 @@ def measure(name: str, pid: int, port: int, scrapes: int, idle_s: float) -> dict
     return {"exporter": name, "p50 ms": f"{p50:.2f}", "p99 ms": f"{p99:.2f}", "series": str(series),
             "bytes": str(len(body)), "gzip bytes": str(len(zipped)), f"RSS MiB after {scrapes}": f"{rss:.1f}",
             f"idle CPU % ({idle_s:g} s)": f"{idle:.2f}"}
+
+
+# What serve's HTTP server, metrics and NVML access rest on: imported alone, they are the floor of serve's size.
+LIBRARIES = ("asyncio", "uvicorn.config", "uvicorn.server", "uvicorn.protocols.http.h11_impl", "prometheus_client",
+             "prometheus_client.openmetrics.exposition", "pynvml")
+
+
+def library_floor() -> float:
+    """The resident size (MiB) of an interpreter (``-I``, as serve's own) with only ``LIBRARIES`` imported."""
+    code = f"import {', '.join(LIBRARIES)}, sys; print(flush=True); sys.stdin.read()"
+    proc = subprocess.Popen([sys.executable, "-I", "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        return rss_mib(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def print_table(rows: list[dict[str, str]]) -> None:
@@ -191,6 +211,15 @@ def main() -> int:
                     ne.terminate()
                     ne.wait(timeout=10)
             print_table(rows)
+            if exe:
+                key = f"RSS MiB after {args.scrapes}"
+                floor, node_exporter = library_floor(), float(rows[-1][key])
+                serve_rss = float(rows[0][key])
+                print(f"serve {serve_rss:.1f} MiB = {serve_rss / node_exporter:.2f}x node_exporter's "
+                      f"{node_exporter:.1f} MiB; the libraries it runs on, imported alone "
+                      f"({', '.join(LIBRARIES)}): {floor:.1f} MiB = "
+                      f"{floor / node_exporter:.2f}x, leaving {1.5 * node_exporter - floor:.1f} MiB for all of "
+                      f"topolink's code and data within 1.5x\n")
             if args.slow_clients > 0:
                 print_table(slow_clients(serve.pid, port, args.slow_clients, args.slow_seconds, args.slow_rounds))
             if args.soak_seconds > 0:
