@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from agent.discovery.sources._parse import decimal, driver_name, hex_int, host_bridge_dir, link_speed_gts
 from agent.discovery.sources._sysfs import sysfs_bdf
+from agent.discovery.sources.gdr import release_numbers
 from agent.discovery.sources.numa import _mem_total_kb, node_index
 from tests.budget import examples
 from topology import BadPciAddress, canonical_bdf, parse_cpulist, parse_cpumask
@@ -101,6 +102,11 @@ def _bool(f: Callable[[str], object]) -> Callable[[str], object]:
     return lambda text: bool(f(text))
 
 
+def _old_release(text: str) -> tuple[str, str] | None:
+    m = re.match(r"^([0-9]{1,4})\.([0-9]{1,4})", text)
+    return None if m is None else (m.group(1), m.group(2))
+
+
 def _old_host_bridge(text: str) -> tuple[int, int] | None:
     m = re.match(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$", text)
     return None if m is None else (int(m.group(1), 16), int(m.group(2), 16))
@@ -127,6 +133,7 @@ _CASES: dict[str, tuple[str, Callable[[str], object], Callable[[str], object]]] 
     "host_bridge_dir": (r"pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}", host_bridge_dir, _old_host_bridge),
     "driver_name": (r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}", driver_name,
                     _bool(re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$").match)),
+    "release_numbers": (r"[0-9]{1,5}\.[0-9]{1,6}[.-]?[0-9a-z]{0,4}", release_numbers, _old_release),
     "node_index": (r"node[0-9]{1,5}", node_index, _old_node_index),
     "mem_total": (r"(Node 0 )?MemTotal:\s+[0-9]{1,17}\s*kB\n?", _mem_total_kb, _old_mem_total),
     "canonical_bdf": (r"\s?([0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]\s?", canonical_bdf, _old_bdf),
@@ -152,6 +159,7 @@ def test_str_checks_accept_what_their_patterns_did(name: str) -> None:
     ("mem_total", "MemTotal:16 kB"), ("mem_total", "MemTotal: 12345678901234567 kB MemTotal: 4 kB"),
     ("canonical_bdf", "3b:00.0"), ("canonical_bdf", "1:2:3:4.0"), ("parse_cpulist", "0-3\n,5"),
     ("parse_cpumask", "ff\n,ff"), ("node_index", "node1\n"), ("driver_name", "_x"), ("hex_int", "0x10de\n"),
+    ("release_numbers", "6.12345-generic"), ("release_numbers", "12345.6"), ("release_numbers", "6."),
 ])
 def test_edges(name: str, text: str) -> None:
     _, new, old = _CASES[name]
