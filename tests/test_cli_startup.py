@@ -175,11 +175,12 @@ def test_help_is_written_at_the_terminals_width(monkeypatch: pytest.MonkeyPatch)
 # width, +2 classes for every command: agent.cli's _FixedWidth and _Building); NVML's walk and merge
 # (sources._nvml_read/_pairs/_walk, assemble._nvml/_nvml_links/_counts/_identity) load where a driver answers,
 # and the fabric's paths where NVML's matrices are checked.
-# discover -o, issue 52 item 1 (s58): 83 -> 77 modules, 67 -> 66 of ours, 102 -> 89 classes; discover --help 15 -> 7
+# discover -o, issue 52 item 1 (s58): 83 -> 76 modules, 67 -> 65 of ours, 102 -> 89 classes; discover --help 15 -> 7
 # classes. json is off the path (the indented writer writes plain ASCII strings itself; json loads for a string
 # that needs escaping); NVML's port (access._nvml_port, _nvml_platform) loads once a library does (open_nvml in
 # access._nvml_open); the flags' text rule and env_value are exporter._core._rule, without the settings' other
-# kinds; no_gpu_reason is render._no_gpu, not the summary's module. No pattern is compiled by our modules on the
+# kinds; no_gpu_reason is render._no_gpu, not the summary's module; the GPU cross-checks (assemble._crosscheck_gpu)
+# load where the snapshot has a GPU. No pattern is compiled by our modules on the
 # path (sysfs and id checks are str methods: tests/test_sysfs_text.py).
 _COUNT = """
 import sys
@@ -203,7 +204,7 @@ print(json.dumps({"modules": loaded, "ours": len(ours), "classes": len(classes),
 @pytest.mark.parametrize(("argv", "budget"), [  # (modules, topolink's modules, their classes, their dataclasses)
     (["--help"], (16, 3, 4, 0)),
     (["discover", "--help"], (25, 12, 7, 0)),
-    (["discover", "--format", "json", "-o", "{tmp}/node.json"], (77, 66, 89, 0)),
+    (["discover", "--format", "json", "-o", "{tmp}/node.json"], (76, 65, 89, 0)),
 ])
 def test_start_up_budget_in_modules_and_classes(argv: list[str], budget: tuple[int, int, int, int],
                                                  tmp_path: Path) -> None:
