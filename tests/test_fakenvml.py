@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from agent.discovery import discover
-from agent.discovery.access import DiscoveryContext, FsRoot, NvmlDriverNotLoaded, NvmlError, NvmlPort, open_nvml
+from agent.discovery.access import DiscoveryContext, FsRoot, NvmlDriverNotLoaded, NvmlError, open_nvml
+from agent.discovery.access._nvml_port import NvmlPort
 from tests.fakenvml import ENV_PROFILE, MACHINES, FakeNode, ProfileError, load_machine, materialize, read_calls
 from tests.fakenvml.fixtures import MakeMachine
 from tests.reference_data import TOPO as REFERENCE_TOPO

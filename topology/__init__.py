@@ -94,7 +94,8 @@ if _TYPE_CHECKING:
     )
     from .placement._fleet_report import FleetClass, FleetReport, GroupFit, NodeSummary, Outlier, fleet_report
     from .render._dot import to_dot
-    from .render._summary import no_gpu_reason, summary
+    from .render._no_gpu import no_gpu_reason
+    from .render._summary import summary
     from .render._topo_table import (
         LEGEND,
         TopoRow,
@@ -265,7 +266,8 @@ _WHERE = {name: module for module, names in {  # name -> the subpackage's privat
     'fabric._rates': "nvlink_bytes_per_second nvlink_gen_from_nvml pcie_bytes_per_second pcie_gen_from_gts",
     'render._topo_table': "LEGEND TopoRow TopoTable gpu_labels matrix topo_table",
     'model._device_order': "ordered_gpus ordered_rdma_nics",
-    'render._summary': "no_gpu_reason summary",
+    'render._summary': "summary",
+    'render._no_gpu': "no_gpu_reason",
     'fabric._pcie_switch': "pcie_switch pcie_switches",
     'model._text_bounds': "NAME_LIMIT TEXT_LIMIT shown shown_text",
     'fabric._views': ("GdrReadiness GdrVerdict GpuNicClasses Island gdr_readiness gpu_nic_classes nearest_nics "

@@ -46,7 +46,7 @@ def version() -> str:
 def add_discovery_args(p: argparse.ArgumentParser) -> None:
     import argparse
 
-    from exporter._core._settings import TEXT, env_value
+    from exporter._core._rule import TEXT, env_value
 
     from ..discovery import SOURCE_FLAGS  # names, defaults and help without importing the sources
 

@@ -17,7 +17,7 @@ FORMATS = ("table", "json", "dot")
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    from exporter._core._settings import TEXT
+    from exporter._core._rule import TEXT
 
     d = sub.add_parser("discover", help="discover the node's topology and print it",
                        description="Discover this node (NVML and sysfs) and print a summary, the JSON snapshot "

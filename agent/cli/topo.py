@@ -11,7 +11,7 @@ from ._common import EXIT_EPILOG, discover_from_args, exit_for, load_snapshot
 
 
 def add_parsers(sub: Any, add_discovery_args: Callable[[argparse.ArgumentParser], None]) -> None:
-    from exporter._core._settings import TEXT
+    from exporter._core._rule import TEXT
 
     t = sub.add_parser("topo", help="print the GPU/NIC matrix as nvidia-smi topo -m does",
                        description="Print the GPU/NIC matrix of this node or of a saved snapshot (or probe report) "

@@ -12,53 +12,30 @@ command would be.
 Each rule also lists values it must refuse (``bad_examples``): tests/test_cli_settings.py walks every
 parser's flags and variables and tries them, so a new flag is covered by the rule it is given.
 
-Loads nothing on import (``topolink --help`` builds parsers with these): argparse only on a refusal.
+Loads nothing on import (``topolink --help`` builds parsers with these): argparse only on a refusal. The base
+rule, text and :func:`env_value` are ``._rule``'s, which a command whose flags are all text (``discover``) loads
+alone.
 """
 
 from __future__ import annotations
 
-import os
+from ._rule import TEXT, VARIABLES, Rule, SettingError, Text, env_value
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
+
+__all__ = ["GPUS", "MAX_SIZE_BYTES", "NAMES", "PATH", "PORT", "SIZE", "SIZE_UNITS", "SWITCH", "TEXT", "VARIABLES",
+           "Choice", "GpuList", "Names", "Number", "PathRule", "Pattern", "Rule", "SettingError", "Size", "Switch",
+           "Text", "count", "env_value", "seconds"]
 
 MAX_SIZE_BYTES = 1 << 50
 # Byte units, the prefix's letter either case (kB is SI's spelling): K, M, G, T alone are binary as nccl-tests
 # reads them, KiB... binary, KB... decimal. A unit ending in a lowercase b is bits: refused with a hint.
 _SCALE = {"": (1, 1), "k": (1 << 10, 10**3), "m": (1 << 20, 10**6), "g": (1 << 30, 10**9), "t": (1 << 40, 10**12)}
 SIZE_UNITS = "B, KB/KiB, MB/MiB, GB/GiB, TB/TiB (K, M, G, T alone: binary)"
-
-
-class SettingError(ValueError):
-    """A value a rule refuses; the message says what is allowed, without the setting's name."""
-
-
-class Rule:
-    """A kind of value: ``parse`` checks and converts the text, ``__call__`` is argparse's ``type``."""
-
-    what = "a value"
-
-    def parse(self, text: str) -> Any:
-        raise NotImplementedError
-
-    def bad_examples(self) -> tuple[str, ...]:
-        """Texts this rule must refuse, for the test that walks every flag and variable."""
-        return ()
-
-    def __call__(self, text: str) -> Any:
-        try:
-            return self.parse(text)
-        except SettingError as exc:
-            import argparse  # already loaded: argparse is calling
-
-            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
-
-    def __repr__(self) -> str:  # argparse's fallback name for a type, should a message ever use it
-        return self.what
 
 
 def _number(text: str, integer: bool) -> float:
@@ -131,24 +108,6 @@ class Switch(Rule):
 
     def bad_examples(self) -> tuple[str, ...]:
         return ("ture", "2", "enabled")
-
-
-class Text(Rule):
-    """A name, address or path: not empty (``--node-name "$NODE"`` with $NODE unset must not mean "none"). Any
-    other character is taken: the outputs escape what they show (``topology.shown``)."""
-
-    what = "text"
-
-    def __init__(self, *, empty: bool = False) -> None:
-        self.empty = empty  # a list that may be empty (``--exclude ""``: nothing left out)
-
-    def parse(self, text: str) -> Any:
-        if not text.strip() and not self.empty:
-            raise SettingError("empty")
-        return text
-
-    def bad_examples(self) -> tuple[str, ...]:
-        return () if self.empty else ("", " ")
 
 
 class PathRule(Text):
@@ -256,12 +215,8 @@ class Size(Rule):
         return ("1Gb", "1gb", "8b", "1GIB", "1 parsec", "", "0", "-1GiB", "1e400", "nan", "2PiB")
 
 
-# Every variable a parser built in this process read, with its rule: the test that tries bad values walks it.
-VARIABLES: dict[str, Rule] = {}
-
 PORT = Number(0, 65535, integer=True, unit="0: any free port")
 SIZE = Size()
-TEXT = Text()
 GPUS = GpuList()
 NAMES = Names()
 PATH = PathRule()
@@ -274,16 +229,3 @@ def seconds(low: float = 0, high: float = 365 * 86400, *, low_open: bool = True)
 
 def count(low: int, high: int) -> Number:
     return Number(low, high, integer=True)
-
-
-def env_value(env: Mapping[str, str] | None, name: str, rule: Rule, fallback: Any) -> Any:
-    """The variable ``name`` (of ``os.environ`` where ``env`` is None) read through ``rule``; unset or empty
-    (a DaemonSet's optional key) is ``fallback``. SettingError names the variable and its text."""
-    VARIABLES[name] = rule
-    text = (os.environ if env is None else env).get(name)
-    if text is None or text == "":
-        return fallback
-    try:
-        return rule.parse(text)
-    except SettingError as exc:
-        raise SettingError(f"${name}={text!r}: {exc}") from None

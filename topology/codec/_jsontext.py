@@ -2,8 +2,9 @@
 
 ``json.dumps`` uses its C encoder only when ``indent`` is None; with an indent every value goes through
 the pure-Python one, about three times as slow on a snapshot (``benchmarks/codec.py``). Here Python walks
-only the objects and the lists that hold strings or containers. Strings are written by the function the
-encoder itself uses (``json.encoder.encode_basestring_ascii``), and a list of numbers, booleans and nulls
+only the objects and the lists that hold strings or containers. Strings are written as they are where every
+character is printable ASCII but ``"`` and ``\\``, else by the function the encoder itself uses
+(``json.encoder.encode_basestring_ascii``), and a list of numbers, booleans and nulls
 (CPU lists, matrix rows: most of a snapshot) is joined in one call. NaN and infinities are refused
 (ValueError), as there; so is anything else ``json.dumps`` refuses. Object keys must be strings (json.dumps
 would turn numbers into strings; a snapshot has none). tests/test_codec_text.py holds the two to the same
@@ -12,17 +13,34 @@ bytes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from json.encoder import encode_basestring_ascii as _string
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
 
 if TYPE_CHECKING:
     from typing import Any
 
-_compact: Callable[[Any], str] = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+# Characters a JSON string holds as they are (json.encoder's ESCAPE_ASCII leaves them): printable ASCII but the
+# quote and the backslash. A string of them alone is written without the json module, whose import (its
+# decoder and scanner, six regular expressions compiled) cost every ``discover --format json`` about 5M
+# instructions (measured, valgrind) for the few strings that need escaping.
+_PLAIN = frozenset(map(chr, range(0x20, 0x7F))) - {'"', "\\"}
+
+
+def _string(s: str) -> str:
+    if _PLAIN.issuperset(s):
+        return f'"{s}"'
+    from json.encoder import encode_basestring_ascii  # what json.dumps writes a string with
+
+    return encode_basestring_ascii(s)
+
+
+def _compact(o: Any) -> str:
+    """What json.dumps writes compactly for ``o`` (an int subclass), or its ValueError (NaN, an infinity)."""
+    import json
+
+    return json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode(o)
 
 
 def _float(f: float) -> str:

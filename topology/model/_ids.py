@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from ._errors import TopolinkError
 
-_BDF = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
+# Ids are checked with str methods and these sets, not regular expressions: compiling one costs about as much as
+# a small module's import, at every start (tests/test_sysfs_text.py holds each to the pattern it replaced).
+_DIGITS = frozenset("0123456789")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _hex(text: str, most: int) -> bool:
+    return 1 <= len(text) <= most and _HEX.issuperset(text)
 
 
 class BadPciAddress(TopolinkError, ValueError):
@@ -18,11 +23,13 @@ def canonical_bdf(text: str) -> str:
 
     The domain keeps at least four hex digits; 32-bit domains keep what they need.
     """
-    m = _BDF.match(text.strip())
-    if m is None:
+    parts = text.strip().split(":")  # ([0-9a-fA-F]{1,8}:)?[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}\.[0-7]
+    dev_text, dot, fn_text = parts[-1].partition(".")
+    if not (2 <= len(parts) <= 3 and (len(parts) == 2 or _hex(parts[0], 8)) and _hex(parts[-2], 2)
+            and _hex(dev_text, 2) and dot and len(fn_text) == 1 and fn_text in "01234567"):
         raise BadPciAddress(f"not a PCI address: {text!r}")
-    domain = int(m.group(1) or "0", 16)
-    bus, dev, fn = int(m.group(2), 16), int(m.group(3), 16), int(m.group(4))
+    domain = int(parts[0], 16) if len(parts) == 3 else 0
+    bus, dev, fn = int(parts[-2], 16), int(dev_text, 16), int(fn_text)
     if dev > 0x1F:
         raise BadPciAddress(f"PCI device number out of range: {text!r}")
     return f"{domain:04x}:{bus:02x}:{dev:02x}.{fn}"
@@ -48,8 +55,16 @@ def numa_id(index: int) -> str:
 # CONFIG_NR_CPUS is at most 8192 on every architecture Linux runs GPUs on; a CPU id at or above this is
 # garbage, and refusing it before expanding a range keeps ``0-4294967295`` from allocating 4 billion ints.
 MAX_CPUS = 8192
-_CPULIST_PART = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")
-_CPUMASK = re.compile(r"^[0-9a-fA-F]{1,8}(?:,[0-9a-fA-F]{1,8})*$")
+
+
+def _cpu_range(part: str) -> tuple[str, str | None] | None:
+    """``([0-9]{1,5})(?:-([0-9]{1,5}))?`` (one final newline allowed, as ``$`` does): first and last, else None."""
+    first, dash, last = (part[:-1] if part.endswith("\n") else part).partition("-")
+    if not (1 <= len(first) <= 5 and _DIGITS.issuperset(first)):
+        return None
+    if dash and not (1 <= len(last) <= 5 and _DIGITS.issuperset(last)):
+        return None
+    return first, last if dash else None
 
 
 def parse_cpulist(text: str, *, max_cpus: int = MAX_CPUS) -> tuple[int, ...]:
@@ -60,11 +75,11 @@ def parse_cpulist(text: str, *, max_cpus: int = MAX_CPUS) -> tuple[int, ...]:
     if not text:
         return ()  # the kernel's empty list (a memory-only node)
     for part in text.split(","):
-        m = _CPULIST_PART.match(part)
-        if m is None:
+        found = _cpu_range(part)
+        if found is None:
             raise ValueError(f"bad cpu range {part[:40]!r}")
-        first = int(m.group(1))
-        last = int(m.group(2)) if m.group(2) is not None else first
+        first = int(found[0])
+        last = int(found[1]) if found[1] is not None else first
         if last < first or last >= max_cpus:
             raise ValueError(f"bad cpu range {part[:40]!r}")
         cpus.update(range(first, last + 1))
@@ -89,7 +104,7 @@ def parse_cpumask(text: str, *, max_cpus: int = MAX_CPUS) -> tuple[int, ...]:
     """Kernel hex cpumask (``00000000,0000ffff``) to a sorted tuple of cpus. Raises ValueError on garbage
     or a set bit at or above ``max_cpus``."""
     text = text.strip()
-    if not _CPUMASK.match(text) or len(text) > max_cpus // 4 + max_cpus // 32 + 9:
+    if not all(_hex(word, 8) for word in text.split(",")) or len(text) > max_cpus // 4 + max_cpus // 32 + 9:
         raise ValueError(f"bad cpumask {text[:40]!r}")
     value = int(text.replace(",", ""), 16)
     if value.bit_length() > max_cpus:

@@ -5,10 +5,8 @@ from __future__ import annotations
 from ..model._entities import PcieLinkState, Snapshot
 from ..model._facts import describe_unknown
 from ..model._ids import format_cpulist
-from ..model._provenance import SourceStatus
 from ..model._text_bounds import shown, shown_text
-
-NVIDIA = 0x10DE
+from ._no_gpu import no_gpu_reason
 
 
 def _bytes(n: int | None) -> str:
@@ -34,28 +32,6 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return ["  " + fmt.format(*header).rstrip(), *("  " + fmt.format(*r).rstrip() for r in rows)]
-
-
-def no_gpu_reason(snap: Snapshot) -> str | None:
-    """One line saying why no NVIDIA GPU is in the snapshot, or None when there is one (NVML's words escaped)."""
-    if snap.gpus:
-        return None
-    nvml = next((o for o in snap.sources if o.name == "nvml"), None)
-    pci_nvidia = [f for f in snap.pci if f.vendor_id == NVIDIA]
-    why = ["no PCI function with vendor 0x10de and class 0x0300/0x0302"]
-    elsewhere = sorted({p.subject for p in snap.problems if "not a GPU of this host" in p.message})
-    if elsewhere:
-        why = [f"{len(elsewhere)} NVIDIA GPU(s) on the bus bound to another driver (vfio-pci passthrough) or "
-               "excluded by the driver: not GPUs of this host"]
-    elif pci_nvidia:
-        why = [f"{len(pci_nvidia)} NVIDIA PCI function(s) but none is a GPU"]
-    if nvml is None:
-        why.append("NVML not consulted (source disabled)")
-    elif nvml.status is SourceStatus.OK:
-        why.append("NVML reports 0 devices")
-    else:
-        why.append(f"NVML {nvml.status.value}: {shown_text(nvml.detail or 'no reason given')}")
-    return "No NVIDIA GPU found: " + "; ".join(why) + "."
 
 
 def summary(snap: Snapshot) -> str:

@@ -3,7 +3,8 @@
 Everything discovery reads passes through here: ``FsRoot`` (every ``/sys`` and ``/proc`` read, jailed
 when the root is a gathered tree) and ``NvmlPort`` (every NVML call, its errors translated once), each
 recorded while a ``Reads`` watches the pass, with the ``DiscoveryContext`` that says which root and which
-NVML library a pass uses.
+NVML library a pass uses. The port's own module (``NvmlPort``, ``Handle``, ``RawFabric``, ``RawField``: from
+``._nvml_port``) loads where ``open_nvml`` finds a library, so a machine without NVML never loads it.
 Imports: ``topology`` only (and ``pynvml`` inside functions). Imported by the sources, the assembly, the
 serve loop's idleness check and the command line.
 """
@@ -22,7 +23,7 @@ from ._nvml_errors import (
     NvmlNotSupported,
     NvmlUnknown,
 )
-from ._nvml_port import Handle, NvmlPort, RawFabric, RawField, open_nvml
+from ._nvml_open import open_nvml
 from ._record import Reads
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "Directory",
     "DiscoveryContext",
     "FsRoot",
-    "Handle",
     "NotARegularFile",
     "NvmlDriverNotLoaded",
     "NvmlError",
@@ -40,10 +40,7 @@ __all__ = [
     "NvmlNoPermission",
     "NvmlNotFound",
     "NvmlNotSupported",
-    "NvmlPort",
     "NvmlUnknown",
-    "RawFabric",
-    "RawField",
     "Reads",
     "open_nvml",
 ]

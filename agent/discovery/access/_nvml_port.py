@@ -13,12 +13,7 @@ import sys
 from topology import Record
 
 from . import _record
-from ._nvml_errors import (
-    DEFAULT_LIBRARY,
-    KINDS,
-    NvmlError,
-    NvmlLibraryNotFound,
-)
+from ._nvml_errors import KINDS, NvmlError
 from ._nvml_platform import PlatformCalls
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a start-up cost) for it
@@ -65,7 +60,8 @@ class RawField(Record):
 
 
 class NvmlPort(PlatformCalls):
-    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml`; ``close`` shuts down."""
+    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml` (``._nvml_open``); ``close`` shuts
+    down."""
 
     def __init__(self, pynvml: Any) -> None:
         self._nv = pynvml
@@ -93,6 +89,10 @@ class NvmlPort(PlatformCalls):
         return text
 
     # -- system ------------------------------------------------------------------------------------
+    def init(self) -> None:
+        """``nvmlInit``: what :func:`open_nvml` calls first on a new port."""
+        self._call("nvmlInitWithFlags", self._nv.nvmlInit)
+
     def close(self) -> None:
         self._call("nvmlShutdown", self._nv.nvmlShutdown)
 
@@ -249,36 +249,3 @@ def _bits(words: Any) -> tuple[int, ...]:
 
 
 _WORD = 0xFFFFFFFFFFFFFFFF
-
-
-def _default_library_loadable() -> bool:
-    """Whether pynvml's own lookup would find a library: ``ctypes.CDLL`` of the name it loads, without
-    importing pynvml (about 20 ms of every driverless start)."""
-    if "pynvml" in sys.modules:
-        return True  # already paid for; let pynvml decide as before
-    import ctypes
-
-    try:
-        ctypes.CDLL(DEFAULT_LIBRARY)
-    except OSError:
-        return False
-    return True
-
-
-def open_nvml(library: str | None) -> NvmlPort:
-    """Loads NVML (``library`` or the system's) and initialises it. Raises :class:`NvmlLibraryNotFound`
-    when there is no library, another :class:`NvmlError` when ``nvmlInit`` fails."""
-    if library is None and not _default_library_loadable():
-        # The same error pynvml's nvmlInit raises when it cannot load the library.
-        raise NvmlLibraryNotFound("nvmlInitWithFlags", 12)
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise NvmlLibraryNotFound("import pynvml", None, f"nvidia-ml-py is not installed: {exc}") from exc
-    if library is not None:
-        from ._nvml_library import use_library  # only where a library is named
-
-        use_library(library)
-    port = NvmlPort(pynvml)
-    port._call("nvmlInitWithFlags", pynvml.nvmlInit)
-    return port

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from topology import Aspect, Problem, SchemaError, Snapshot, SourceStatus, replace
 
 from . import _crosscheck_ends as ends
-from . import _crosscheck_gpu as gpu
 from . import _crosscheck_numa as numa
 from ._crosscheck_physics import physics
 from ._witness import WITNESSES, Stage, witness
@@ -180,14 +179,28 @@ def _nvml_version(snap: Snapshot) -> list[Problem]:
     return [witness("nvml-version").dispute(("nvml",), nvml, ", ".join(differ))] if differ else []
 
 
+def _gpus(check: str) -> Callable[[Snapshot], list[Problem]]:
+    """``_crosscheck_gpu``'s ``check``, loaded where the snapshot has a GPU: each of those compares readings of
+    a GPU, so a snapshot without one has none to find (the module was about 1M instructions of every GPU-less
+    start, measured)."""
+    def run(snap: Snapshot) -> list[Problem]:
+        if not snap.gpus:
+            return []
+        from . import _crosscheck_gpu
+
+        found: list[Problem] = getattr(_crosscheck_gpu, check)(snap)
+        return found
+    return run
+
+
 CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "numa-cpus": _numa_cpus, "numa-distance": _numa_distances, "root-numa": _root_numa,
-    "pcie-over-max": _link_over_max, "pcie-speed-width": _speed_without_width, "gpu-pcie": gpu.pcie,
-    "gpu-affinity": gpu.affinity,
-    "gpu-pci-identity": gpu.identity, "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
-    "fabric": gpu.fabric, "rdma-infiniband": _rdma_without_infiniband, "gpu-model": ends.gpu_model,
+    "pcie-over-max": _link_over_max, "pcie-speed-width": _speed_without_width, "gpu-pcie": _gpus("pcie"),
+    "gpu-affinity": _gpus("affinity"),
+    "gpu-pci-identity": _gpus("identity"), "nvml-ancestor": _nvml_ancestor, "nvml-p2p-nvlink": _p2p_without_nvlink,
+    "fabric": _gpus("fabric"), "rdma-infiniband": _rdma_without_infiniband, "gpu-model": ends.gpu_model,
     "pcie-ends": ends.pcie_ends, "pci-numa-cpus": numa.pci_numa, "gpu-memory-numa": numa.gpu_memory_node,
-    "fabric-domain": gpu.fabric_domain, "gpu-architecture": gpu.architecture, "nvml-version": _nvml_version,
+    "fabric-domain": _gpus("fabric_domain"), "gpu-architecture": _gpus("architecture"), "nvml-version": _nvml_version,
 }
 CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
 
@@ -207,7 +220,10 @@ def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapsho
     found = [*driver_version(snap, module_version), *(p for check in CHECKS for p in check(snap)), *physics(snap)]
     if not found:
         return snap
-    snap = gpu.adopt_nvml_pcie(snap, found)
+    if snap.gpus:  # NVML's PCIe reading adopted where it overruled sysfs's: a GPU's
+        from ._crosscheck_gpu import adopt_nvml_pcie
+
+        snap = adopt_nvml_pcie(snap, found)
     sources = snap.sources
     rdma = next((p for p in found if p.source == "infiniband"), None)
     if rdma is not None:  # "absent" was a reading the PCI bus contradicts

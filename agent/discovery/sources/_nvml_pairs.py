@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from topology import Aspect, Fact
 
-from ..access import Handle, NvmlError, NvmlGpuLost
+from ..access import NvmlError, NvmlGpuLost
+from ..access._nvml_port import Handle
 from ._nvml_facts import P2P_CAPS, NvmlPairFacts
 from ._nvml_walk import Walk
 

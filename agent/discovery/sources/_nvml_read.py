@@ -27,7 +27,8 @@ from topology import (
     replace,
 )
 
-from ..access import Handle, NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported, NvmlPort
+from ..access import NvmlError, NvmlGpuLost, NvmlInvalidArgument, NvmlNotFound, NvmlNotSupported
+from ..access._nvml_port import Handle, NvmlPort
 from ._nvml_facts import (
     FIELD_NVLINK_LINK_COUNT,
     FIELD_NVSWITCH_CONNECTED_LINK_COUNT,

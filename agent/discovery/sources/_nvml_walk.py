@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 from topology import NODE, Aspect, Fact, Problem, canonical_bdf, node_fact
 
-from ..access import NvmlError, NvmlGpuLost, NvmlNotSupported, NvmlPort
+from ..access import NvmlError, NvmlGpuLost, NvmlNotSupported
+from ..access._nvml_port import NvmlPort
 from ._nvml_facts import SOURCE
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)

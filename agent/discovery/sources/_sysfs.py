@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import functools
 import posixpath
-import re
 from collections.abc import Callable
 
 from topology import SNAPSHOT_LIMITS, Aspect, Fact, Problem
 
 from ..access import FsRoot
+from ._parse import LOWER_HEX_DIGITS, hex_digits, one_line
 from ._registry import SourceError, SubsystemAbsent, too_many
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
@@ -23,8 +23,16 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-# A PCI function's directory name in sysfs: always the full domain, lowercase.
-SYSFS_BDF = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+def sysfs_bdf(name: str) -> bool:
+    """A PCI function's directory name in sysfs: always the full domain, lowercase
+    (``[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]``)."""
+    parts = one_line(name).split(":")
+    return (len(parts) == 3 and hex_digits(parts[0], 4, 8, LOWER_HEX_DIGITS)
+            and hex_digits(parts[1], 2, 2, LOWER_HEX_DIGITS) and len(parts[2]) == 4
+            and hex_digits(parts[2][:2], 2, 2, LOWER_HEX_DIGITS) and parts[2][2] == "." and parts[2][3] in "01234567")
+
+
 _NOT_NAMES = ("", ".", "..")  # not an entry of the directory: read through the root
 
 
@@ -215,7 +223,7 @@ def pci_function_in(path: str | None) -> str | None:
     ``0000:82:00.0`` for ``mlx4_0``, else ``None``."""
     if path is None:
         return None
-    return next((part for part in reversed(path.split("/")) if SYSFS_BDF.match(part)), None)
+    return next((part for part in reversed(path.split("/")) if sysfs_bdf(part)), None)
 
 
 _SYS_DEVICES = "/sys/devices/"

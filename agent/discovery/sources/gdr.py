@@ -13,6 +13,7 @@ import re
 from topology import NODE, Aspect, Problem, Record
 
 from ..access import DiscoveryContext, FsRoot
+from ._parse import digits
 from ._registry import register
 from ._sysfs import Reader
 
@@ -21,7 +22,6 @@ _MODULES = "/sys/module"
 _MEMORY_PEERS = "/sys/kernel/mm/memory_peers"
 _PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 # patterns, not compiled: re compiles (and caches) them on first use, which discovery may never reach
-_RELEASE = r"^([0-9]{1,4})\.([0-9]{1,4})"
 _MODULE_VERSION = r"Kernel Module(?: for \S+)?\s+([0-9]{1,4}(?:\.[0-9]{1,4}){1,3})\b"
 
 
@@ -46,8 +46,8 @@ class GdrHostFacts(Record):
 
     @property
     def kernel_version(self) -> tuple[int, int] | None:
-        m = re.match(_RELEASE, self.kernel_release or "")
-        return None if m is None else (int(m.group(1)), int(m.group(2)))
+        found = release_numbers(self.kernel_release or "")
+        return None if found is None else (int(found[0]), int(found[1]))
 
 
 _GDR = (Aspect.GDR,)
@@ -100,10 +100,19 @@ def _module(r: Reader) -> tuple[bool, str | None] | None:
     return "Open Kernel Module" in first, None if version is None else version.group(1)
 
 
+def release_numbers(text: str) -> tuple[str, str] | None:
+    """A kernel release's major and minor numbers, as ``^([0-9]{1,4})\\.([0-9]{1,4})`` reads them, else None: checked
+    with str methods (compiling the pattern cost every start as much as a small module's import)."""
+    major, dot, rest = text.partition(".")
+    minor = rest[:4]
+    minor = minor[:len(minor) - len(minor.lstrip("0123456789"))]
+    return (major, minor) if dot and digits(major, 1, 4) and minor else None
+
+
 def _release(text: str | None, r: Reader) -> str | None:
     if not text:
         return None
-    if not re.match(_RELEASE, text) or len(text) > 128 or not text.isprintable():
+    if release_numbers(text) is None or len(text) > 128 or not text.isprintable():
         r.problem(f"osrelease: unexpected {text[:60]!r}", _GDR)
         return None
     return text

@@ -13,7 +13,7 @@ from topology import Aspect, Problem, Record, node_fact
 from ..access import DiscoveryContext, FsRoot
 from ._parse import decimal
 from ._registry import register
-from ._sysfs import SYSFS_BDF, Reader, class_entries, pci_function_in
+from ._sysfs import Reader, class_entries, pci_function_in, sysfs_bdf
 
 SOURCE = "infiniband"
 _VIRTUAL = "/sys/devices/virtual/"
@@ -96,7 +96,7 @@ def _read_device(root: FsRoot, name: str, bdf: str) -> IbDeviceFacts:
             rate_gbps=r.parsed(f"ports/{entry}/rate", _rate, _PORTS, required=True),
             link_layer=_link_layer(r.text(f"ports/{entry}/link_layer", _PORTS, required=True), r),
         ))
-    if not SYSFS_BDF.match(root.realpath(f"{_CLASS}/{name}/device").rsplit("/", 1)[-1]):
+    if not sysfs_bdf(root.realpath(f"{_CLASS}/{name}/device").rsplit("/", 1)[-1]):
         r.problem("device: not a link to the device's directory: its network interfaces are unknown",
                   (Aspect.IDENTITY,))
     netdevs = tuple(n for n in r.listdir("device/net", _PORTS) if n.isprintable() and len(n) <= 15)

@@ -8,20 +8,16 @@ NVIDIA driver onlined as NUMA nodes (POWER9 + V100, Grace Hopper) is named in
 
 from __future__ import annotations
 
-import re
-
 from topology import NODE, Aspect, Problem, Record, parse_cpulist, parse_cpumask
 
 from ..access import DiscoveryContext, FsRoot
 from ._nvidia_proc import DriverGpuFacts, driver_gpus
-from ._parse import MAX_NUMA_NODES, bounded
+from ._parse import MAX_NUMA_NODES, bounded, digits, one_line
 from ._registry import SourceError, register
 from ._sysfs import Reader, describe_os_error
 
 SOURCE = "numa"
 _NODES = "/sys/devices/system/node"
-_NODE_DIR = re.compile(r"^node([0-9]{1,5})$")
-_MEM_TOTAL = re.compile(r"MemTotal:\s+([0-9]{1,16})\s*kB")
 _MAX_MEMORY_KB = 1 << 50  # a petabyte-scale kB count (2**60 bytes) is already beyond any machine
 _NUMA = (Aspect.NUMA,)
 
@@ -68,7 +64,7 @@ def read_numa(ctx: DiscoveryContext) -> NumaFacts:
         entries = root.listdir(_NODES)
     except OSError as exc:
         raise SourceError(f"{_NODES}: {describe_os_error(exc)}") from exc
-    indexes = sorted(int(m.group(1)) for e in entries if (m := _NODE_DIR.match(e)))
+    indexes = sorted(i for i in map(node_index, entries) if i is not None)
     indexes = [i for i in indexes if i < MAX_NUMA_NODES]
     if not indexes:
         raise SourceError(f"{_NODES} lists no node: NUMA placement is unknown")
@@ -98,11 +94,27 @@ def _read_node(root: FsRoot, index: int) -> NumaNodeFacts:
     )
 
 
+def node_index(entry: str) -> int | None:
+    """A node's directory (``node([0-9]{1,5})``): its index, else None."""
+    line = one_line(entry)
+    return int(line[4:]) if line.startswith("node") and digits(line[4:], 1, 5) else None
+
+
+def _mem_total_kb(text: str) -> str:
+    """The first ``MemTotal:\\s+([0-9]{1,16})\\s*kB`` of a node's meminfo: its number of kB."""
+    at = text.find("MemTotal:")
+    while at >= 0:
+        after = text[at + 9:]
+        number = after.lstrip()
+        rest = number.lstrip("0123456789")
+        if len(number) < len(after) and 1 <= len(number) - len(rest) <= 16 and rest.lstrip().startswith("kB"):
+            return number[:len(number) - len(rest)]
+        at = text.find("MemTotal:", at + 1)
+    raise ValueError("no MemTotal")
+
+
 def _mem_total(text: str) -> int:
-    m = _MEM_TOTAL.search(text)
-    if m is None:
-        raise ValueError("no MemTotal")
-    kb = int(m.group(1))
+    kb = int(_mem_total_kb(text))
     if kb > _MAX_MEMORY_KB:
         raise ValueError(f"MemTotal {kb} kB")
     return kb * 1024

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import posixpath
-import re
 
 from topology import (
     Aspect,
@@ -25,15 +24,14 @@ from topology import (
 )
 
 from ..access import DiscoveryContext, FsRoot
-from ._parse import bdf_key, hex_int, link_speed_gts, link_width, numa_node
+from ._parse import bdf_key, driver_name, hex_int, host_bridge_dir, link_speed_gts, link_width, numa_node
 from ._pci_config import read_acs
 from ._registry import register
-from ._sysfs import SYSFS_BDF, Reader, describe_os_error, list_subsystem, resolve_link
+from ._sysfs import Reader, describe_os_error, list_subsystem, resolve_link, sysfs_bdf
 
 SOURCE = "pci"
 _DEVICES = "/sys/bus/pci/devices"
 _SYS_DEVICES = "/sys/devices/"
-_HOST_BRIDGE = re.compile(r"^pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})$")
 
 
 class PciDeviceFacts(Record):
@@ -178,11 +176,11 @@ def _tree_path(path: str) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     host_bridge: str | None = None
     chain: list[tuple[str, str]] = []
     for i, part in enumerate(parts):
-        m = _HOST_BRIDGE.match(part)
-        if m is not None and host_bridge is None and not chain:
-            host_bridge = host_bridge_id(int(m.group(1), 16), int(m.group(2), 16))
+        root = host_bridge_dir(part)
+        if root is not None and host_bridge is None and not chain:
+            host_bridge = host_bridge_id(*root)
             continue
-        if SYSFS_BDF.match(part):  # else a non-PCI hop: a VMD domain's pciDDDD:BB below its controller
+        if sysfs_bdf(part):  # else a non-PCI hop: a VMD domain's pciDDDD:BB below its controller
             chain.append((part, _SYS_DEVICES + "/".join(parts[: i + 1])))
     return host_bridge, tuple(chain)
 
@@ -240,7 +238,6 @@ def _read_device(root: FsRoot, bdf: str, place: _Place, shared: _Pass) -> PciDev
 
 _bdf = functools.lru_cache(maxsize=1024)(canonical_bdf)  # pure; one that raises is not remembered
 _DRIVERS = "/sys/bus/pci/drivers"
-_DRIVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 
 
 def _driver(root: FsRoot, r: Reader, directory: str, shared: _Pass) -> str | None:
@@ -256,7 +253,7 @@ def _driver(root: FsRoot, r: Reader, directory: str, shared: _Pass) -> str | Non
         r.problem(f"driver: {describe_os_error(exc)}: which driver holds it is unknown", _IDENTITY)
         return None
     head, name = posixpath.split(target or "")
-    if target is None or head != _DRIVERS or not _DRIVER_NAME.match(name):
+    if target is None or head != _DRIVERS or not driver_name(name):
         r.problem(f"driver: {'not a link' if target is None else 'links to ' + target[:80]}, not to a driver in "
                   f"{_DRIVERS}: which driver holds it is unknown", _IDENTITY)
         return None
