@@ -10,9 +10,10 @@ machine falls on both; medians and the ratio of medians are printed, with peak R
   ``topolink --help`` at most 1.5x ``python -I -c pass``; ``topo`` at most 1x ``nvidia-smi topo -m`` (both pay
   NVML's start; run only where nvidia-smi exists). ``discover --help`` against ``python -I -c pass`` and
   ``discover`` against ``lstopo-no-graphics --of xml FILE`` are shown as information, and so is argparse's
-  floor (``python -I -c "import argparse; argparse.ArgumentParser().parse_args([])"``), which ``--help`` cannot
-  go below. Where valgrind is installed, the same commands in instructions executed (one run each: the count
-  does not move with others' load, as time on a shared machine does). Beside it, where ``discover``'s time goes
+  floor (``python -I -c "import argparse; argparse.ArgumentParser().parse_args([])"``, and the same parser
+  printing its help, ``parse_args(['--help'])``), which ``--help`` cannot go below. Where valgrind is
+  installed, the same commands in instructions executed (one run each: the count does not move with others'
+  load, as time on a shared machine does). Beside it, where ``discover``'s time goes
   in that environment, phase by phase.
 - ``topolink discover --format json`` against ``lstopo-no-graphics --of xml`` on the live machine and on every
   hwloc tree in tests/data/hwloc/linux (lstopo reads a tree with ``--input DIR``), run from the repository
@@ -178,6 +179,11 @@ def budget(runs: int, venv: Installed, tmp: Path) -> float | None:
         # about 1.7x the bare interpreter: the 1.5x budget is below it)
         ("(argparse's floor: import argparse; ArgumentParser().parse_args([]))",
          [str(venv.python), "-I", "-c", "import argparse; argparse.ArgumentParser().parse_args([])"], bare, None),
+        # and the same parser printing its help, as --help does (argparse formats it with textwrap and asks the
+        # terminal's width): the floor of --help itself
+        ("(argparse's floor for help: ArgumentParser(prog='topolink').parse_args(['--help']))",
+         [str(venv.python), "-I", "-c",
+          "import argparse; argparse.ArgumentParser(prog='topolink').parse_args(['--help'])"], bare, None),
         ("discover --format json -o FILE", [ours, *discover],
          ("lstopo-no-graphics --of xml FILE", [lstopo, "--of", "xml", "-f", str(tmp / "node.xml")]) if lstopo
          else None, None),
