@@ -1,7 +1,7 @@
 """Collectives over gloo across processes on this host (127.0.0.1 only), timed as nccl-tests times them.
 
 torch is imported once, in the probe process, and the rank processes (``_rank``) are forked from it: a rank
-starts in milliseconds instead of importing torch again (about 1.5 s each). The ranks of one placement (the
+starts in milliseconds instead of importing torch again (2 s or more each). The ranks of one placement (the
 CPUs of each rank) are kept for the whole pass and serve every collective planned on them.
 """
 
