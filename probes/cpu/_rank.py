@@ -39,7 +39,7 @@ from ..core import (
 )
 
 _INIT_TIMEOUT_S = 60
-_CHECK_CHUNK = 1 << 20  # elements per step of the data check (8 MiB of int64 positions)
+_CHECK_CHUNK = 1 << 18  # elements per step of the data check: 5 MiB of working space, which stays in cache
 
 
 @dataclass(frozen=True, slots=True)
