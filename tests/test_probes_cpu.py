@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -14,6 +15,7 @@ import probes.cpu
 import topology as t
 from probes import Status
 from probes.core._profiles import KiB, MiB
+from probes.cpu._rank import rank_threads
 from probes.harness._runner import execute
 from probes.host._numa import HostBuffer, page_nodes, sample_pages
 from tests.probe_snapshots import this_host
@@ -48,6 +50,15 @@ def test_a_node_that_does_not_exist_is_refused_not_assumed() -> None:
         HostBuffer(1 * MiB, 7, ())
 
 
+def test_ranks_share_out_the_cpus_they_are_bound_to() -> None:
+    assert rank_threads(((0, 1), (0, 1))) == (1, 1)  # two ranks on two CPUs: one thread each, not two
+    assert rank_threads(((0, 1, 2, 3), (0, 1, 2, 3), (4, 5, 6, 7))) == (2, 2, 4)
+    assert rank_threads(((0,), (0,), (0,))) == (1, 1, 1)  # never none
+    assert rank_threads(((0, 1), (1, 2))) == (1, 1)  # overlapping sets share too
+    here = len(os.sched_getaffinity(0))
+    assert rank_threads(((), ())) == (max(1, here // 2),) * 2  # unbound: this process's CPUs
+
+
 def test_sampled_pages_cover_the_buffer() -> None:
     pages = sample_pages(0, 1 << 30, 4096, 16)
     assert len(pages) == 16 and pages[0] == 0 and pages[-1] == (1 << 30) - 4096
@@ -72,6 +83,9 @@ def test_cpu_probe_end_to_end_lands_in_the_snapshot_json() -> None:
         sum(m.value for m in by_test["all_reduce"].sweep if m.direction == "busbw") / 2)
     cond = dict(bus.conditions)
     assert cond["ranks"] == "2" and cond["ranks_started"].startswith("forked from the probe process")
+    cpus = snap.numa_nodes[0].cpus  # both ranks on node 0's CPUs: they share them out, as each rank reports
+    assert cond["rank_threads"] == " ".join(map(str, rank_threads((cpus, cpus)))) == " ".join(
+        [str(max(1, len(cpus) // 2))] * 2)
     for op, modes in (("all_gather", 2), ("reduce_scatter", 2), ("alltoall", 1)):
         assert len(by_test[op].sweep) == 2 * 2 * modes
         bus, alg, _ = by_test[op].measurements

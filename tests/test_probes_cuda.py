@@ -18,7 +18,7 @@ from probes.cuda._perftest import parse_write_bw, perftest_from_help, perftest_u
 def test_cuda_modules_import_without_cupy_or_a_gpu() -> None:
     code = ("import sys, probes.cuda._backend, probes.cuda._copy, probes.cuda._latency, probes.cuda._nccl,"
             " probes.cuda._perftest, probes.cuda._runtime, probes.cuda._kernels, probes.cuda._legs,"
-            " probes.cuda._buffers, probes.cuda._peers, probes.cpu._gloo, probes.cpu._copy;"
+            " probes.cuda._buffers, probes.cuda._peers, probes.cpu._gloo, probes.cpu._rank, probes.cpu._copy;"
             " print(sorted(m for m in ('cupy', 'torch', 'numpy', 'pynvml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # nothing heavy is loaded by importing the backend

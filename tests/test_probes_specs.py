@@ -23,6 +23,7 @@ from probes.core import (
     received_segments,
     sent_segment,
     summed_values,
+    values_into,
 )
 from probes.cuda._kernels import KERNEL_NAMES, KERNELS, chain_end, chain_next, chain_words, per_launch, sm_copy_bytes
 from probes.cuda._legs import Initiator, issuer, legs, peer_pairs
@@ -114,6 +115,15 @@ def test_the_data_check_values_are_exact_in_float32() -> None:
     where = np.arange(0, 3_000_000, 7, dtype=np.int64)
     for ranks in ((0,), (2, 5), tuple(range(8)), tuple(range(72))):  # the closed form the GPUs use agrees
         assert np.array_equal(summed_values(np, where, ranks), element_values(where, ranks))
+
+
+def test_the_values_made_in_place_are_the_same_numbers() -> None:
+    where = np.arange(5_000_000, 5_000_000 + 3 * 65521, 3, dtype=np.int64)  # every residue, far positions
+    out, scratch = np.full(len(where), -1.0, dtype=np.float32), np.empty_like(where)
+    for ranks in ((0,), (1,), (2, 5), tuple(range(8)), tuple(range(256))):
+        made = values_into(where.copy(), ranks, out, scratch)
+        assert made is out and made.dtype == np.float32
+        assert np.array_equal(made, element_values(where, ranks).astype(np.float32))
 
 
 def test_all_reduce_counts_whole_floats_once() -> None:

@@ -49,6 +49,7 @@ if _TYPE_CHECKING:
         rotation_offset,
         sent_segment,
         summed_values,
+        values_into,
     )
     from ._errors import ProbeError, Waived
     from ._gdr import GDR_TEST
@@ -161,6 +162,7 @@ __all__ = [
     "summarize",
     "summed_values",
     "unknown",
+    "values_into",
     "with_collective_timing",
 ]
 
@@ -200,6 +202,7 @@ _WHERE = {
     'rotation_offset': '_collectives',
     'sent_segment': '_collectives',
     'summed_values': '_collectives',
+    'values_into': '_collectives',
     'ProbeError': '_errors',
     'Waived': '_errors',
     'GDR_TEST': '_gdr',

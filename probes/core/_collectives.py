@@ -109,6 +109,24 @@ def element_values(position: Any, ranks: tuple[int, ...]) -> Any:
     return total
 
 
+def values_into(position: Any, ranks: tuple[int, ...], out: Any, scratch: Any) -> Any:
+    """``element_values`` summed into ``out`` (float32) without allocating, for arrays that take in-place
+    operators (numpy, torch): ``position`` (int64) is overwritten, ``scratch`` (int64) is working space,
+    all three of one length. Each term is (position x 2654435761 mod 65521 + rank x 40503 mod 65521) mod
+    65521 + 1, the same number; every partial sum is a whole number below 2**24, exact in float32. The
+    CPU ranks check a chunk in buffers they keep: a fresh array per step faults in its pages every time."""
+    position *= _MULT
+    position %= _MOD
+    out[...] = 0
+    for r in ranks:
+        scratch[...] = position
+        scratch += (r * _RANK_MULT) % _MOD
+        scratch %= _MOD
+        scratch += 1
+        out += scratch
+    return out
+
+
 def summed_values(xp: Any, position: Any, ranks: tuple[int, ...]) -> Any:
     """``element_values`` over an int64 array of an array module with ``searchsorted`` (numpy, CuPy), in a
     fixed number of array operations whatever the rank count: with b = position x 2654435761 mod 65521 and
