@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -53,18 +54,42 @@ def test_a_child_that_cannot_start_fails_every_item_with_why() -> None:
     assert "no_such_module" in caps.error
 
 
+def _scratch(pid: int) -> Path:
+    """The TMPDIR the probe child ``pid`` was started with."""
+    env = dict(v.split(b"=", 1) for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in v)
+    return Path(env[b"TMPDIR"].decode())
+
+
+def _wait_dead(pid: int) -> None:
+    """Until ``pid`` (a child of this process, not yet reaped) is a zombie."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, f"{pid} still runs 30 s after SIGKILL"
+        time.sleep(0.01)
+
+
 @pytest.mark.slow
 def test_one_child_runs_the_items_and_a_dead_one_is_replaced_before_the_next() -> None:
+    """... and the temporary folder of each (its TMPDIR: gloo's store, a rank's files) is gone with it, killed
+    or not: a child killed at its budget cannot remove its own."""
     with ProbeProcess("cpu", startup_budget_s=60) as process:
         assert not process.capabilities().error
         first = process.run(copy_item("first"))
         pid = process.pid
         assert first.status is Status.OK and pid is not None
+        scratch = _scratch(pid)
+        assert scratch.is_dir() and scratch.name.startswith("topolink-probe-")
+        (scratch / "left-behind").write_text("a file the child made")
         os.kill(pid, signal.SIGKILL)  # dies between items, as a crash in a destructor would
-        time.sleep(0.1)
+        _wait_dead(pid)
         second = process.run(copy_item("second"))
         assert second.status is Status.OK, second.reason
         assert process.children_started == 2 and process.pid != pid
+        assert not scratch.exists()
+        assert process.pid is not None
+        second_scratch = _scratch(process.pid)
+        assert second_scratch.is_dir()
+    assert not second_scratch.exists()
 
 
 def test_copy_bandwidth_is_bytes_times_copies_over_time() -> None:

@@ -39,13 +39,18 @@ class _Child:
     proc: subprocess.Popen[bytes]
     events: int  # read end of the event pipe
     log: IO[bytes]
+    scratch: tempfile.TemporaryDirectory[str]  # the child's TMPDIR: removed here, as a killed child cannot
     buffer: bytes = b""
 
     @classmethod
     def start(cls, backend: str) -> _Child:
         read_fd, write_fd = os.pipe()
         log = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the child; closed in close()
+        # Every temporary file of the child and of what it starts (gloo's rendezvous store, a rank's) goes in
+        # here: a child killed at its budget leaves none of them behind, as close() removes the folder.
+        scratch = tempfile.TemporaryDirectory(prefix="topolink-probe-")
         env = dict(os.environ)
+        env["TMPDIR"] = scratch.name
         env[FD_ENV] = str(write_fd)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH", "")) if p)
         try:
@@ -53,10 +58,15 @@ class _Child:
                 [sys.executable, "-m", "probes.harness._child"], stdin=subprocess.PIPE, stdout=log, stderr=log,
                 pass_fds=(write_fd,), env=env, start_new_session=True,
             )
+        except BaseException:
+            os.close(read_fd)
+            log.close()
+            scratch.cleanup()
+            raise
         finally:
             os.close(write_fd)
         ours(proc.pid)
-        child = cls(proc, read_fd, log)
+        child = cls(proc, read_fd, log, scratch)
         child.send({"backend": backend})
         return child
 
@@ -133,6 +143,7 @@ class _Child:
         ours(self.proc.pid, alive=False)
         os.close(self.events)
         self.log.close()
+        self.scratch.cleanup()
 
 
 def _failed(item: Item, reason: str, elapsed: float = 0.0) -> RawResult:
