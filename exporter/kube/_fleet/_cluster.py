@@ -18,6 +18,7 @@ line rate (their ``rateGbps`` added up) from the slices: theoretical.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -29,7 +30,7 @@ from topology import NodeSummary, nvlink_bytes_per_second
 from .._api._api import RESOURCE_GROUP, SLICE_VERSIONS
 from .._api._errors import Expired, InvalidObject, NotFound
 from .._desired._busbw import KEY, SIZES
-from .._desired._names import own_domain
+from .._desired._names import OWN_DOMAIN, own_domain
 
 PAGE = 500
 PARTIAL = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
@@ -80,7 +81,7 @@ _ATTRS = (("type", _Str), ("nvlinkCount", _Int), ("nvlinkGen", _Int), ("rateGbps
 _LABELS: tuple[tuple[str, str, Any, Any], ...] = (
     ("count", "gpu.count", str | msgspec.UnsetType, msgspec.UNSET), ("product", "gpu.product", str, "unknown"),
     ("domain", "nvlink-domain", str, ""), *((f"busbw{n}", KEY.format(n=n), str, "") for n in SIZES))
-_BUSBW = tuple((n, f"busbw{n}") for n in SIZES)
+_BUSBW = operator.attrgetter(*(f"busbw{n}" for n in SIZES))  # the busbw labels' values, in the order of SIZES
 
 
 def _struct(name: str, fields: list[tuple[str, Any, Any]], **kw: Any) -> Any:
@@ -177,8 +178,14 @@ def slice_version(api: PageApi) -> str | None:
     return next((v for v in SLICE_VERSIONS if v in served), None)
 
 
-def _fold(figures: dict[str, _NodeFigures], obj: Any, driver: str) -> None:
-    """``obj``: a slice as ``_slice_decoder`` decodes it."""
+def _nvlink(gen: int | None, links: int | None) -> float | None:
+    return (nvlink_bytes_per_second(gen, links) or None) if gen is not None and links is not None else None
+
+
+def _fold(figures: dict[str, _NodeFigures], obj: Any, driver: str,
+          rates: dict[tuple[int | None, int | None], float | None]) -> None:
+    """``obj``: a slice as ``_slice_decoder`` decodes it; ``rates``: NVLink rates by generation and link count,
+    filled as they are met (a fleet has few pairs)."""
     spec = obj.spec
     if not spec.nodeName or spec.driver != driver:
         return
@@ -197,9 +204,9 @@ def _fold(figures: dict[str, _NodeFigures], obj: Any, driver: str) -> None:
         if kind == "gpu":
             gpus += 1
             count, gen = attrs.nvlinkCount, attrs.nvlinkGen
-            rate = (nvlink_bytes_per_second(gen.value, count.value) if count is not None and gen is not None
-                    and count.value is not None and gen.value is not None else None)
-            if not rate:
+            pair = (gen.value if gen is not None else None, count.value if count is not None else None)
+            rate = rates[pair] if pair in rates else rates.setdefault(pair, _nvlink(*pair))
+            if rate is None:
                 unknown = True
             elif slowest is None or rate < slowest:
                 slowest = rate
@@ -218,11 +225,13 @@ def summary_of(name: str, labels: Any, figures: _NodeFigures | None) -> NodeSumm
     count = labels.count
     if count is msgspec.UNSET or not count.isdigit():
         return None
-    busbw = tuple((n, int(value) * 1e9) for n, f in _BUSBW if (value := getattr(labels, f)).isdigit())
+    busbw = tuple((n, int(value) * 1e9) for n, value in zip(SIZES, _BUSBW(labels), strict=True) if value.isdigit())
     domain = labels.domain
+    # a domain of its own: every own_domain value starts with OWN_DOMAIN, so no other is worked out
+    own = domain == name or (domain.startswith(OWN_DOMAIN) and domain == own_domain(name))
     return NodeSummary(
-        node=name, product=labels.product, gpus=int(count),
-        clique=domain if domain and domain not in (name, own_domain(name)) else None, busbw=busbw,
+        node=name, product=labels.product, gpus=int(count), clique=domain if domain and not own else None,
+        busbw=busbw,
         busbw_source="estimate",
         nvlink_bytes_per_second=(figures.nvlink_bytes_per_second if figures and figures.gpus
                                  and not figures.nvlink_unknown else None),
@@ -243,6 +252,7 @@ def read_cluster(api: PageApi, *, prefix: str = "gpu.topology", driver: str = "g
                 labels[node.metadata.name] = node.metadata.labels
     version = slice_version(api)
     figures: dict[str, _NodeFigures] = {}
+    rates: dict[tuple[int | None, int | None], float | None] = {}
     slices: set[str] = set()
     if version is not None:
         path = f"/apis/{RESOURCE_GROUP}/{version}/resourceslices"
@@ -252,7 +262,7 @@ def read_cluster(api: PageApi, *, prefix: str = "gpu.topology", driver: str = "g
             for obj in items:
                 if obj.spec.driver == driver:  # a saved list (or a server ignoring the selector) has the others'
                     slices.add(obj.metadata.name)
-                _fold(figures, obj, driver)
+                _fold(figures, obj, driver, rates)
     names = sorted(labels)
     summaries = [s for name in names if (s := summary_of(name, labels[name], figures.get(name)))]
     return ClusterRead(summaries=tuple(summaries), without_slices=tuple(n for n in names if n not in figures),
