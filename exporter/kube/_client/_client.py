@@ -72,6 +72,8 @@ class LightkubeApi:
         """In-cluster service account, ``$KUBECONFIG`` or ``~/.kube/config``, or an explicit file or URL.
         :class:`~._errors.BadConfig` when none can be read. ``transport``: an httpx transport (tests and
         benchmarks count the bytes of the responses through one)."""
+        from ssl import PROTOCOL_TLS_CLIENT, SSLContext
+
         import httpx2
         import yaml
         from lightkube import Client, ConfigError, KubeConfig
@@ -92,8 +94,9 @@ class LightkubeApi:
                 raise ValueError("no current context")
             # one transport for lightkube's requests and ours (discovery, watches): one connection pool, idle
             # connections kept KEEPALIVE_S, and our User-Agent on every request; list pages, megabytes each, go
-            # over http.client (``_bulk``) with the same TLS context and auth
-            tls = verify_cluster(single.cluster, single.user, single.abs_file)
+            # over http.client (``_bulk``) with the same TLS context and auth; plain HTTP loads no CA bundle
+            tls = (verify_cluster(single.cluster, single.user, single.abs_file)
+                   if str(single.cluster.server).lower().startswith("https:") else SSLContext(PROTOCOL_TLS_CLIENT))
             inner = transport or httpx2.HTTPTransport(verify=tls, limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_S))
             shared = UserAgent(inner, user_agent())
 
