@@ -12,7 +12,11 @@ fit: target 2 s and 500 MB (the process's peak resident memory, imports included
 cluster --gpus 16`` as a user runs it (a process of its own: interpreter, imports, kubeconfig) against
 ``--nodes`` simulated nodes listed by an HTTP server in this process (benchmarks/_fake_fleet.py: labels and
 slices from topolink's own sinks, with what a kube-apiserver adds), in pages of 500: wall time and the
-command's peak resident memory, same targets; then the same read in this process, split into its parts.
+command's peak resident memory, same targets; the command with nothing to read (its start-up floor); then
+the same read in this process, split into its parts: getting the pages, the read again from those bytes in
+memory, and a bare parse of them (msgspec skipping every field: the floor of any decode).
+
+    .venv/bin/python benchmarks/placement.py --only cluster --runs 3
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _fake_fleet import serve, simulated  # noqa: E402  (beside this script)
+from _fake_fleet import Encoded, serve, simulated  # noqa: E402  (beside this script)
 from _table import print_rows  # noqa: E402
 
 import topology as t  # noqa: E402
@@ -50,6 +55,7 @@ from tests.placement_support import (  # noqa: E402
 )
 
 MS = 1e3
+PARTS = ("search", "served", "estimates", "fleet", "cluster")
 SEARCH_PROFILES = ("hgx-h100", "dgx-a100", "rtx4090-8x", "a6000-8x-nvlink-pairs", "dgx1-v100")
 
 
@@ -219,33 +225,77 @@ def _run_measured(argv: list[str], env: dict[str, str], report: Path) -> tuple[f
     return got["seconds"], got["maxrss_kib"] * 1024 / 1e6, got["status"], out
 
 
+class _Recorded:
+    """A list API that hands on ``api``'s answers, keeping them and the time spent getting the pages; or, with
+    ``replay`` (another's), answers with what that one kept, in order: the same read from memory."""
+
+    def __init__(self, api: Any, replay: _Recorded | None = None) -> None:
+        self.api, self.seconds = api, 0.0
+        self.bodies: list[bytes] = []
+        self.versions: Sequence[str] = replay.versions if replay else ()
+        self._replay = iter(replay.bodies if replay else [])
+
+    def served_versions(self, group: str) -> Sequence[str]:
+        if self.api is not None:
+            self.versions = self.api.served_versions(group)
+        return self.versions
+
+    def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
+        if self.api is None:
+            return next(self._replay)
+        start = time.perf_counter()
+        body: bytes = self.api.get_page(path, params, accept)
+        self.seconds += time.perf_counter() - start
+        self.bodies.append(body)
+        return body
+
+
+def _kubeconfig(url: str, path: Path) -> Path:
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "f",
+                                "clusters": [{"name": "f", "cluster": {"server": url}}],
+                                "users": [{"name": "u", "user": {}}],
+                                "contexts": [{"name": "f", "context": {"cluster": "f", "user": "u"}}]}))
+    return path
+
+
 def cluster(nodes: int, work: Path) -> None:
+    import msgspec
+
     from exporter.kube import LightkubeApi, read_cluster
 
     kinds = {"gb200": discover_profile("gb200-tray", work / "c-gb200"),
              "hgx": discover_profile("hgx-h100", work / "c-h"), "pcie": discover_profile("rtx4090-8x", work / "c-pcie")}
     fleet = simulated(kinds, nodes, random.Random(5))
     url, stop = serve(fleet)
-    config = work / "kubeconfig"
-    config.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "f",
-                                  "clusters": [{"name": "f", "cluster": {"server": url}}],
-                                  "users": [{"name": "u", "user": {}}],
-                                  "contexts": [{"name": "f", "context": {"cluster": "f", "user": "u"}}]}))
+    empty_url, stop_empty = serve(Encoded(nodes=[], slices=[], node_bytes=0, slice_bytes=0))
+    config, empty = _kubeconfig(url, work / "kubeconfig"), _kubeconfig(empty_url, work / "empty-kubeconfig")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TOPOLINK_", "KUBECONFIG"))}
-    argv = [sys.executable, "-m", "agent.cli", "cluster", "--kubeconfig", str(config), "--gpus", "16",
-            "--format", "json"]
+
+    def argv(kubeconfig: Path) -> list[str]:
+        return [sys.executable, "-m", "agent.cli", "cluster", "--kubeconfig", str(kubeconfig), "--gpus", "16",
+                "--format", "json"]
     try:
-        _run_measured(argv, env, work / "run.json")  # warm: the page cache for the interpreter's and our modules
-        runs = [_run_measured(argv, env, work / "run.json") for _ in range(3)]
-        api = LightkubeApi.connect(kubeconfig=str(config))
+        _run_measured(argv(config), env, work / "run.json")  # warm: the page cache for the interpreter, modules
+        runs = [_run_measured(argv(config), env, work / "run.json") for _ in range(3)]
+        floor = statistics.median(_run_measured(argv(empty), env, work / "run.json")[0] for _ in range(3))
+        recorded = _Recorded(LightkubeApi.connect(kubeconfig=str(config)))
         start = time.perf_counter()
-        read = read_cluster(api)
+        read = read_cluster(recorded)
         read_s = time.perf_counter() - start
         start = time.perf_counter()
         report = t.fleet_report(read.summaries, gpus=16)
         report_s = time.perf_counter() - start
     finally:
         stop()
+        stop_empty()
+    start = time.perf_counter()
+    read_cluster(_Recorded(None, recorded))
+    memory_s = time.perf_counter() - start
+    bare = msgspec.json.Decoder(msgspec.defstruct("Nothing", []))
+    start = time.perf_counter()
+    for body in recorded.bodies:
+        bare.decode(body)
+    parse_s = time.perf_counter() - start
     wall = statistics.median(r[0] for r in runs)
     rss = max(r[1] for r in runs)
     doc = json.loads(runs[0][3]) if runs[0][2] == 0 else {}
@@ -256,8 +306,13 @@ def cluster(nodes: int, work: Path) -> None:
          ("ok" if wall <= 2 else "OVER") + f" (target 2 s; median of 3, exit {runs[0][2]})"),
         ("peak resident memory of that process", f"{rss:.0f} MB",
          ("ok" if rss <= 500 else "OVER") + " (target 500 MB)"),
+        ("  the command with nothing to read (interpreter, imports, kubeconfig, two empty lists)", f"{floor:.2f} s",
+         "median of 3"),
         ("  the same read in this process, beside the server's thread", f"{read_s:.2f} s",
          f"{read.pages} pages, {len(read.summaries)} nodes, {read.slices} slices"),
+        ("    of it, getting the pages (HTTP, the server's work included)", f"{recorded.seconds:.2f} s", "-"),
+        ("    the same read from those bytes in memory (decode, fold, summaries)", f"{memory_s:.2f} s", "-"),
+        ("    a bare parse of those bytes (msgspec, every field skipped)", f"{parse_s:.2f} s", "-"),
         ("  the fleet report", f"{report_s * MS:.0f} ms",
          f"{len(report.classes)} classes, {sum(len(c.outliers) for c in report.classes)} outliers"),
         ("where 16 GPUs fit best", best.kind if best else "nowhere",
@@ -272,14 +327,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--only", choices=PARTS, action="append", help="run only this part (repeatable)")
     args = parser.parse_args(argv)
+    only = set(args.only or PARTS)
     with tempfile.TemporaryDirectory(prefix="topolink-placement-") as tmp:
         work = Path(tmp)
-        search(args.runs, work)
-        served(min(args.runs, max(3, args.runs // 4)), work)  # a quarter of the runs, at least 3, at most --runs
-        estimates(work)
-        fleet(args.nodes, work)
-        cluster(args.nodes, work)
+        if "search" in only:
+            search(args.runs, work)
+        if "served" in only:  # a quarter of the runs, at least 3, at most --runs
+            served(min(args.runs, max(3, args.runs // 4)), work)
+        if "estimates" in only:
+            estimates(work)
+        if "fleet" in only:
+            fleet(args.nodes, work)
+        if "cluster" in only:
+            cluster(args.nodes, work)
     return 0
 
 

@@ -94,6 +94,34 @@ def test_a_pool_keeps_only_its_newest_generation(small: Fleet) -> None:
     assert summaries_by_node(read.summaries)["hgx-0"].nic_bytes_per_second == 8 * 50 * GB
 
 
+def test_what_a_summary_leaves_unknown(small: Fleet) -> None:
+    """A GPU without NVLink facts leaves its node's NVLink rate unknown, the slowest known GPU sets it otherwise,
+    NICs without a rate add nothing; a domain named after the node is none; a GPU count that is no number makes
+    no summary, and the node still counts as labelled."""
+    import copy
+
+    fleet_ = copy.deepcopy(small)
+    slice_of = {s["spec"]["nodeName"]: s for s in fleet_.slices}
+    first, second = (slice_of[n]["spec"]["devices"] for n in ("hgx-0", "hgx-1"))
+    del first[3]["attributes"][f"{P}/nvlinkGen"]  # one GPU of hgx-0 with no generation
+    second[5]["attributes"][f"{P}/nvlinkCount"] = {"int": 9}  # one GPU of hgx-1 with half its links
+    for nic in second[8:]:
+        del nic["attributes"][f"{P}/rateGbps"]
+    for node in fleet_.nodes:
+        labels = node["metadata"]["labels"]
+        if node["metadata"]["name"] == "tray-01":
+            labels[f"{P}/nvlink-domain"] = "tray-01"
+        if node["metadata"]["name"] == "tray-02":
+            labels[f"{P}/gpu.count"] = "four"
+    fleet_.slices = [s for s in fleet_.slices if s["spec"]["nodeName"] != "tray-02"]
+    read = read_cluster(PagedApi(fleet_), limit=3)
+    by = summaries_by_node(read.summaries)
+    assert by["hgx-0"].nvlink_bytes_per_second is None and by["hgx-0"].nic_bytes_per_second == 8 * 50 * GB
+    assert by["hgx-1"].nvlink_bytes_per_second == 225 * GB and by["hgx-1"].nic_bytes_per_second is None
+    assert by["tray-01"].clique is None and by["tray-00"].clique == CLIQUE and by["hgx-0"].clique is None
+    assert "tray-02" not in by and read.without_slices == ("tray-02",) and len(by) == 19
+
+
 def kubeconfig(url: str, where: Path) -> Path:
     path = where / "kubeconfig"
     path.write_text(json.dumps({

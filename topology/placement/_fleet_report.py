@@ -41,8 +41,8 @@ class NodeSummary:
 
     def busbw_for(self, n: int) -> float | None:
         """The bus bandwidth for a group of ``n``: its own figure, else the nearest larger size's."""
-        sizes = sorted((s, v) for s, v in self.busbw if s >= n)
-        return sizes[0][1] if sizes else None
+        nearest = min(((s, v) for s, v in self.busbw if s >= n), default=None)
+        return nearest[1] if nearest else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,10 +118,13 @@ def _median_without(ordered: list[float], p: int) -> float:
 
 
 def _classify(members: list[NodeSummary], domain: str | None, product: str) -> FleetClass:
-    sizes = sorted({s for node in members for s, _ in node.busbw})
+    by_size: dict[int, list[tuple[float, str]]] = {}
+    for node in members:
+        for s, v in node.busbw:
+            by_size.setdefault(s, []).append((v, node.node))
     medians, outliers = [], []
-    for size in sizes:
-        rows = sorted((v, node.node) for node in members for s, v in node.busbw if s == size)
+    for size in sorted(by_size):
+        rows = sorted(by_size[size])
         values = [v for v, _ in rows]
         medians.append((size, _median(values)))
         if len(rows) < 2:

@@ -8,7 +8,7 @@ our objects are already validated JSON. Every lightkube/httpx error is mapped he
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, TypeVar
 
 from .._api._api import MANAGER, Kind, NodeView, Obj, Objs
@@ -54,11 +54,17 @@ def _node_view(node: Any) -> NodeView:
 
 
 class LightkubeApi:
-    def __init__(self, client: Any, backoff: Backoff | None = None, http: Any = None, manager: str = MANAGER) -> None:
-        self._client = client  # lightkube's
+    def __init__(self, client: Callable[[], Any], backoff: Backoff | None = None, http: Any = None,
+                 manager: str = MANAGER, pages: Any = None) -> None:
+        self._make_client = client  # makes lightkube's client, on first use (``cluster`` only lists pages)
         self._manager = manager  # the field manager of every apply: the agent's, or the fleet controller's
         self._http = http  # an httpx client for what lightkube has no call for: auth, TLS, base URL as lightkube's
+        self._pages = pages or http  # the same, over the transport of whole list pages (``_bulk``)
         self._backoff = backoff or Backoff()
+
+    @cached_property
+    def _client(self) -> Any:
+        return self._make_client()
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, server: str | None = None, timeout: float = 10.0,
@@ -66,11 +72,14 @@ class LightkubeApi:
         """In-cluster service account, ``$KUBECONFIG`` or ``~/.kube/config``, or an explicit file or URL.
         :class:`~._errors.BadConfig` when none can be read. ``transport``: an httpx transport (tests and
         benchmarks count the bytes of the responses through one)."""
+        from ssl import PROTOCOL_TLS_CLIENT, SSLContext
+
         import httpx2
         import yaml
         from lightkube import Client, ConfigError, KubeConfig
         from lightkube.config.client_adapter import user_auth, verify_cluster
 
+        from ._bulk import PageTransport
         from ._transport import UserAgent
 
         try:
@@ -83,20 +92,26 @@ class LightkubeApi:
             single = config.get()
             if single is None or single.user is None:
                 raise ValueError("no current context")
-            # one transport for lightkube's requests and ours (discovery, pages, watches): one connection pool,
-            # idle connections kept KEEPALIVE_S, and our User-Agent on every request
-            inner = transport or httpx2.HTTPTransport(
-                verify=verify_cluster(single.cluster, single.user, single.abs_file),
-                limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_S))
+            # one transport for lightkube's requests and ours (discovery, watches): one connection pool, idle
+            # connections kept KEEPALIVE_S, and our User-Agent on every request; list pages, megabytes each, go
+            # over http.client (``_bulk``) with the same TLS context and auth; plain HTTP loads no CA bundle
+            tls = (verify_cluster(single.cluster, single.user, single.abs_file)
+                   if str(single.cluster.server).lower().startswith("https:") else SSLContext(PROTOCOL_TLS_CLIENT))
+            inner = transport or httpx2.HTTPTransport(verify=tls, limits=httpx2.Limits(keepalive_expiry=KEEPALIVE_S))
             shared = UserAgent(inner, user_agent())
-            client = Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout), transport=shared)
-            http = httpx2.Client(base_url=single.cluster.server, auth=user_auth(single.user), transport=shared,
+
+            def client() -> Any:  # from what was read and checked above; building it builds its TLS context again
+                return Client(config=config, field_manager=MANAGER, timeout=httpx2.Timeout(timeout), transport=shared)
+            auth = user_auth(single.user)
+            http = httpx2.Client(base_url=single.cluster.server, auth=auth, transport=shared,
                                  timeout=httpx2.Timeout(timeout))
+            pages = http if transport else httpx2.Client(
+                base_url=single.cluster.server, auth=auth, timeout=httpx2.Timeout(timeout),
+                transport=UserAgent(PageTransport(tls), user_agent()))
         except (ConfigError, OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
             where = f"--kubeconfig {kubeconfig}" if kubeconfig else "Kubernetes configuration"
             raise BadConfig(f"{where}: {exc}") from exc
-        return cls(client, backoff, http, manager)
-
+        return cls(client, backoff, http, manager, pages)
 
     def _refuse(self, what: str) -> Callable[[float], Exception]:
         b = self._backoff
@@ -140,7 +155,7 @@ class LightkubeApi:
     def get_page(self, path: str, params: Mapping[str, str], accept: str | None = None) -> bytes:
         """One page of a list, its JSON body undecoded (``limit``/``continue`` in ``params``), retried as every
         call is; 410 Gone (an expired continue token) raises :class:`~._errors.Expired`."""
-        http = self._http
+        http = self._pages
         headers = {"Accept": accept} if accept else {}
 
         def once() -> bytes:

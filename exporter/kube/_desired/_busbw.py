@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from topology import PLACEMENT_SIZE_BYTES, CostModel, Snapshot, best_groups, per_snapshot
+if TYPE_CHECKING:
+    from topology import Snapshot
 
 SIZES = (2, 4, 8)
 HYSTERESIS = 0.10
@@ -27,10 +29,15 @@ def best_busbw(snap: Snapshot) -> dict[int, float | None]:
     """Group size -> the estimated bus bandwidth (bytes/s) of its best group, for the sizes the node can host;
     None where the estimate could not use every fact it needs. Searched once per snapshot: every sink of a
     pass gets the same snapshot object, so one search serves all."""
+    from topology import per_snapshot
+
     return dict(per_snapshot(snap, best_busbw, lambda: _best_busbw(snap)))
 
 
 def _best_busbw(snap: Snapshot) -> dict[int, float | None]:
+    # the cost model and the search, here and not above: ``cluster`` reads only KEY and SIZES (its imports)
+    from topology import PLACEMENT_SIZE_BYTES, CostModel, best_groups
+
     model = CostModel(snap)
     out: dict[int, float | None] = {}
     for n in SIZES:
