@@ -32,12 +32,14 @@ from typing import Any
 from ..model._errors import SchemaError
 from ..model._record import defaults, fields, is_record
 from ..model._snapshot_limits import SNAPSHOT_LIMITS
+from ._columns import columns
 
 MAX_INT = 1 << 63
 MAX_STRING = 4096
 _BUILT_MAX = 256  # records of scalars kept per record class, to be taken again (records never change)
 
 Decoder = Callable[[Any], Any]
+_BY_COLUMN: dict[type, Callable[[list[Any]], tuple[Any, ...] | None]] = {}  # record class: its lists' decoder
 
 
 class Bad(Exception):
@@ -113,6 +115,7 @@ def _items(item: Decoder, value: list[Any]) -> tuple[Any, ...]:
 def _sequence(inner: Any, limit: int | None) -> Decoder:
     item = decoder(inner)
     fast = _fast_list(inner)
+    by_column = _BY_COLUMN.get(inner)
 
     def decode(value: Any) -> tuple[Any, ...]:
         if type(value) is not list:
@@ -121,6 +124,8 @@ def _sequence(inner: Any, limit: int | None) -> Decoder:
             raise Bad(f"{len(value)} entries, more than the {limit} a snapshot may hold")
         if fast is not None and fast(value):
             return tuple(value)
+        if by_column is not None and (records := by_column(value)) is not None:
+            return records
         try:
             return tuple(map(item, value))
         except Bad:
@@ -233,7 +238,8 @@ def _record(cls: type) -> Decoder:
         except (TypeError, ValueError) as exc:  # a record's own check of its fields; never its signature
             raise Bad(f"not a valid {cls.__name__}: {exc}") from exc
 
-    if built is None:
+    if built is None:  # a list of these is decoded a field at a time where it can be (``_columns``)
+        _BY_COLUMN[cls] = columns(cls, hints, decoders, (Bad,))
         return decode
 
     def again(value: Any) -> Any:
