@@ -19,8 +19,8 @@ import enum
 import math
 import types
 import typing
-from collections.abc import Callable
-from itertools import repeat
+from collections.abc import Callable, Mapping
+from itertools import chain, repeat
 from operator import eq, itemgetter
 from typing import Any
 
@@ -28,6 +28,7 @@ MAX_INT = 1 << 63
 MAX_STRING = 4096
 _NONE = type(None)
 
+Shared = tuple[dict[Any, Any], Callable[[Any], Any]]  # the records of scalars built, by key; their decoder
 Column = Callable[[list[Any]], list[Any] | None]  # the column as the record holds it, or None: not taken here
 
 
@@ -81,11 +82,33 @@ def _members(tp: type[enum.Enum], optional: bool) -> Column:
     return column
 
 
-def _column(hint: Any, decode: Callable[[Any], Any]) -> Column:
+def _records(built: dict[Any, Any], again: Callable[[Any], Any], optional: bool) -> Column:
+    """A column of records of scalars (a PCIe link state): each taken from the ones already built by its key (as
+    ``_decode`` keys them: the object's items and their JSON types), made in C; the others built by ``again``."""
+
+    def column(col: list[Any]) -> list[Any] | None:
+        kinds = set(map(type, col))
+        if not kinds <= ({dict, _NONE} if optional else {dict}):
+            return list(map(again, col))  # refuses, given up below
+        objects = [v for v in col if v is not None] if _NONE in kinds else col
+        keys = map(tuple, map(chain, map(dict.items, objects), map(map, repeat(type), map(dict.values, objects))))
+        found = [record if record is not None else again(value)
+                 for record, value in zip(map(built.get, keys), objects, strict=True)]  # a list in it: TypeError
+        if _NONE not in kinds:
+            return found
+        records = iter(found)
+        return [None if v is None else next(records) for v in col]
+
+    return column
+
+
+def _column(hint: Any, decode: Callable[[Any], Any], shared: Mapping[type, Shared]) -> Column:
     """The check of a column of the field typed ``hint`` (``decode``: the field's decoder)."""
     args = typing.get_args(hint)
     optional = typing.get_origin(hint) in (typing.Union, types.UnionType) and _NONE in args
     inner = next((a for a in args if a is not _NONE), hint) if optional else hint
+    if inner in shared:
+        return _records(*shared[inner], optional)
     if inner in (int, str, bool, float):
         plain = {int: _ints, str: _strs, bool: _bools, float: _floats}[inner]
         return lambda col: plain(col, optional)
@@ -95,12 +118,14 @@ def _column(hint: Any, decode: Callable[[Any], Any]) -> Column:
 
 
 def columns(cls: type, hints: dict[str, Any], decoders: dict[str, Callable[[Any], Any]],
-            give_up: tuple[type[Exception], ...]) -> Callable[[list[Any]], tuple[Any, ...] | None]:
+            give_up: tuple[type[Exception], ...], shared: Mapping[type, Shared]) -> Callable[[list[Any]],
+                                                                                    tuple[Any, ...] | None]:
     """The decoder of a list of ``cls`` records a column at a time; None where it gives up (see the module).
-    ``give_up``: what a field's decoder raises for a value it refuses."""
+    ``give_up``: what a field's decoder raises for a value it refuses; ``shared``: the records of scalars built
+    so far, by class, and their decoder."""
     names = tuple(decoders)
     keys = frozenset(names)
-    checks = [(itemgetter(name), _column(hints[name], decoders[name])) for name in names]
+    checks = [(itemgetter(name), _column(hints[name], decoders[name], shared)) for name in names]
     refused: tuple[type[Exception], ...] = (*give_up, TypeError, ValueError)  # a value refused, or a record's own check
 
     def decode(items: list[Any]) -> tuple[Any, ...] | None:

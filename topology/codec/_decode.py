@@ -40,6 +40,7 @@ _BUILT_MAX = 256  # records of scalars kept per record class, to be taken again 
 
 Decoder = Callable[[Any], Any]
 _BY_COLUMN: dict[type, Callable[[list[Any]], tuple[Any, ...] | None]] = {}  # record class: its lists' decoder
+_SHARED: dict[type, tuple[dict[Any, Any], Decoder]] = {}  # record class of scalars: the records built, its decoder
 
 
 class Bad(Exception):
@@ -239,7 +240,7 @@ def _record(cls: type) -> Decoder:
             raise Bad(f"not a valid {cls.__name__}: {exc}") from exc
 
     if built is None:  # a list of these is decoded a field at a time where it can be (``_columns``)
-        _BY_COLUMN[cls] = columns(cls, hints, decoders, (Bad,))
+        _BY_COLUMN[cls] = columns(cls, hints, decoders, (Bad,), _SHARED)
         return decode
 
     def again(value: Any) -> Any:
@@ -254,6 +255,7 @@ def _record(cls: type) -> Decoder:
         except (AttributeError, TypeError):  # not an object, or a value that is no scalar: refused, and said why
             return decode(value)
 
+    _SHARED[cls] = (built, again)
     return again
 
 
