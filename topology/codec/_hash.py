@@ -2,7 +2,8 @@
 ``json.dumps(body, sort_keys=True, separators=(",", ":"))`` writes of their JSON values (its value is published
 and kept with the agent's state: it must never change for the same snapshot).
 
-Written by ``msgspec`` (a topolink dependency) where its text is that one: it writes each record's dict (built
+Written by ``msgspec`` (a topolink dependency) where its text is that one and the snapshot is big enough to pay
+for loading it (or it is loaded already): it writes each record's dict (built
 once per record, ``_hook``) and every list, number and string in C, about seven times as fast as ``json.dumps`` of
 the dicts built in Python (``_json_text``, the way it was written before, kept for the rest). The two writers
 differ in three ways, each handled here:
@@ -23,13 +24,12 @@ from __future__ import annotations
 import enum
 import json
 import math
+import sys
 import typing
 from collections.abc import Callable
 from functools import cache
 from operator import attrgetter
 from typing import Any
-
-import msgspec
 
 from ..model._entities import Snapshot
 from ..model._measurement import MatrixKind
@@ -40,19 +40,31 @@ STRUCTURE_FIELDS = ("host_bridges", "pci", "numa_nodes", "gpus", "nvswitches", "
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 _LOW, _HIGH = 1e-4, 1e16  # float.__repr__ writes a float outside [1e-4, 1e16) in exponent form
 _json_float: Callable[[float], str] = json.JSONEncoder(separators=(",", ":")).encode  # NaN as NaN, as json.dumps
-_REFUSED = (msgspec.MsgspecError, TypeError, ValueError, OverflowError)  # UnicodeEncodeError is a ValueError
+_BIG = 4096  # PCI functions and links: where msgspec's writing saves more than its import costs (45 ms of CPU)
 
 
 def structure_text(snap: Snapshot) -> bytes:
-    """The text the structure hash is the sha256 of (see the module)."""
+    """The text the structure hash is the sha256 of (see the module): by ``msgspec`` where it writes it, and is
+    loaded already or worth loading; else by ``json``."""
+    if len(snap.pci) + len(snap.links) >= _BIG or "msgspec" in sys.modules:
+        text = msgspec_text(snap)
+        if text is not None:
+            return text
+    return _json_text(snap)
+
+
+def msgspec_text(snap: Snapshot) -> bytes | None:
+    """The text as ``msgspec`` writes it, where it writes what ``json`` writes; None where it would not."""
+    import msgspec
+
     with Building():
         try:
             hook = _hook({})
             text = msgspec.json.encode(_body(snap, hook), enc_hook=hook, order="sorted")
-        except _REFUSED:
-            return _json_text(snap)
+        except (msgspec.MsgspecError, TypeError, ValueError, OverflowError):  # UnicodeEncodeError is a ValueError
+            return None
     # printable ASCII only: the text json writes (it escapes the rest; msgspec writes UTF-8 and a raw DEL)
-    return text if text.isascii() and b"\x7f" not in text else _json_text(snap)
+    return text if text.isascii() and b"\x7f" not in text else None
 
 
 def _body(snap: Snapshot, hook: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
@@ -125,6 +137,8 @@ def _flag(value: Any) -> Any:
 
 def _floats(value: Any) -> Any:
     """``value`` with each float that ``msgspec`` would write otherwise than ``json`` as ``json``'s text."""
+    import msgspec  # loaded by msgspec_text
+
     kind = type(value)
     if kind is float:
         return value if value == 0 or _LOW <= abs(value) < _HIGH else msgspec.Raw(_json_float(value).encode())

@@ -183,6 +183,6 @@ def _structure_hash(snap: Snapshot) -> str:
     separators=(",", ":"))`` writes it (``_hash``)."""
     import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
 
-    from ._hash import structure_text  # here: it loads msgspec and typing, which writing a snapshot has no use for
+    from ._hash import structure_text  # here: it loads typing (msgspec too for a big one), which writing has no use for
 
     return hashlib.sha256(structure_text(snap)).hexdigest()
