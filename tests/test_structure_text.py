@@ -91,6 +91,11 @@ def test_every_float_is_written_as_json_writes_it(value: float) -> None:
     link = t.Link(a=ids[0], b=ids[1], kind=t.LinkKind.NVLINK, count=2, bytes_per_second=value)
     snap = t.Snapshot(node="n", gpus=gpus, links=(link,), matrices=matrices)
     assert _by_msgspec(snap) == _hash.structure_text(snap) == _as_written(snap)
+    # in a list long enough to be written a field at a time (``_dicts``), among rates msgspec writes as json does
+    links = tuple(t.Link(a=ids[0], b=f"x{i}", kind=t.LinkKind.NVLINK, count=2, bytes_per_second=value if i == 5
+                         else None if i == 6 else 63e9) for i in range(70))
+    snap = t.replace(snap, links=links)
+    assert _by_msgspec(snap) == _hash.structure_text(snap) == _as_written(snap)
 
 
 @pytest.mark.parametrize("node_id", ["numa\u00e9", "numa\x7f", "numa\x00\n\"\\", "numa\ud800", "numa\u2028"])
