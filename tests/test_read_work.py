@@ -207,6 +207,27 @@ def test_a_page_looks_up_each_switch_in_one_map_per_snapshot() -> None:
     assert lines <= 40 * (len(snap.nics) + len(snap.pci)), f"{lines} lines for {len(snap.nics)} NICs"
 
 
+def test_a_page_and_its_picture_pass_over_the_links_for_degradations_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's picture, layout and table each list the degraded GPUs and NICs: found once per snapshot (a pass
+    over every link, 32,768 at the link limit), not once per part (three before)."""
+    import exporter
+    from exporter._core import _derive
+
+    passes = [0]
+    found = _derive._degraded
+
+    def counted(*args: Any) -> tuple[tuple[str, str, str], ...]:
+        passes[0] += 1
+        return found(*args)
+
+    monkeypatch.setattr(_derive, "_degraded", counted)
+    snap = big(8, links=256)
+    view = exporter.View(snapshot=snap, structure_hash="x")
+    exporter.picture_dot(snap)
+    exporter.page(view, now=0.0, svg=None, svg_reason="linked", measured_matrix="")
+    assert passes[0] == 1
+
+
 def _collections(run: Callable[[], object]) -> int:
     """How many passes of the cyclic garbage collector ``run`` starts."""
     import gc

@@ -142,7 +142,14 @@ def _nic_rows(snap: Snapshot) -> tuple[NicRow, ...]:
 
 def degraded(snap: Snapshot, unread: Iterable[Fact] | None = None) -> tuple[tuple[str, str, str], ...]:
     """(subject, kind, reason): each GPU's degradations by the labels' rule, and RDMA NICs' PCIe links
-    trained below their width."""
+    trained below their width. With what the snapshot itself marks unknown (``unread`` None), once per snapshot:
+    the page asks three times (its picture, its layout, its table), each a pass over every link."""
+    if unread is None:
+        return per_snapshot(snap, degraded, lambda: _degraded(snap, None))
+    return _degraded(snap, unread)
+
+
+def _degraded(snap: Snapshot, unread: Iterable[Fact] | None) -> tuple[tuple[str, str, str], ...]:
     out: list[tuple[str, str, str]] = []
     k = _valued(snap, unread)
     links = nvlinks_per_gpu(snap)

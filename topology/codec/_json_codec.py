@@ -23,7 +23,7 @@ from operator import attrgetter
 from ..model._entities import Snapshot, per_snapshot
 from ..model._errors import SchemaError
 from ..model._facts import NODE, Aspect, Fact
-from ..model._measurement import Matrix, MatrixKind
+from ..model._measurement import MatrixKind
 from ..model._provenance import Problem
 from ..model._record import fields, is_record, replace
 from ._jsontext import dumps_indented
@@ -37,7 +37,6 @@ MAX_DOCUMENT_BYTES = 64 << 20  # a 72-GPU node with every measurement is a few M
 SCHEMA = "topolink.topology/v2"
 SCHEMA_V1 = "topolink.topology/v1"
 READABLE = (SCHEMA, SCHEMA_V1)
-_STRUCTURE_FIELDS = ("host_bridges", "pci", "numa_nodes", "gpus", "nvswitches", "nics", "links", "matrices")
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
@@ -181,55 +180,9 @@ def structure_hash(snap: Snapshot) -> str:
 
 def _structure_hash(snap: Snapshot) -> str:
     """The sha256 of the structure's JSON text with sorted keys and no spaces, as ``json.dumps(..., sort_keys=True,
-    separators=(",", ":"))`` writes it. Built with each record's keys already in order (``_sorted_fields``), so the
-    text is written without sorting, and each record encoded once however many entries hold it (a snapshot read
-    back shares one PCIe link state among thousands of functions and links: ``_decode``)."""
-    import json
-
-    from ._collector import Building
-
-    done: dict[int, Any] = {}  # id of a record or enum member: its JSON value (all of them live in snap meanwhile)
-    with Building():
-        body = {name: _sorted_encode(getattr(snap, name), done) for name in _STRUCTURE_FIELDS if name != "matrices"}
-        body["gpus"] = [{**gpu, "fabric": {k: v for k, v in gpu["fabric"].items() if k != "health_mask"}}
-                        if gpu.get("fabric") else gpu for gpu in body["gpus"]]  # copies: a fabric's may be shared
-        body["matrices"] = [_sorted_encode(m, done) for m in snap.matrices if not _is_measured(m)]
-        # no cycle to look for: a tree of values encoded from records, which never change (shared, never circular)
-        raw = json.dumps(dict(sorted(body.items())), separators=(",", ":"), check_circular=False)
+    separators=(",", ":"))`` writes it (``_hash``)."""
     import hashlib  # OpenSSL's start-up costs ~10 ms, which only the agent (and never --format json) pays
 
-    return hashlib.sha256(raw.encode()).hexdigest()
+    from ._hash import structure_text  # here: it loads typing (msgspec too for a big one), which writing has no use for
 
-
-@cache
-def _sorted_fields(cls: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]] | None:
-    """``_fields_of`` with the names sorted, as ``json.dumps(..., sort_keys=True)`` writes them."""
-    record = _fields_of(cls)
-    if record is None:
-        return None
-    names = tuple(sorted(record[0]))
-    return names, attrgetter(*names) if len(names) > 1 else record[1]
-
-
-def _sorted_encode(value: Any, done: dict[int, Any]) -> Any:
-    """``_encode(value)`` with each record's keys in sorted order, each record and enum member encoded once
-    (``done``, by identity)."""
-    kind: type = type(value)
-    if kind in _PLAIN:
-        return value
-    if kind is tuple:
-        return [v if type(v) in _PLAIN else _sorted_encode(v, done) for v in value]
-    if (encoded := done.get(id(value))) is not None:
-        return encoded
-    if (record := _sorted_fields(kind)) is None:
-        encoded = _encode(value)
-    else:
-        names, values = record
-        encoded = {n: v if type(v) in _PLAIN else _sorted_encode(v, done)
-                   for n, v in zip(names, values(value), strict=True)}
-    done[id(value)] = encoded
-    return encoded
-
-
-def _is_measured(m: Matrix) -> bool:
-    return MatrixKind.MEASURED in m.kind
+    return hashlib.sha256(structure_text(snap)).hexdigest()
