@@ -201,7 +201,7 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "pcie-ends": ends.pcie_ends, "pci-numa-cpus": numa.pci_numa, "gpu-memory-numa": numa.gpu_memory_node,
     "fabric-domain": _gpus("fabric_domain"), "gpu-architecture": _gpus("architecture"), "nvml-version": _nvml_version,
 }
-CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
+CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage == Stage.CROSS_CHECK)  # the table's order
 
 
 def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
