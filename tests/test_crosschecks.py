@@ -32,7 +32,7 @@ def raised(snap: Snapshot) -> list[str]:
     """What the witness table's rows say of ``snap``: its cross-checks run again, and the problems the rows
     checked elsewhere (assembly, the NVML merge, the sources) left in it."""
     elsewhere = [p for p in snap.problems for w in WITNESSES
-                 if w.stage is not Stage.CROSS_CHECK and p.source == w.source and p.message.startswith(w.fact + ":")]
+                 if w.stage != Stage.CROSS_CHECK and p.source == w.source and p.message.startswith(w.fact + ":")]
     return [f"{p.source} {p.subject}: {p.message}" for p in [*(p for c in CHECKS for p in c(snap)), *elsewhere]]
 
 
@@ -133,6 +133,6 @@ def test_the_documented_witness_table_is_generated_from_the_code() -> None:
 
 
 def test_every_cross_check_row_has_its_check_and_every_check_its_row() -> None:
-    rows = [w.key for w in WITNESSES if w.stage is Stage.CROSS_CHECK]
+    rows = [w.key for w in WITNESSES if w.stage == Stage.CROSS_CHECK]
     assert sorted(rows) == sorted(CHECK_OF) and tuple(CHECK_OF[k] for k in rows) == CHECKS
     assert len({w.key for w in WITNESSES}) == len(WITNESSES)

@@ -379,7 +379,7 @@ def test_cluster_uuid_text_is_rfc_4122_as_the_uuid_module_writes_it() -> None:
 _SYSTEM_LOOKUP = """
 import sys
 from agent.discovery.access import NvmlLibraryNotFound, open_nvml
-from agent.discovery.access._nvml_open import _default_library_loadable
+from agent.discovery.access._nvml_errors import _default_library_loadable
 found = _default_library_loadable()
 print(found, "pynvml" in sys.modules)
 try:
@@ -468,3 +468,11 @@ def test_an_nvlink_generation_the_physics_table_refuses_is_a_problem(fake_machin
     k = snap.knowledge()
     assert not snap.complete and not any(k.knows(g.id, t.Aspect.NVLINKS) for g in snap.gpus)
     t.from_dict(t.to_dict(snap))  # what discovery writes, the reader reads
+
+
+def test_the_source_and_its_facts_name_nvml_alike() -> None:
+    """``sources.nvml`` names its source without loading its facts' module (a start-up cost): the two agree."""
+    from agent.discovery.sources import _nvml_facts, nvml
+
+    assert nvml.SOURCE == _nvml_facts.SOURCE == "nvml"
+    assert nvml.NvmlFacts is _nvml_facts.NvmlFacts  # the names it re-exports load on first use

@@ -15,7 +15,6 @@ from .assemble._snapshot import assemble
 from .sources import Gathered, run_sources, source_table
 from .sources.gdr import GdrHostFacts
 from .sources.numa import NumaFacts
-from .sources.nvml import NvmlFacts
 
 
 def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None) -> Snapshot:
@@ -36,7 +35,11 @@ def discover(ctx: DiscoveryContext, enabled_sources: Iterable[str] | None = None
         gathered = Gathered(facts=gathered.facts, outcomes=gathered.outcomes,
                             problems=(*gathered.problems, problem))
     snap = assemble(gathered, node=node, taken_at=taken_at)
-    nvml = gathered.get("nvml", NvmlFacts)
+    nvml = None
+    if "nvml" in gathered.facts:  # NVML's records load where it read something
+        from .sources._nvml_facts import NvmlFacts
+
+        nvml = gathered.get("nvml", NvmlFacts)
     numa = gathered.get("numa", NumaFacts)
     if nvml is None:
         snap = nvml_unread(snap, nvml_allowed=ctx.nvml_allowed)

@@ -12,19 +12,20 @@ serve loop's idleness check and the command line.
 from ._context import DiscoveryContext
 from ._fsroot import Directory, FsRoot
 from ._jail import AttributeTooLarge, NotARegularFile
-from ._nvml_errors import (
-    NvmlDriverNotLoaded,
-    NvmlError,
-    NvmlGpuLost,
-    NvmlInvalidArgument,
-    NvmlLibraryNotFound,
-    NvmlNoPermission,
-    NvmlNotFound,
-    NvmlNotSupported,
-    NvmlUnknown,
-)
-from ._nvml_open import open_nvml
+from ._nvml_errors import NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
 from ._record import Reads
+
+_TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if _TYPE_CHECKING:
+    from ._nvml_kinds import (
+        NvmlGpuLost,
+        NvmlInvalidArgument,
+        NvmlNoPermission,
+        NvmlNotFound,
+        NvmlNotSupported,
+        NvmlUnknown,
+    )
 
 __all__ = [
     "AttributeTooLarge",
@@ -44,3 +45,22 @@ __all__ = [
     "Reads",
     "open_nvml",
 ]
+
+# The kinds of failure a call on an initialised NVML meets load with the port's calls, where a library is there:
+# a machine without NVML defines none of them.
+_KINDS = frozenset({"NvmlGpuLost", "NvmlInvalidArgument", "NvmlNoPermission", "NvmlNotFound", "NvmlNotSupported",
+                    "NvmlUnknown"})
+
+
+def __getattr__(name: str) -> object:
+    if name not in _KINDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _nvml_kinds
+
+    value = getattr(_nvml_kinds, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -13,7 +13,8 @@ import sys
 from topology import Record
 
 from . import _record
-from ._nvml_errors import KINDS, NvmlError
+from ._nvml_errors import NvmlError
+from ._nvml_kinds import KINDS
 from ._nvml_platform import PlatformCalls
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a start-up cost) for it
@@ -60,7 +61,7 @@ class RawField(Record):
 
 
 class NvmlPort(PlatformCalls):
-    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml` (``._nvml_open``); ``close`` shuts
+    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml` (``._nvml_errors``); ``close`` shuts
     down."""
 
     def __init__(self, pynvml: Any) -> None:

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from topology import Aspect, Problem, SchemaError, Snapshot, SourceStatus, replace
+from topology import Aspect, Problem, SchemaError, Snapshot, SourceStatus, facts_of, physics_breaches, replace
 
 from . import _crosscheck_ends as ends
 from . import _crosscheck_numa as numa
-from ._crosscheck_physics import physics
 from ._witness import WITNESSES, Stage, witness
 
 _MELLANOX = 0x15B3
@@ -202,7 +201,7 @@ CHECK_OF: dict[str, Callable[[Snapshot], list[Problem]]] = {
     "pcie-ends": ends.pcie_ends, "pci-numa-cpus": numa.pci_numa, "gpu-memory-numa": numa.gpu_memory_node,
     "fabric-domain": _gpus("fabric_domain"), "gpu-architecture": _gpus("architecture"), "nvml-version": _nvml_version,
 }
-CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage is Stage.CROSS_CHECK)  # the table's order
+CHECKS = tuple(CHECK_OF[w.key] for w in WITNESSES if w.stage == Stage.CROSS_CHECK)  # the table's order
 
 
 def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
@@ -211,6 +210,16 @@ def driver_version(snap: Snapshot, module: str | None) -> list[Problem]:
     if nvml is None or module is None or nvml == module:
         return []
     return [witness("driver-version").dispute(("nvidia_driver",), nvml, module)]
+
+
+def physics(snap: Snapshot) -> list[Problem]:
+    """Live readings against the physics table (``topology.fabric._physics_rules``): a rate, generation, width
+    or NVLink count the hardware cannot have is a problem naming it, and the fact is unknown. The rules are the
+    ones that refuse a saved snapshot breaking them, so what discovery writes, the reader reads."""
+    return [Problem(source=b.source, subject=",".join(b.subjects), message=f"{b.where.removeprefix('snapshot.')}: "
+                    f"{b.message} (physics table): {b.aspect.value} unknown",
+                    unknown=tuple(f for s in b.subjects for f in facts_of(s, b.aspect)))
+            for b in physics_breaches(snap)]
 
 
 def cross_check(snap: Snapshot, *, module_version: str | None = None) -> Snapshot:

@@ -15,14 +15,16 @@ or :meth:`Witness.judge`, so what becomes unknown is the row's. The reference's 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable
 
 from topology import Aspect, Fact, Problem, Record, Snapshot, facts_of, node_fact
 
 
-class Stage(enum.Enum):
-    """Where a row is checked; the value is how the reference's table names the place."""
+class Stage:
+    """Where a row is checked: each place a string, as the reference's table names it (plain constants, not an
+    enum: an enum class costs several plain classes to define at every start, and nothing here needs one)."""
+
+    __slots__ = ()
 
     CROSS_CHECK = "cross-check"  # ``cross_check``, over the assembled snapshot, in table order
     CROSS_CHECK_MODULE = "cross-check (with the module version)"  # ``cross_check``, given the module's version
@@ -75,11 +77,11 @@ class Witness(Record):
     node_wide: bool  # ``unknown`` is of the node, not of the subjects
     wins: Overrule | None  # where one reading stands; None: neither does
     source: str  # the problem's source
-    stage: Stage  # where it is checked
+    stage: str  # where it is checked: one of Stage's
 
     def __init__(self, *, key: str, fact: str, first: str, second: str, unknown: tuple[Aspect, ...],
                  node_wide: bool = False, wins: Overrule | None = None, source: str = "nvml",
-                 stage: Stage = Stage.CROSS_CHECK) -> None:
+                 stage: str = Stage.CROSS_CHECK) -> None:
         self._fill(locals())
 
     def facts(self, subjects: Iterable[str]) -> tuple[Fact, ...]:
@@ -216,6 +218,6 @@ def witness_markdown() -> str:
     for w in WITNESSES:
         unknown = ", ".join(f"`{a.value}`" for a in w.unknown) + (" (node-wide)" if w.node_wide else "")
         wins = str(w.wins) if w.wins is not None else "neither"
-        cells = (f"`{w.key}`", w.fact, w.first, w.second, wins, unknown, w.stage.value)
+        cells = (f"`{w.key}`", w.fact, w.first, w.second, wins, unknown, w.stage)
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

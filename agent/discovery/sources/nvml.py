@@ -11,21 +11,26 @@ from __future__ import annotations
 from topology import Aspect
 
 from ..access import DiscoveryContext, NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
-from ._nvml_facts import (
-    FIELD_NVLINK_LINK_COUNT,
-    FIELD_NVSWITCH_CONNECTED_LINK_COUNT,
-    P2P_CAPS,
-    REMOTE_GPU,
-    REMOTE_IBMNPU,
-    REMOTE_SWITCH,
-    REMOTE_UNKNOWN,
-    SOURCE,
-    NvLinkFact,
-    NvmlFacts,
-    NvmlGpuFacts,
-    NvmlPairFacts,
-)
 from ._registry import SourceError, SubsystemAbsent, register
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)
+
+if TYPE_CHECKING:
+    from ._nvml_facts import (
+        FIELD_NVLINK_LINK_COUNT,
+        FIELD_NVSWITCH_CONNECTED_LINK_COUNT,
+        P2P_CAPS,
+        REMOTE_GPU,
+        REMOTE_IBMNPU,
+        REMOTE_SWITCH,
+        REMOTE_UNKNOWN,
+        NvLinkFact,
+        NvmlFacts,
+        NvmlGpuFacts,
+        NvmlPairFacts,
+    )
+
+SOURCE = "nvml"  # as ``._nvml_facts`` names it, where the records are
 
 
 @register(SOURCE, covers=(Aspect.GPUS, Aspect.NVLINKS, Aspect.VERSIONS),
@@ -65,3 +70,17 @@ __all__ = [
     "NvmlPairFacts",
     "read_nvml",
 ]
+
+# What NVML read (``._nvml_facts``: its records and constants) loads where the source has read something, or on
+# first use of a name here: a machine without NVML defines none of its records.
+_FACTS = frozenset(__all__) - {"read_nvml"}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _FACTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _nvml_facts
+
+    value = getattr(_nvml_facts, name)
+    globals()[name] = value
+    return value
