@@ -379,7 +379,7 @@ def test_cluster_uuid_text_is_rfc_4122_as_the_uuid_module_writes_it() -> None:
 _SYSTEM_LOOKUP = """
 import sys
 from agent.discovery.access import NvmlLibraryNotFound, open_nvml
-from agent.discovery.access._nvml_errors import _default_library_loadable
+from agent.discovery.access._nvml_open import _default_library_loadable
 found = _default_library_loadable()
 print(found, "pynvml" in sys.modules)
 try:

@@ -12,7 +12,8 @@ serve loop's idleness check and the command line.
 from ._context import DiscoveryContext
 from ._fsroot import Directory, FsRoot
 from ._jail import AttributeTooLarge, NotARegularFile
-from ._nvml_errors import NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound, open_nvml
+from ._nvml_errors import NvmlDriverNotLoaded, NvmlError, NvmlLibraryNotFound
+from ._nvml_open import open_nvml
 from ._record import Reads
 
 _TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a start-up cost)

@@ -1,22 +1,10 @@
-"""NVML's failures as topolink errors (the base, and the two that say no NVML is there; the kinds a call meets
-are :mod:`._nvml_kinds`), and opening NVML: whether a library loads at all, then the port (:mod:`._nvml_port`)
-over pynvml.
-
-One module, as every discovery loads both (a machine without NVML learns it from ``open_nvml``'s
-:class:`NvmlLibraryNotFound`); the port stays apart so that such a machine loads neither the port's module nor
-pynvml: ``open_nvml`` imports the port only once a library is there to be called.
+"""NVML's failures as topolink errors: the base, and the two that say no NVML is there (the kinds a call meets
+are :mod:`._nvml_kinds`). Opening NVML is :mod:`._nvml_open`, which imports the port that imports these.
 """
 
 from __future__ import annotations
 
-import sys
-
 from topology import TopolinkError
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (a start-up cost) for it
-
-if TYPE_CHECKING:
-    from ._nvml_port import NvmlPort
 
 _NAMES = {1: "UNINITIALIZED", 2: "INVALID_ARGUMENT", 3: "NOT_SUPPORTED", 4: "NO_PERMISSION", 6: "NOT_FOUND",
           7: "INSUFFICIENT_SIZE", 9: "DRIVER_NOT_LOADED", 10: "TIMEOUT", 12: "LIBRARY_NOT_FOUND",
@@ -43,38 +31,3 @@ class NvmlLibraryNotFound(NvmlError):
 
 
 DEFAULT_LIBRARY = "libnvidia-ml.so.1"  # the library nvidia-ml-py loads on Linux: the one not found
-
-
-def _default_library_loadable() -> bool:
-    """Whether pynvml's own lookup would find a library: ``ctypes.CDLL`` of the name it loads, without
-    importing pynvml (about 20 ms of every driverless start)."""
-    if "pynvml" in sys.modules:
-        return True  # already paid for; let pynvml decide as before
-    import ctypes
-
-    try:
-        ctypes.CDLL(DEFAULT_LIBRARY)
-    except OSError:
-        return False
-    return True
-
-
-def open_nvml(library: str | None) -> NvmlPort:
-    """Loads NVML (``library`` or the system's) and initialises it. Raises :class:`NvmlLibraryNotFound`
-    when there is no library, another :class:`NvmlError` when ``nvmlInit`` fails."""
-    if library is None and not _default_library_loadable():
-        # The same error pynvml's nvmlInit raises when it cannot load the library.
-        raise NvmlLibraryNotFound("nvmlInitWithFlags", 12)
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise NvmlLibraryNotFound("import pynvml", None, f"nvidia-ml-py is not installed: {exc}") from exc
-    if library is not None:
-        from ._nvml_library import use_library  # only where a library is named
-
-        use_library(library)
-    from ._nvml_port import NvmlPort  # the port loads where a library is there to call
-
-    port = NvmlPort(pynvml)
-    port.init()
-    return port

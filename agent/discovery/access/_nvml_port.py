@@ -61,7 +61,7 @@ class RawField(Record):
 
 
 class NvmlPort(PlatformCalls):
-    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml` (``._nvml_errors``); ``close`` shuts
+    """The calls discovery makes, on an initialised NVML. Use :func:`open_nvml` (``._nvml_open``); ``close`` shuts
     down."""
 
     def __init__(self, pynvml: Any) -> None:
