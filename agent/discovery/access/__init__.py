@@ -9,6 +9,8 @@ Imports: ``topology`` only (and ``pynvml`` inside functions). Imported by the so
 serve loop's idleness check and the command line.
 """
 
+from topology._lazy import lazy_names as _lazy_names
+
 from ._context import DiscoveryContext
 from ._fsroot import Directory, FsRoot
 from ._jail import AttributeTooLarge, NotARegularFile
@@ -49,19 +51,6 @@ __all__ = [
 
 # The kinds of failure a call on an initialised NVML meets load with the port's calls, where a library is there:
 # a machine without NVML defines none of them.
-_KINDS = frozenset({"NvmlGpuLost", "NvmlInvalidArgument", "NvmlNoPermission", "NvmlNotFound", "NvmlNotSupported",
-                    "NvmlUnknown"})
-
-
-def __getattr__(name: str) -> object:
-    if name not in _KINDS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import _nvml_kinds
-
-    value = getattr(_nvml_kinds, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+_WHERE = {name: "_nvml_kinds" for name in ("NvmlGpuLost", "NvmlInvalidArgument", "NvmlNoPermission", "NvmlNotFound",
+                                           "NvmlNotSupported", "NvmlUnknown")}
+__getattr__, __dir__ = _lazy_names(__name__, _WHERE, __all__)
